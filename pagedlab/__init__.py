@@ -1,0 +1,1 @@
+"""pagedlab: a course on vLLM PagedAttention memory management."""

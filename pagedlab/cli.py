@@ -1,0 +1,64 @@
+"""`pagedlab` command line: assign, doctor, grade."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _assign(args) -> int:
+    from . import assign
+
+    try:
+        if args.check:
+            problems = assign.stale()
+            if problems:
+                print("exercises/ is stale; run `pagedlab assign` to regenerate:", file=sys.stderr)
+                for p in problems:
+                    print(f"  {p}", file=sys.stderr)
+                return 1
+            print("exercises/ is up to date with solutions/")
+            return 0
+        changed = assign.write()
+    except assign.AssignError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for path in changed:
+        print(f"wrote {path.relative_to(assign.ROOT)}")
+    if not changed:
+        print("exercises/ already up to date")
+    return 0
+
+
+def _doctor(args) -> int:
+    from . import doctor
+
+    return doctor.main()
+
+
+def _grade(args) -> int:
+    from .grading import cli as grade_cli
+
+    return grade_cli.main(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pagedlab", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("assign", help="regenerate exercises/ from solutions/")
+    p.add_argument("--check", action="store_true", help="fail (exit 1) if exercises/ is stale")
+    p.set_defaults(func=_assign)
+
+    p = sub.add_parser("doctor", help="what the course needs and what this machine has")
+    p.set_defaults(func=_doctor)
+
+    p = sub.add_parser("grade", help="run the graded checks task by task and score them")
+    p.add_argument("--impl", default=None, help="exercises, solutions or a submission folder")
+    p.add_argument("--json", default=None, metavar="PATH", help="write Gradescope results.json here")
+    p.add_argument("--notebooks", action="store_true", help="also run nbval over each notebook")
+    p.add_argument("--gradescope", action="store_true", help="read /autograder/submission, write /autograder/results/results.json")
+    p.set_defaults(func=_grade)
+
+    args = parser.parse_args(argv)
+    return args.func(args)
