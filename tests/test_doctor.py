@@ -1,0 +1,35 @@
+"""`pagedlab doctor` prints one table and says what to do about each missing piece."""
+
+import os
+import subprocess
+import sys
+
+
+def doctor(**env):
+    return subprocess.run([sys.executable, "-m", "pagedlab", "doctor"], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=120)
+
+
+def test_doctor_reports_every_piece_on_a_complete_machine():
+    proc = doctor()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for piece in ("Python", "numpy", "torch", "JupyterLab", "ipywidgets", "nbval", "C++20 compiler", "NVRTC", "CuPy"):
+        assert piece in proc.stdout
+    assert "Everything the course needs is here." in proc.stdout
+
+
+def test_doctor_names_a_missing_compiler_and_the_fix():
+    proc = doctor(CXX="/nonexistent/g++")
+    assert proc.returncode == 1
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("C++20 compiler"))
+    assert "MISSING" in line and "install g++" in line
+    assert "1 required piece(s) missing: C++20 compiler" in proc.stdout
+
+
+def test_doctor_rejects_a_compiler_without_cxx20(tmp_path):
+    fake = tmp_path / "oldcc"
+    fake.write_text("#!/bin/sh\necho 'error: unrecognized option -std=c++20' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    proc = doctor(CXX=str(fake))
+    assert proc.returncode == 1
+    assert "cannot build C++20" in proc.stdout
