@@ -1,0 +1,85 @@
+"""pagedlab.cuda — run an unchanged CUDA C kernel (CuPy RawKernel source) on a CPU, exactly.
+
+Students, CI and most graders have no GPU. This package gives CuPy's call shape,
+``RawKernel(code, name)(grid, block, args, shared_mem=...)``, on top of either CuPy (a GPU is
+present) or a small CPU executor that enforces CUDA's rules instead of hiding them.
+
+Design (spec §6.3):
+
+* Build. The source is compiled unchanged by the system C++ compiler (C++20; g++ >= 12 or
+  clang) with a force-included ``prelude.h`` that maps CUDA keywords, built-in variables,
+  intrinsics, atomics (``std::atomic_ref``) and warp operations. Builds are cached in
+  ``$PAGEDLAB_CACHE/cuda`` or ``~/.cache/pagedlab/cuda`` under a hash of source, prelude, flags
+  and compiler; builds are written to a temporary file and renamed, so concurrent processes
+  are safe. Compiled with -O2, no fast-math, no FMA contraction (results match a careful float
+  reference; the GPU's ``__expf`` etc. are computed exactly here).
+* Execution. Each CUDA thread is a fiber (hand-written context switch on x86-64 and AArch64,
+  ``ucontext`` elsewhere). One OS worker runs all fibers of a block, so ``__shared__`` is simply
+  ``thread_local``: valid for ``__shared__ float x[8];`` and ``extern __shared__ float buf[];``.
+  Several workers (one per core; ``PAGEDLAB_CUDA_WORKERS``) take blocks from a queue.
+* Rules. ``__syncthreads()`` opens only when every thread of the block waits at the same call;
+  a thread that returned early never arrives (``BarrierError``, listing who waits where). A warp
+  operation completes only when every lane in its mask calls the same operation with the same
+  mask (``WarpSyncError``); lanes beyond a partial last warp are ignored in masks. Shuffles
+  from a lane outside the mask return poison (all bits set).
+* Shared memory is poisoned at block start (bytes 0xff: NaN floats, -1 ints), static and
+  dynamic alike (Linux; on macOS only dynamic shared memory is poisoned). Bytes past the
+  launch's ``shared_mem`` hold a NaN canary: the first 16 KiB after the end are checked at
+  every barrier, the whole rest at block end. A *write* past the end is a
+  ``SharedMemoryError`` naming the byte offset, the element and the barrier after which it was
+  seen (which thread wrote it is not known); a *read* past the end yields NaN. Overruns of
+  static ``__shared__`` arrays are not detected.
+* Isolation. A launch runs in a forked child (``PAGEDLAB_CUDA_ISOLATE=0`` to run in-process).
+  Chosen over in-process sigaltstack/siglongjmp recovery: a spinning kernel cannot be stopped
+  in-process, and a kernel that scribbled over the heap would leave the notebook corrupted.
+  segfaults become ``KernelCrash`` (with file:line from the library's line tables when the
+  fault is in kernel code, and "null pointer"/"stack overflow" when recognisable); a launch
+  past ``timeout`` seconds (default 30, ``PAGEDLAB_CUDA_TIMEOUT``) is killed: ``KernelTimeout``
+  says which block/thread was running. Output arrays (non-const pointers) travel through
+  MAP_SHARED pages that end at a guard page, so writing just past an output array faults;
+  arrays behind ``const T*`` are read in place (a write through a cast-away const is lost).
+  Whatever the kernel wrote before an error is copied back, as it would stay on a GPU.
+  Kernel ``printf`` output is printed to Python's ``sys.stdout`` after the launch (so it shows
+  in the notebook cell); a failed ``assert`` or ``__trap()`` is a ``KernelCrash`` naming the
+  condition, line and thread.
+* Schedules decide which runnable fiber goes next at every rendezvous: ``round_robin``
+  (ascending thread index), ``warp0_first`` (warp 0 whenever it can run, then the last warp
+  down), ``reversed`` and ``random:<seed>``. A missing barrier can hide under one order, so
+  tests and graders iterate over ``SCHEDULES``.
+* Launch cost: a cached build is found by hash in about a millisecond; a launch forks once
+  (~5 ms); the course's paged-attention kernel (64 blocks x 128 threads) runs in well under
+  0.3 s on 2 cores (``benchmarks/bench_cuda_cpu.py``).
+* Arguments are checked against the kernel's parameter list before launch: numpy arrays of the
+  exact dtype, C-contiguous, for ``T*``; numpy scalars of the exact type for scalars (a bare
+  Python int/float is refused: CuPy would send 64 bits). Violations raise ``TypeError``.
+* ``compile_ptx`` compile-checks the source for the GPU with NVRTC from a pip wheel.
+
+CPU-only keywords of a launch: ``schedule=``, ``timeout=`` (seconds), ``workers=``; the CuPy
+backend ignores them. ``RawKernel(..., filename="paged_attention.cu")`` names the source in
+reports (default ``<kernel name>.cu``).
+
+Limits: no inline PTX, tensor-core MMA, cooperative groups, CUB/Thrust, ``__half``, textures
+or surfaces; ``__constant__`` is plain global memory (no ``get_global`` upload), and
+``__device__`` variables restart from their initial value at every isolated launch; NVRTC options other than -D are ignored on the CPU; several ``extern __shared__``
+arrays do not alias each other as they do on a GPU (use one array and cast); at most 1024
+threads per block; Linux and macOS only (fork, mmap). Each CUDA thread has a 256 KiB stack
+(``PAGEDLAB_CUDA_STACK_KB``).
+"""
+
+from .errors import (
+    BarrierError,
+    CompileError,
+    KernelCrash,
+    KernelError,
+    KernelTimeout,
+    SharedMemoryError,
+    WarpSyncError,
+)
+from .kernel import MAX_DYNAMIC_SHARED_MEMORY, SCHEDULES, RawKernel, cupy_available
+from .nvrtc import compile_ptx
+
+__all__ = [
+    "RawKernel", "SCHEDULES", "MAX_DYNAMIC_SHARED_MEMORY", "compile_ptx", "cupy_available",
+    "KernelError", "CompileError", "BarrierError", "WarpSyncError", "SharedMemoryError",
+    "KernelCrash", "KernelTimeout",
+]

@@ -1,0 +1,51 @@
+// pagedlab CPU executor: the few types and entry points shared by the prelude (compiled into
+// every kernel) and the runtime library (fibers, barriers, warp rendezvous, launch).
+#pragma once
+#include <stdint.h>
+
+// initial-exec: one instruction per threadIdx read. A process that has used up glibc's static
+// TLS reserve cannot load such a library; pagedlab then rebuilds with PL_NO_FAST_TLS.
+#if defined(__linux__) && !defined(PL_NO_FAST_TLS)
+#define PL_TLS_FAST __attribute__((tls_model("initial-exec")))
+#else
+#define PL_TLS_FAST
+#endif
+#define PL_EXPORT extern "C" __attribute__((visibility("default")))
+
+struct uint3 { unsigned int x, y, z; };
+struct dim3 {
+    unsigned int x, y, z;
+    constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
+        : x(vx), y(vy), z(vz) {}
+};
+
+namespace pl {
+
+// What a CUDA thread sees through threadIdx / blockIdx / blockDim / gridDim.
+struct ThreadCtx {
+    uint3 tid;
+    uint3 bid;
+    dim3 bdim;
+    dim3 gdim;
+};
+
+enum WarpKind : int {
+    WARP_SYNC = 0, SHFL_IDX = 1, SHFL_UP = 2, SHFL_DOWN = 3, SHFL_XOR = 4,
+    BALLOT = 5, ANY = 6, ALL = 7, REDUCE_ADD = 8, REDUCE_MIN = 9, REDUCE_MAX = 10,
+    WARP_KIND_COUNT
+};
+
+enum BarrierKind : int { BAR_PLAIN = 0, BAR_COUNT = 1, BAR_AND = 2, BAR_OR = 3 };
+
+}  // namespace pl
+
+#define PL_API __attribute__((visibility("default")))
+extern "C" {
+// The running CUDA thread of this OS worker; switched with the fiber.
+PL_API extern thread_local pl::ThreadCtx* pl_cur PL_TLS_FAST;
+PL_API void pl_syncthreads(int line);
+PL_API int pl_syncthreads_reduce(int line, int kind, int pred);
+PL_API uint64_t pl_warp_op(int line, int kind, unsigned mask, uint64_t bits, int arg, int width);
+PL_API unsigned pl_activemask(void);
+PL_API [[noreturn]] void pl_trap(int line, const char* what);
+}

@@ -1,0 +1,255 @@
+// pagedlab CPU executor prelude: force-included (-include) before an unchanged CUDA C source.
+// It maps CUDA's keywords, built-in variables and intrinsics onto C++20 and the runtime.
+// Shared memory is `thread_local`: one OS worker runs every fiber (CUDA thread) of a block, so
+// per-OS-thread storage is exactly per-block storage, for `__shared__ float x[8];` and for
+// `extern __shared__ float buf[];` alike. Rules (barriers, warp masks) are enforced by the runtime.
+#pragma once
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cassert>
+#include <cstdio>
+#include <cstring>
+#include <cfloat>
+#include <climits>
+#include <math.h>
+#include <type_traits>
+#include <utility>
+
+#include "pl_abi.h"
+
+// ---- keywords -----------------------------------------------------------------------------
+#define __global__
+#define __device__
+#define __host__
+#define __constant__
+#define __managed__
+// `used`: a shared array no thread writes must still be read from memory (it holds poison),
+// not folded to the zero a never-written static would be.
+#define __shared__ thread_local __attribute__((used))
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __restrict__ __restrict
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
+#define __grid_constant__
+#define __CUDACC__ 1
+#define __CUDA_ARCH__ 750
+#define __PAGEDLAB_CPU__ 1
+
+// ---- built-in variables ---------------------------------------------------------------------
+#define threadIdx (pl_cur->tid)
+#define blockIdx (pl_cur->bid)
+#define blockDim (pl_cur->bdim)
+#define gridDim (pl_cur->gdim)
+static constexpr int warpSize = 32;
+
+// ---- vector types ---------------------------------------------------------------------------
+#define PL_VEC2(T, N, A) struct __attribute__((aligned(A))) N { T x, y; }; \
+    static inline N make_##N(T x, T y) { return N{x, y}; }
+#define PL_VEC3(T, N) struct N { T x, y, z; }; \
+    static inline N make_##N(T x, T y, T z) { return N{x, y, z}; }
+#define PL_VEC4(T, N, A) struct __attribute__((aligned(A))) N { T x, y, z, w; }; \
+    static inline N make_##N(T x, T y, T z, T w) { return N{x, y, z, w}; }
+PL_VEC2(float, float2, 8)
+PL_VEC3(float, float3)
+PL_VEC4(float, float4, 16)
+PL_VEC2(int, int2, 8)
+PL_VEC3(int, int3)
+PL_VEC4(int, int4, 16)
+PL_VEC2(unsigned int, uint2, 8)
+PL_VEC4(unsigned int, uint4, 16)
+PL_VEC2(double, double2, 16)
+static inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return uint3{x, y, z}; }
+
+// ---- barriers and warp operations (macros so the runtime knows the calling line) -------------
+#define __syncthreads() pl_syncthreads(__LINE__)
+#define __syncthreads_count(p) pl_syncthreads_reduce(__LINE__, pl::BAR_COUNT, (p) ? 1 : 0)
+#define __syncthreads_and(p) pl_syncthreads_reduce(__LINE__, pl::BAR_AND, (p) ? 1 : 0)
+#define __syncthreads_or(p) pl_syncthreads_reduce(__LINE__, pl::BAR_OR, (p) ? 1 : 0)
+#define __syncwarp(...) ((void)pl_warp_op(__LINE__, pl::WARP_SYNC, pl::mask_or_full(__VA_ARGS__), 0, 0, 32))
+#define __shfl_sync(...) pl::shfl(__LINE__, pl::SHFL_IDX, __VA_ARGS__)
+#define __shfl_up_sync(...) pl::shfl(__LINE__, pl::SHFL_UP, __VA_ARGS__)
+#define __shfl_down_sync(...) pl::shfl(__LINE__, pl::SHFL_DOWN, __VA_ARGS__)
+#define __shfl_xor_sync(...) pl::shfl(__LINE__, pl::SHFL_XOR, __VA_ARGS__)
+#define __ballot_sync(m, p) ((unsigned)pl_warp_op(__LINE__, pl::BALLOT, (m), (p) ? 1 : 0, 0, 32))
+#define __any_sync(m, p) ((int)pl_warp_op(__LINE__, pl::ANY, (m), (p) ? 1 : 0, 0, 32))
+#define __all_sync(m, p) ((int)pl_warp_op(__LINE__, pl::ALL, (m), (p) ? 1 : 0, 0, 32))
+#define __reduce_add_sync(m, v) ((unsigned)pl_warp_op(__LINE__, pl::REDUCE_ADD, (m), (uint32_t)(v), 0, 32))
+#define __reduce_min_sync(m, v) ((unsigned)pl_warp_op(__LINE__, pl::REDUCE_MIN, (m), (uint32_t)(v), 0, 32))
+#define __reduce_max_sync(m, v) ((unsigned)pl_warp_op(__LINE__, pl::REDUCE_MAX, (m), (uint32_t)(v), 0, 32))
+#define __activemask() pl_activemask()
+#define __trap() pl_trap(__LINE__, "__trap()")
+// A failed device-side assert stops the launch with the condition, file line and thread.
+#undef assert
+#define assert(e) ((e) ? (void)0 : pl_trap(__LINE__, "assertion `" #e "` failed"))
+#define __brkpt() pl_trap(__LINE__, "__brkpt()")
+
+namespace pl {
+inline unsigned mask_or_full() { return 0xffffffffu; }
+inline unsigned mask_or_full(unsigned m) { return m; }
+
+template <class T>
+inline T shfl(int line, int kind, unsigned mask, T var, int arg, int width = 32) {
+    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8,
+                  "warp shuffles move values of at most 8 bytes");
+    uint64_t bits = 0;
+    std::memcpy(&bits, &var, sizeof(T));
+    uint64_t out = pl_warp_op(line, kind, mask, bits, arg, width);
+    T res;
+    std::memcpy(&res, &out, sizeof(T));
+    return res;
+}
+}  // namespace pl
+
+// ---- fences and loads ------------------------------------------------------------------------
+#define __threadfence() std::atomic_thread_fence(std::memory_order_seq_cst)
+#define __threadfence_block() std::atomic_thread_fence(std::memory_order_seq_cst)
+#define __threadfence_system() std::atomic_thread_fence(std::memory_order_seq_cst)
+template <class T> __forceinline__ T __ldg(const T* p) { return *p; }
+template <class T> __forceinline__ T __ldcs(const T* p) { return *p; }
+template <class T> __forceinline__ void __stcs(T* p, T v) { *p = v; }
+
+// ---- atomics: std::atomic_ref, because blocks run on different OS workers ------------------
+namespace pl {
+template <class T> using same_t = std::type_identity_t<T>;  // the pointer decides the type
+#if defined(__cpp_lib_atomic_ref) && !defined(PL_NO_ATOMIC_REF)
+template <class T> using aref = std::atomic_ref<T>;
+#else
+// Standard libraries without atomic_ref (older libc++): the same operations on GCC/Clang builtins.
+template <class T>
+struct aref {
+    T* p;
+    explicit aref(T& x) : p(&x) {}
+    T load(int = 0) const { T v; __atomic_load(p, &v, __ATOMIC_SEQ_CST); return v; }
+    T exchange(T v) { T old; __atomic_exchange(p, &v, &old, __ATOMIC_SEQ_CST); return old; }
+    bool compare_exchange_strong(T& expected, T v) {
+        return __atomic_compare_exchange(p, &expected, &v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    }
+    bool compare_exchange_weak(T& expected, T v, int = 0) {
+        return __atomic_compare_exchange(p, &expected, &v, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    }
+    T fetch_add(T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+    T fetch_sub(T v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
+    T fetch_and(T v) { return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }
+    T fetch_or(T v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
+    T fetch_xor(T v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }
+};
+#endif
+template <class T, class F>
+__forceinline__ T atomic_update(T* addr, F f) {
+    aref<T> ref(*addr);
+    T old = ref.load();
+    while (!ref.compare_exchange_weak(old, f(old))) {}
+    return old;
+}
+}  // namespace pl
+template <class T> __forceinline__ T atomicAdd(T* a, pl::same_t<T> v) {
+    if constexpr (std::is_integral_v<T>) return pl::aref<T>(*a).fetch_add(v);
+    else return pl::atomic_update(a, [v](T o) { return o + v; });
+}
+template <class T> __forceinline__ T atomicSub(T* a, pl::same_t<T> v) {
+    if constexpr (std::is_integral_v<T>) return pl::aref<T>(*a).fetch_sub(v);
+    else return pl::atomic_update(a, [v](T o) { return o - v; });
+}
+template <class T> __forceinline__ T atomicExch(T* a, pl::same_t<T> v) { return pl::aref<T>(*a).exchange(v); }
+template <class T> __forceinline__ T atomicMax(T* a, pl::same_t<T> v) {
+    return pl::atomic_update(a, [v](T o) { return o < v ? v : o; });
+}
+template <class T> __forceinline__ T atomicMin(T* a, pl::same_t<T> v) {
+    return pl::atomic_update(a, [v](T o) { return v < o ? v : o; });
+}
+template <class T> __forceinline__ T atomicAnd(T* a, pl::same_t<T> v) { return pl::aref<T>(*a).fetch_and(v); }
+template <class T> __forceinline__ T atomicOr(T* a, pl::same_t<T> v) { return pl::aref<T>(*a).fetch_or(v); }
+template <class T> __forceinline__ T atomicXor(T* a, pl::same_t<T> v) { return pl::aref<T>(*a).fetch_xor(v); }
+template <class T> __forceinline__ T atomicCAS(T* a, pl::same_t<T> cmp, pl::same_t<T> v) {
+    pl::aref<T>(*a).compare_exchange_strong(cmp, v);
+    return cmp;  // holds the old value whether or not the swap happened
+}
+__forceinline__ unsigned atomicInc(unsigned* a, unsigned lim) {
+    return pl::atomic_update(a, [lim](unsigned o) { return o >= lim ? 0u : o + 1; });
+}
+__forceinline__ unsigned atomicDec(unsigned* a, unsigned lim) {
+    return pl::atomic_update(a, [lim](unsigned o) { return (o == 0 || o > lim) ? lim : o - 1; });
+}
+#define atomicAdd_block atomicAdd
+#define atomicMax_block atomicMax
+#define atomicMin_block atomicMin
+#define atomicCAS_block atomicCAS
+#define atomicExch_block atomicExch
+
+// ---- math and bit intrinsics -----------------------------------------------------------------
+// The fast-math intrinsics are computed exactly here; the GPU's versions differ in the last bits.
+__forceinline__ float __expf(float x) { return expf(x); }
+__forceinline__ float __logf(float x) { return logf(x); }
+__forceinline__ float __log2f(float x) { return log2f(x); }
+__forceinline__ float __sinf(float x) { return sinf(x); }
+__forceinline__ float __cosf(float x) { return cosf(x); }
+__forceinline__ float __tanf(float x) { return tanf(x); }
+__forceinline__ float __powf(float x, float y) { return powf(x, y); }
+__forceinline__ float __exp10f(float x) { return powf(10.0f, x); }
+__forceinline__ float __fdividef(float a, float b) { return a / b; }
+__forceinline__ float __frcp_rn(float a) { return 1.0f / a; }
+__forceinline__ float __fsqrt_rn(float a) { return sqrtf(a); }
+__forceinline__ float __fadd_rn(float a, float b) { return a + b; }
+__forceinline__ float __fmul_rn(float a, float b) { return a * b; }
+__forceinline__ float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+__forceinline__ float __saturatef(float x) { return x < 0.f ? 0.f : (x > 1.f ? 1.f : x); }
+__forceinline__ float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+__forceinline__ double rsqrt(double x) { return 1.0 / sqrt(x); }
+__forceinline__ float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
+__forceinline__ float rcbrtf(float x) { return 1.0f / cbrtf(x); }
+__forceinline__ float normcdff(float x) { return 0.5f * erfcf(-x * 0.70710678118654752f); }
+__forceinline__ int __float_as_int(float x) { return std::bit_cast<int>(x); }
+__forceinline__ unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
+__forceinline__ float __int_as_float(int x) { return std::bit_cast<float>(x); }
+__forceinline__ float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
+__forceinline__ long long __double_as_longlong(double x) { return std::bit_cast<long long>(x); }
+__forceinline__ double __longlong_as_double(long long x) { return std::bit_cast<double>(x); }
+__forceinline__ int __float2int_rn(float x) { return (int)nearbyintf(x); }
+__forceinline__ int __float2int_rz(float x) { return (int)x; }
+__forceinline__ int __float2int_rd(float x) { return (int)floorf(x); }
+__forceinline__ int __float2int_ru(float x) { return (int)ceilf(x); }
+__forceinline__ float __int2float_rn(int x) { return (float)x; }
+__forceinline__ int __popc(unsigned x) { return std::popcount(x); }
+__forceinline__ int __popcll(unsigned long long x) { return std::popcount(x); }
+__forceinline__ int __clz(int x) { return std::countl_zero((unsigned)x); }
+__forceinline__ int __clzll(long long x) { return std::countl_zero((unsigned long long)x); }
+__forceinline__ int __ffs(int x) { return x ? std::countr_zero((unsigned)x) + 1 : 0; }
+__forceinline__ int __ffsll(long long x) { return x ? std::countr_zero((unsigned long long)x) + 1 : 0; }
+__forceinline__ unsigned __brev(unsigned x) {
+    unsigned r = 0;
+    for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
+    return r;
+}
+__forceinline__ int __mul24(int a, int b) { return a * b; }
+__forceinline__ unsigned __umul24(unsigned a, unsigned b) { return a * b; }
+__forceinline__ int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+__forceinline__ unsigned __umulhi(unsigned a, unsigned b) {
+    return (unsigned)(((unsigned long long)a * b) >> 32);
+}
+// CUDA's min/max work on any arithmetic mix, like the device library's overloads.
+template <class A, class B, class = std::enable_if_t<std::is_arithmetic_v<A> && std::is_arithmetic_v<B>>>
+__forceinline__ std::common_type_t<A, B> min(A a, B b) {
+    using C = std::common_type_t<A, B>;
+    return (C)b < (C)a ? (C)b : (C)a;
+}
+template <class A, class B, class = std::enable_if_t<std::is_arithmetic_v<A> && std::is_arithmetic_v<B>>>
+__forceinline__ std::common_type_t<A, B> max(A a, B b) {
+    using C = std::common_type_t<A, B>;
+    return (C)a < (C)b ? (C)b : (C)a;
+}
+#ifndef CUDART_INF_F
+#define CUDART_INF_F INFINITY
+#endif
+
+// ---- launch glue used by the generated entry points -----------------------------------------
+namespace pl {
+template <class... P, size_t... I>
+inline void invoke_impl(void (*f)(P...), void** a, std::index_sequence<I...>) {
+    f(*static_cast<std::remove_cv_t<std::remove_reference_t<P>>*>(a[I])...);
+}
+template <class... P>
+inline void invoke(void (*f)(P...), void** a) { invoke_impl(f, a, std::index_sequence_for<P...>{}); }
+}  // namespace pl

@@ -1,0 +1,190 @@
+"""Read a kernel's parameter list from its source and check launch arguments against it.
+
+CuPy hands raw pointers and raw scalars to the GPU without knowing the parameter types, so a
+float64 array behind a `float*`, or a Python float (sent as a 64-bit double) for a `float`
+parameter, silently computes garbage. Reading the signature lets both backends refuse those
+before launch, with a message that says what to pass instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+# C type (qualifiers removed, spaces normalised) -> numpy dtype. LP64 (Linux, macOS).
+_SCALARS = {
+    "float": np.float32, "double": np.float64,
+    "char": np.int8, "signed char": np.int8, "unsigned char": np.uint8,
+    "short": np.int16, "short int": np.int16, "signed short": np.int16,
+    "unsigned short": np.uint16, "unsigned short int": np.uint16,
+    "int": np.int32, "signed": np.int32, "signed int": np.int32,
+    "unsigned": np.uint32, "unsigned int": np.uint32,
+    "long": np.int64, "long int": np.int64, "unsigned long": np.uint64,
+    "long long": np.int64, "long long int": np.int64, "signed long long": np.int64,
+    "unsigned long long": np.uint64, "unsigned long long int": np.uint64,
+    "bool": np.bool_, "size_t": np.uint64, "ptrdiff_t": np.int64,
+    "int8_t": np.int8, "uint8_t": np.uint8, "int16_t": np.int16, "uint16_t": np.uint16,
+    "int32_t": np.int32, "uint32_t": np.uint32, "int64_t": np.int64, "uint64_t": np.uint64,
+}
+# Vector element types: a float4* is fed from a float32 array, as with CuPy.
+_VECTORS = {f"{b}{n}": _SCALARS[b if b != "uint" else "unsigned int"]
+            for b in ("float", "int", "uint", "double") for n in (2, 3, 4)}
+_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "__grid_constant__"}
+
+
+@dataclass(frozen=True)
+class Param:
+    index: int
+    name: str
+    ctype: str          # as written, e.g. "const float* __restrict__"
+    base: str           # "float"
+    pointer: bool
+    const: bool         # pointee is const (read-only argument)
+    dtype: np.dtype | None  # None: void* (any array)
+
+    def describe(self) -> str:
+        return f"argument {self.index} (`{self.name}`, {self.ctype.strip()})"
+
+
+def strip_comments(code: str) -> str:
+    """Comments blanked out (newlines kept, so offsets and line numbers still match)."""
+    def blank(m: re.Match) -> str:
+        return re.sub(r"[^\n]", " ", m.group(0))
+    return re.sub(r"//[^\n]*|/\*.*?\*/", blank, code, flags=re.S)
+
+
+_KERNEL_RE = re.compile(
+    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
+    r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(")
+
+
+def kernel_names(code: str) -> list[str]:
+    """Names of the non-template `__global__` functions, in source order."""
+    text = strip_comments(code)
+    names = []
+    for m in _KERNEL_RE.finditer(text):
+        before = text[max(0, m.start() - 300):m.start()]
+        if re.search(r"template\s*<[^;{}]*>\s*$", before):
+            continue
+        if m.group(1) not in names:
+            names.append(m.group(1))
+    return names
+
+
+def parse_params(code: str, name: str) -> list[Param]:
+    text = strip_comments(code)
+    for m in _KERNEL_RE.finditer(text):
+        if m.group(1) == name:
+            break
+    else:
+        found = ", ".join(kernel_names(code)) or "none"
+        raise ValueError(f"no `__global__ void {name}(...)` in the kernel source (kernels found: {found})")
+    depth, i, start = 1, m.end(), m.end()
+    while depth and i < len(text):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        i += 1
+    inner = text[start:i - 1].strip()
+    if not inner or inner == "void":
+        return []
+    parts, depth, cur = [], 0, ""
+    for ch in inner:
+        if ch in "(<[":
+            depth += 1
+        elif ch in ")>]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return [_param(k, p) for k, p in enumerate(parts)]
+
+
+def _param(index: int, decl: str) -> Param:
+    decl = " ".join(decl.split())
+    m = re.match(r"^(.*?)([A-Za-z_]\w*)\s*$", decl)
+    head, pname = (m.group(1), m.group(2)) if m else (decl, f"arg{index}")
+    if not head.strip() or head.strip().endswith("::"):  # unnamed parameter: decl is all type
+        head, pname = decl, f"arg{index}"
+    pointer = "*" in head
+    before_star = head.split("*")[0]
+    const = pointer and "const" in before_star.split()
+    words = [w for w in re.split(r"[\s*&]+", before_star) if w and w not in _QUALIFIERS]
+    base = " ".join(words)
+    if base == "void" and pointer:
+        dtype = None
+    elif base in _SCALARS:
+        dtype = np.dtype(_SCALARS[base])
+    elif pointer and base in _VECTORS:
+        dtype = np.dtype(_VECTORS[base])
+    else:
+        raise ValueError(
+            f"parameter {index} `{decl}`: type {base!r} is not supported by the CPU executor's "
+            "argument checks (use float, double, int, unsigned, long long, bool or pointers to them)"
+        )
+    return Param(index, pname, head, base, pointer, const, dtype)
+
+
+def _c_name(dtype: np.dtype) -> str:
+    for c, d in _SCALARS.items():
+        if np.dtype(d) == dtype:
+            return c
+    return str(dtype)
+
+
+def check_args(params: list[Param], args, kernel: str, *, array_module: str = "numpy") -> None:
+    """Raise TypeError/ValueError unless `args` fit `params` the way the kernel reads them."""
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"args must be a tuple of kernel arguments, not {type(args).__name__}")
+    if len(args) != len(params):
+        sig = ", ".join(f"{p.ctype.strip()} {p.name}" for p in params)
+        raise TypeError(f"{kernel}({sig}) takes {len(params)} arguments, got {len(args)}")
+    for p, a in zip(params, args, strict=True):
+        if p.pointer:
+            _check_pointer(p, a, array_module)
+        else:
+            _check_scalar(p, a)
+
+
+def _check_pointer(p: Param, a, array_module: str) -> None:
+    mod = type(a).__module__.split(".")[0]
+    if array_module == "numpy" and not isinstance(a, np.ndarray):
+        hint = {"cupy": " (a CuPy array: the CPU executor runs on numpy arrays; use .get())",
+                "torch": " (a torch tensor: pass t.numpy() or t.detach().cpu().numpy())"}.get(mod, "")
+        raise TypeError(f"{p.describe()} needs a numpy array, got {type(a).__name__}{hint}")
+    dtype = getattr(a, "dtype", None)
+    if dtype is None or not hasattr(a, "flags"):
+        raise TypeError(f"{p.describe()} needs a {array_module} array, got {type(a).__name__}")
+    if p.dtype is not None and np.dtype(str(dtype)) != p.dtype:
+        raise TypeError(
+            f"{p.describe()} points to {p.base} ({p.dtype.name}) but the array is {dtype}: "
+            f"the kernel would reinterpret its bytes. Pass x.astype(numpy.{p.dtype.name}).")
+    if not a.flags.c_contiguous:
+        raise TypeError(
+            f"{p.describe()}: the array is not C-contiguous (strides {a.strides}); the kernel "
+            f"indexes it as one dense block. Pass {array_module}.ascontiguousarray(x).")
+    if not p.const and not a.flags.writeable:
+        raise ValueError(f"{p.describe()}: the kernel may write through this pointer but the "
+                         "array is read-only; pass a writeable copy")
+
+
+def _check_scalar(p: Param, a) -> None:
+    want = p.dtype
+    if isinstance(a, bool) or isinstance(a, (int, float)) and not isinstance(a, np.generic):
+        kind = type(a).__name__
+        width = "64-bit double" if isinstance(a, float) else "64-bit integer"
+        raise TypeError(
+            f"{p.describe()} got a bare Python {kind}; CuPy would send it as a {width}, "
+            f"not a {p.base}. Pass numpy.{want.name}({a!r}).")
+    if isinstance(a, np.ndarray) and a.ndim == 0:
+        a = a[()]
+    if not isinstance(a, np.generic):
+        raise TypeError(f"{p.describe()} needs a numpy scalar numpy.{want.name}(...), "
+                        f"got {type(a).__name__}")
+    if a.dtype != want:
+        raise TypeError(
+            f"{p.describe()} needs numpy.{want.name} ({_c_name(want)}), got numpy.{a.dtype.name}. "
+            f"Pass numpy.{want.name}(value).")
