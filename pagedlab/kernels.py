@@ -1,0 +1,296 @@
+"""Host side of the CUDA paged-attention kernel: check the arguments, pick a device, launch.
+
+A kernel trusts its arguments completely. A float64 cache, a block id past the end of the cache
+or a sequence longer than its block table does not raise on a GPU: it reads the wrong memory
+and returns plausible numbers. So every rule the kernel relies on is checked here, before the
+launch, with a message that says what was wrong and what is allowed.
+
+Two backends run the same ``paged_attention.cu`` text:
+
+- ``"cupy"``: ``cupy.RawKernel`` on an NVIDIA GPU. Takes CuPy arrays, torch CUDA tensors
+  (shared through DLPack, no copy) or numpy arrays (copied to the device and back);
+- ``"cpu"``: pagedlab's CPU executor (`pagedlab.cuda`), numpy arrays or torch CPU tensors.
+
+``"auto"`` means cupy when a GPU is usable, else cpu. The result has the array type of `q`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+
+import numpy as np
+
+from .loader import kernel_source
+
+__all__ = [
+    "paged_attention_decode",
+    "decode_on_executor",
+    "KERNEL_FILE",
+    "KERNEL_NAME",
+    "NUM_THREADS",
+    "MAX_HEAD_SIZE",
+    "shared_memory_bytes",
+    "unwritten",
+    "UNWRITTEN_BITS",
+]
+
+KERNEL_FILE = "paged_attention.cu"
+KERNEL_NAME = "paged_attention_v1"
+NUM_THREADS = 128  # must match NUM_THREADS in the kernel
+MAX_HEAD_SIZE = 256  # size of the kernel's static q buffer
+STATIC_SHARED_BYTES = (MAX_HEAD_SIZE + NUM_THREADS // 32) * 4  # q_shared + partial[]
+# `out` is filled with this NaN before every launch: an element that still holds exactly these
+# bits was never written by the kernel (a NaN the kernel computed has other bits).
+UNWRITTEN_BITS = 0x7FC0DEAD
+MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y: at most this many sequences per launch
+BACKENDS = ("auto", "cpu", "cupy")
+
+
+def paged_attention_decode(q, k_cache, v_cache, block_tables, seq_lens, *, scale=None,
+                           impl=None, backend="auto"):
+    """One decode step of paged attention with the CUDA kernel of `impl`.
+
+    ``q [num_seqs, num_heads, head_size]`` float32; ``k_cache``, ``v_cache [num_blocks,
+    block_size, num_kv_heads, head_size]`` float32; ``block_tables [num_seqs,
+    max_blocks_per_seq]`` int32 (``-1`` padding); ``seq_lens [num_seqs]`` int32. Returns
+    ``out`` shaped like `q`, of the same array type. `scale` defaults to ``1/sqrt(head_size)``;
+    `impl` chooses whose ``paged_attention.cu`` runs (exercises, solutions or a folder).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "auto":
+        backend = "cupy" if _cupy_usable() else "cpu"
+    if backend == "cupy":
+        return _decode_cupy(q, k_cache, v_cache, block_tables, seq_lens, scale=scale, impl=impl)
+    return decode_on_executor(q, k_cache, v_cache, block_tables, seq_lens, scale=scale, impl=impl)
+
+
+def decode_on_executor(q, k_cache, v_cache, block_tables, seq_lens, *, scale=None, impl=None,
+                       schedule="round_robin", timeout=None):
+    """`paged_attention_decode` on the CPU executor, with its extra knobs.
+
+    `schedule` is one of ``pagedlab.cuda.SCHEDULES`` (the order in which simulated threads
+    run; a missing barrier often shows under one schedule only), `timeout` a watchdog in
+    seconds. The output is filled with NaN (`UNWRITTEN_BITS`) before the launch, so anything the
+    kernel does not write shows up, and `unwritten(out)` tells which elements those are.
+    """
+    from . import cuda
+
+    as_torch = _is_torch(q)
+    arrays = [_host_array(x, name) for x, name in
+              zip((q, k_cache, v_cache, block_tables, seq_lens), _ARG_NAMES, strict=True)]
+    launch = validate(*arrays, scale=scale, max_dynamic_shared=cuda.MAX_DYNAMIC_SHARED_MEMORY)
+    q_np = arrays[0]
+    out = np.full(q_np.shape, UNWRITTEN_BITS, dtype=np.uint32).view(np.float32)
+    if out.size:
+        kernel = _kernel("cpu", kernel_source(KERNEL_FILE, impl))
+        kernel(launch.grid, (NUM_THREADS,), (out, *arrays, *launch.scalars),
+               shared_mem=launch.shared_mem, schedule=schedule, timeout=timeout)
+    if as_torch:
+        import torch
+
+        return torch.from_numpy(out)
+    return out
+
+
+def unwritten(out) -> np.ndarray:
+    """Boolean mask of the elements of a launch's `out` that the kernel never wrote."""
+    if _is_torch(out):
+        host = out.detach().cpu().numpy()
+    elif not isinstance(out, np.ndarray) and hasattr(out, "get"):  # a CuPy array
+        host = out.get()
+    else:
+        host = np.asarray(out)
+    return np.ascontiguousarray(host, dtype=np.float32).view(np.uint32) == UNWRITTEN_BITS
+
+
+def shared_memory_bytes(max_seq_len: int) -> int:
+    """Dynamic shared memory one launch needs: one fp32 logit per token of the longest sequence."""
+    return 4 * int(max_seq_len)
+
+
+# --- validation -------------------------------------------------------------------------------
+
+_ARG_NAMES = ("q", "k_cache", "v_cache", "block_tables", "seq_lens")
+_SHAPES = {
+    "q": "[num_seqs, num_heads, head_size]",
+    "k_cache": "[num_blocks, block_size, num_kv_heads, head_size]",
+    "v_cache": "[num_blocks, block_size, num_kv_heads, head_size]",
+    "block_tables": "[num_seqs, max_blocks_per_seq]",
+    "seq_lens": "[num_seqs]",
+}
+_DTYPES = {"q": "float32", "k_cache": "float32", "v_cache": "float32",
+           "block_tables": "int32", "seq_lens": "int32"}
+
+
+class Launch:
+    """What `validate` derived: grid, dynamic shared memory and the typed scalar arguments."""
+
+    def __init__(self, grid, shared_mem, scalars):
+        self.grid, self.shared_mem, self.scalars = grid, shared_mem, scalars
+
+
+def validate(q, k_cache, v_cache, block_tables, seq_lens, *, scale=None,
+             max_dynamic_shared=None, to_host=np.asarray) -> Launch:
+    """Check every argument the kernel trusts; raise TypeError/ValueError on the first problem.
+
+    The arrays may be numpy or CuPy (anything with ``dtype``, ``shape``, ``ndim`` and
+    ``flags``); `to_host` brings `block_tables` and `seq_lens` to numpy for the value checks.
+    """
+    arrays = dict(zip(_ARG_NAMES, (q, k_cache, v_cache, block_tables, seq_lens), strict=True))
+    for name, a in arrays.items():
+        if np.dtype(a.dtype) != np.dtype(_DTYPES[name]):
+            raise TypeError(f"{name} must be {_DTYPES[name]}, got {np.dtype(a.dtype)} "
+                            f"(convert with .astype(np.{_DTYPES[name]}))")
+        expected_ndim = _SHAPES[name].count(",") + 1
+        if a.ndim != expected_ndim:
+            raise ValueError(f"{name} must be {expected_ndim}-D {_SHAPES[name]}, got shape {tuple(a.shape)}")
+    for name, a in arrays.items():
+        if not a.flags.c_contiguous:
+            raise ValueError(f"{name} must be C-contiguous (the kernel indexes it as row-major); "
+                             "pass a contiguous copy (np.ascontiguousarray / .contiguous())")
+
+    num_seqs, num_heads, head_size = q.shape
+    num_blocks, block_size, num_kv_heads, cache_head_size = k_cache.shape
+    if tuple(v_cache.shape) != tuple(k_cache.shape):
+        raise ValueError(f"v_cache must have the shape of k_cache {tuple(k_cache.shape)}, "
+                         f"got {tuple(v_cache.shape)}")
+    if cache_head_size != head_size:
+        raise ValueError(f"head_size differs: q has {head_size}, k_cache/v_cache have {cache_head_size}")
+    if block_tables.shape[0] != num_seqs or seq_lens.shape[0] != num_seqs:
+        raise ValueError(f"q has {num_seqs} sequences but block_tables has {block_tables.shape[0]} "
+                         f"rows and seq_lens {seq_lens.shape[0]} entries; they must agree")
+    max_blocks_per_seq = block_tables.shape[1]
+    for what, value in (("num_heads", num_heads), ("head_size", head_size),
+                        ("num_blocks", num_blocks), ("block_size", block_size),
+                        ("num_kv_heads", num_kv_heads), ("max_blocks_per_seq", max_blocks_per_seq)):
+        if value < 1:
+            raise ValueError(f"{what} must be at least 1, got {value}")
+    if num_heads % num_kv_heads:
+        raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads "
+                         f"({num_kv_heads}): each kv head serves num_heads // num_kv_heads query heads")
+    if head_size > MAX_HEAD_SIZE:
+        raise ValueError(f"head_size must be at most {MAX_HEAD_SIZE} (the kernel's shared q buffer), "
+                         f"got {head_size}")
+    if num_seqs > MAX_GRID_Y:
+        raise ValueError(f"at most {MAX_GRID_Y} sequences per launch (gridDim.y), got {num_seqs}")
+
+    lens = np.asarray(to_host(seq_lens), dtype=np.int64)
+    table = np.asarray(to_host(block_tables), dtype=np.int64)
+    capacity = max_blocks_per_seq * block_size
+    for s, n in enumerate(lens):
+        if not 1 <= n <= capacity:
+            raise ValueError(f"seq_lens[{s}] = {n}, but every sequence needs 1 <= seq_len <= "
+                             f"max_blocks_per_seq * block_size = {max_blocks_per_seq} * {block_size} "
+                             f"= {capacity}")
+    used = np.arange(max_blocks_per_seq)[None, :] < -(-lens[:, None] // block_size)
+    bad = used & ((table < 0) | (table >= num_blocks))
+    if bad.any():
+        s, i = (int(x) for x in np.argwhere(bad)[0])
+        raise ValueError(f"block_tables[{s}, {i}] = {table[s, i]}: sequence {s} has {lens[s]} tokens, "
+                         f"so its first {-(-lens[s] // block_size)} entries must be block ids in "
+                         f"[0, num_blocks = {num_blocks})")
+
+    shared_mem = shared_memory_bytes(lens.max()) if num_seqs else 0
+    if max_dynamic_shared is not None and shared_mem > max_dynamic_shared:
+        raise ValueError(f"the longest sequence ({lens.max()} tokens) needs {shared_mem} bytes of "
+                         f"dynamic shared memory for its logits; this device allows "
+                         f"{max_dynamic_shared} (at most {max_dynamic_shared // 4} tokens)")
+
+    if scale is None:
+        scale = 1.0 / math.sqrt(head_size)
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"scale must be a real number or None, got {type(scale).__name__}")
+    if not math.isfinite(float(scale)):
+        raise ValueError(f"scale must be finite, got {scale}")
+    # Explicit C types: a bare Python float would be passed as a double.
+    scalars = (np.float32(scale), np.int32(num_kv_heads), np.int32(head_size),
+               np.int32(block_size), np.int32(max_blocks_per_seq))
+    return Launch((num_heads, num_seqs), shared_mem, scalars)
+
+
+# --- backends ---------------------------------------------------------------------------------
+
+_KERNELS: dict = {}
+
+
+def _kernel(backend: str, code: str):
+    """One compiled kernel per (backend, source text): a student's edit is picked up next call."""
+    key = (backend, hashlib.sha256(code.encode()).hexdigest())
+    if key not in _KERNELS:
+        if backend == "cpu":
+            from . import cuda
+
+            _KERNELS[key] = cuda.RawKernel(code, KERNEL_NAME, backend="cpu", filename=KERNEL_FILE)
+        else:
+            import cupy
+
+            _KERNELS[key] = cupy.RawKernel(code, KERNEL_NAME, options=("--std=c++17",))
+    return _KERNELS[key]
+
+
+def _is_torch(x) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "is_cuda")
+
+
+def _host_array(x, name):
+    if isinstance(x, np.ndarray):
+        return x
+    if _is_torch(x):
+        if x.is_cuda:
+            raise TypeError(f"{name} is a CUDA tensor but backend='cpu' runs on host memory; "
+                            "use backend='cupy' (or 'auto' on a GPU machine), or move it with .cpu()")
+        return x.detach().numpy()
+    raise TypeError(f"{name} must be a numpy array or a torch CPU tensor for the CPU executor, "
+                    f"got {type(x).__module__}.{type(x).__name__}")
+
+
+def _cupy_usable() -> bool:
+    try:
+        from .cuda import cupy_available
+    except ImportError:  # the executor package is missing: no GPU path either
+        return False
+    return cupy_available()
+
+
+def _decode_cupy(q, k_cache, v_cache, block_tables, seq_lens, *, scale=None, impl=None):
+    if not _cupy_usable():
+        raise RuntimeError("backend='cupy' needs CuPy and a CUDA GPU (pip install 'pagedlab[gpu]'); "
+                           "this machine has neither, use backend='cpu' or 'auto'")
+    import cupy
+
+    kind = "torch" if _is_torch(q) else "numpy" if isinstance(q, np.ndarray) else "cupy"
+    arrays = [_device_array(cupy, x, name) for x, name in
+              zip((q, k_cache, v_cache, block_tables, seq_lens), _ARG_NAMES, strict=True)]
+    device = cupy.cuda.Device()
+    limit = device.attributes["MaxSharedMemoryPerBlockOptin"] - STATIC_SHARED_BYTES
+    launch = validate(*arrays, scale=scale, max_dynamic_shared=limit, to_host=cupy.asnumpy)
+    out = cupy.full(arrays[0].shape, UNWRITTEN_BITS, dtype=cupy.uint32).view(cupy.float32)
+    if out.size:
+        kernel = _kernel("cupy", kernel_source(KERNEL_FILE, impl))
+        # Above 48 KiB a kernel must opt in to more dynamic shared memory.
+        if launch.shared_mem > 48 * 1024:
+            kernel.max_dynamic_shared_size_bytes = launch.shared_mem
+        kernel(launch.grid, (NUM_THREADS,), (out, *arrays, *launch.scalars),
+               shared_mem=launch.shared_mem)
+    if kind == "torch":
+        import torch
+
+        return torch.from_dlpack(out)
+    return cupy.asnumpy(out) if kind == "numpy" else out
+
+
+def _device_array(cupy, x, name):
+    if isinstance(x, cupy.ndarray):
+        return x
+    if isinstance(x, np.ndarray):
+        return cupy.asarray(x)
+    if _is_torch(x):
+        if not x.is_cuda:
+            raise TypeError(f"{name} is a torch CPU tensor; the cupy backend needs CUDA tensors "
+                            "(.cuda()) or backend='cpu'")
+        return cupy.from_dlpack(x.detach())
+    raise TypeError(f"{name} must be a CuPy array, a torch CUDA tensor or a numpy array, "
+                    f"got {type(x).__name__}")
