@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Gradescope runs this once, as root, when the autograder zip is uploaded. The zip's root is
+# the pagedlab repository (build it with `python -m pagedlab.grading.package`), unpacked at
+# /autograder/source. Base image: Gradescope's Ubuntu 22.04 or 24.04 (24.04 recommended:
+# Python 3.12 and g++ 13 out of the box).
+set -euxo pipefail
+
+SRC=/autograder/source
+VENV=/autograder/venv
+export DEBIAN_FRONTEND=noninteractive
+
+apt-get update
+apt-get install -y --no-install-recommends python3 python3-venv python3-pip python3-dev g++ ca-certificates
+
+# The CPU executor compiles each kernel as C++20 and needs g++ >= 12 (Ubuntu 22.04 ships 11).
+if [ "$(g++ -dumpversion | cut -d. -f1)" -lt 12 ]; then
+    apt-get install -y --no-install-recommends g++-12
+    update-alternatives --install /usr/bin/g++ g++ /usr/bin/g++-12 120
+    update-alternatives --install /usr/bin/c++ c++ /usr/bin/g++-12 120
+fi
+g++ --version
+
+python3 -c 'import sys; assert sys.version_info >= (3, 10), "pagedlab needs Python >= 3.10"'
+python3 -m venv "$VENV"
+"$VENV/bin/pip" install --quiet --upgrade pip
+# torch from the CPU wheel index: the PyPI default on Linux is the multi-GB CUDA build, and the
+# grader never uses a GPU through torch. constraints.txt pins the version the course tests.
+"$VENV/bin/pip" install --quiet --index-url https://download.pytorch.org/whl/cpu \
+    -c "$SRC/constraints.txt" torch
+# [dev] brings pytest and nbval (for --notebooks) and the NVRTC wheel; torch is already satisfied.
+"$VENV/bin/pip" install --quiet -c "$SRC/constraints.txt" -e "$SRC[dev]"
+
+# Student code runs as this unprivileged user (pagedlab grade switches to it per task), so a
+# submission can neither edit the grader's checks nor read the reference solutions.
+id student >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin student
+chmod -R a+rX "$SRC" "$VENV"
+export PAGEDLAB_GRADE_USER=student
+
+# Smoke test at upload time: the reference solutions must earn full marks in this image, with
+# the same isolation as a real submission.
+cd "$SRC"
+"$VENV/bin/python" -m pagedlab grade --impl solutions --json /tmp/pagedlab-solutions.json
+chmod -R go-rwx "$SRC/solutions"
+# ...and the untouched exercises must score 0 without any autograder problem (this also proves
+# the checks never need the now-private solutions).
+"$VENV/bin/python" -m pagedlab grade --impl exercises --json /tmp/pagedlab-exercises.json
+"$VENV/bin/python" - <<'PY'
+import json
+sol = json.load(open("/tmp/pagedlab-solutions.json"))
+lost = [t["name"] for t in sol["tests"] if t["score"] < t["max_score"]]
+assert not lost, f"solutions lose points in this image: {lost}"
+ex = json.load(open("/tmp/pagedlab-exercises.json"))
+assert ex["score"] == 0, f"the untouched exercises score {ex['score']}"
+broken = [t["name"] for t in ex["tests"] if "autograder problem" in t["output"]]
+assert not broken, f"autograder problems on the exercises: {broken}"
+print(f"solutions {sol['score']} in {sol['execution_time']} s, exercises {ex['score']}: autograder image OK")
+PY

@@ -1,0 +1,146 @@
+"""`pagedlab grade`: score a submission task by task.
+
+    pagedlab grade                              # exercises/ (or $PAGEDLAB_IMPL)
+    pagedlab grade --impl solutions             # the reference: must score full marks
+    pagedlab grade --impl path/to/submission --json results.json
+    pagedlab grade --gradescope                 # inside Gradescope's autograder container
+    pagedlab grade --tasks 1,3 --impl solutions # only some tasks (quick checks while writing)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from .. import loader
+from . import points, report, submission
+from .notebooks import notebook_paths, run_notebook
+from .runner import run_task, sandbox_user
+
+# Gradescope's fixed layout; overridable so the --gradescope path can be tested anywhere.
+AUTOGRADER_ROOT_ENV = "PAGEDLAB_AUTOGRADER_ROOT"
+
+
+def autograder_root() -> Path:
+    return Path(os.environ.get(AUTOGRADER_ROOT_ENV) or "/autograder")
+
+
+def _say(text: str = "") -> None:
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # `pagedlab grade | head`: stop printing, keep grading
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def _resolve_impl(impl: str | None, workdir: Path, sandbox) -> tuple[str, Path, str]:
+    """(the impl string the children get, its folder, a note on the submission's files)."""
+    if impl is None:
+        impl = os.environ.get(loader.ENV_VAR) or "exercises"
+    if impl in loader.NAMED_IMPLS:
+        return impl, loader.impl_dir(impl), ""
+    folder, found = submission.prepare(Path(impl), workdir / "submission", copy=sandbox is not None)
+    return str(folder), folder, found
+
+
+def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks: bool = False,
+          json_path: str | os.PathLike | None = None, echo=_say) -> dict:
+    """Grade `impl` and return the results.json dict (also written to `json_path` if given)."""
+    began = time.perf_counter()
+    rows = points.select(tasks)
+    sandbox = sandbox_user()
+    with tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir:
+        Path(workdir).chmod(0o711)  # the tasks' user reaches the submission copy inside
+        impl_arg, folder, found = _resolve_impl(impl, Path(workdir), sandbox)
+        if sandbox is not None:
+            echo(f"(the submission's code runs as user {sandbox.name!r})")
+        echo(f"Grading {impl_arg if impl_arg in loader.NAMED_IMPLS else folder} "
+             f"({len(rows)} task{'s' if len(rows) != 1 else ''}, each in its own process)")
+        if found:
+            echo(found)
+        outcomes = []
+        for row in rows:
+            outcome = run_task(row, impl_arg, folder, sandbox=sandbox)
+            outcomes.append(outcome)
+            mark = "✓" if outcome.passed else "✗"
+            echo(f"{mark} {row.task:<6} {outcome.score:g}/{row.points:g}  ({outcome.seconds:.1f}s)  {row.title}")
+            if not outcome.passed:
+                echo(report.indent(report.task_output(outcome), "      "))
+        nb_outcomes = []
+        if notebooks:
+            paths = notebook_paths()
+            if not paths:
+                echo(f"--notebooks: no numbered notebooks in {loader.ROOT / 'notebooks'}; nothing to run")
+            for path in paths:
+                nb = run_notebook(path, impl_arg, sandbox)
+                nb_outcomes.append(nb)
+                echo(f"{'✓' if nb.passed else '✗'} notebook {nb.name} ({nb.seconds:.0f}s)")
+    table = report.score_table(outcomes, nb_outcomes)
+    echo()
+    echo(table)
+    header = [
+        f"pagedlab autograder: {sum(o.score for o in outcomes):g}/{sum(o.row.points for o in outcomes):g} points.",
+        "Each task runs in its own process with a time limit; a task earns its points when all of its "
+        "scored checks pass (each task's output lists its checks and explains the first failure).",
+    ]
+    if found:
+        header.append(found)
+    header.append(table)
+    results = report.results_json(outcomes, nb_outcomes, execution_time=time.perf_counter() - began,
+                                  output="\n\n".join(header))
+    if json_path is not None:
+        write_json(results, Path(json_path))
+        echo(f"\nwrote {json_path}")
+    return results
+
+
+def write_json(results: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)  # a reader never sees half a file
+
+
+def _grader_failure(exc: BaseException) -> dict:
+    """results.json for when the grader itself broke: say so instead of leaving Gradescope empty."""
+    return {
+        "score": 0.0,
+        "execution_time": 0,
+        "output": "The pagedlab autograder itself failed (not your code); tell your instructor.\n\n"
+                  + "".join(traceback.format_exception(exc))[-4000:],
+        "tests": [],
+    }
+
+
+def main(args) -> int:
+    impl, json_path = args.impl, args.json
+    tasks = getattr(args, "tasks", None)
+    if isinstance(tasks, str):
+        tasks = [t for t in tasks.replace(" ", ",").split(",") if t]
+    if args.gradescope:
+        root = autograder_root()
+        impl = impl or str(root / "submission")
+        json_path = json_path or str(root / "results" / "results.json")
+    try:
+        points.select(tasks)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        grade(impl, tasks=tasks, notebooks=args.notebooks, json_path=json_path)
+    except (FileNotFoundError, ValueError) as exc:
+        if json_path is not None:
+            what = "No submission to grade" if isinstance(exc, FileNotFoundError) else "Grader misconfigured"
+            write_json(_grader_failure(exc) | {"output": f"{what}: {exc}"}, Path(json_path))
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if json_path is not None:
+            write_json(_grader_failure(exc), Path(json_path))
+        raise
+    return 0

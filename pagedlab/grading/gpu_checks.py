@@ -1,0 +1,66 @@
+"""Task 10 on a real GPU: the student's kernel through CuPy, next to the CPU-executor checks.
+
+Imported by the task process for task10 only when CuPy can launch kernels (or when
+PAGEDLAB_GRADE_GPU=1 forces it, to prove the wiring on a machine without a GPU: the check then
+fails saying there is no GPU). On a CPU-only grader nothing is registered and the score is the
+CPU executor's alone.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..checks import CheckFailure, check
+
+FORCE_ENV = "PAGEDLAB_GRADE_GPU"  # "1": always add the GPU check; "0": never; unset: when usable
+RULE = "§6.1 paged_attention_v1 equals dense attention, on the GPU through cupy.RawKernel"
+
+
+def gpu_usable() -> bool:
+    from ..kernels import _cupy_usable
+
+    return _cupy_usable()
+
+
+def wanted() -> bool:
+    forced = os.environ.get(FORCE_ENV, "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    return gpu_usable()
+
+
+def _cases():
+    from ..reference import make_paged_batch
+
+    yield "MHA, head 128, lengths 1, 15, 16, 17, 511", make_paged_batch(
+        [1, 15, 16, 17, 511], num_heads=4, head_size=128, block_size=16, seed=310), None
+    yield "GQA 8/2, block size 32, scale 0.05", make_paged_batch(
+        [33, 200, 64], num_heads=8, num_kv_heads=2, head_size=64, block_size=32, seed=311), 0.05
+    yield "a 2048-token sequence, head 256, shared blocks", make_paged_batch(
+        [2048, 40], num_heads=2, num_kv_heads=1, head_size=256, block_size=16, shared_blocks=2, seed=312), None
+
+
+def register() -> None:
+    @check("task10", "the same kernel on the GPU (CuPy RawKernel)", rule=RULE)
+    def kernel_on_gpu(impl):
+        from ..checks.kernel import TOL
+        from ..kernels import paged_attention_decode
+        from ..reference import max_relative_error
+
+        if not gpu_usable():
+            raise CheckFailure("no usable GPU: CuPy cannot launch kernels on this grader", rule=RULE,
+                               hint=f"unset {FORCE_ENV} on machines without an NVIDIA GPU")
+        for context, batch, scale in _cases():
+            try:
+                out = paged_attention_decode(*batch.numpy(), scale=scale, impl=impl, backend="cupy")
+            except (ValueError, TypeError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - compile or launch errors of the student's kernel
+                raise CheckFailure(f"the kernel failed to run on the GPU ({context})", rule=RULE,
+                                   actual=f"{type(exc).__name__}: {exc}") from None
+            err = max_relative_error(out, batch.expected(scale))
+            if not err <= TOL:
+                raise CheckFailure(f"GPU kernel output differs from dense attention ({context})", rule=RULE,
+                                   expected=f"max relative error <= {TOL:g}", actual=f"{err:.3g}",
+                                   hint="passes on the CPU executor but not on the GPU: look for a race "
+                                        "(a missing __syncthreads) or reads past the sequence")

@@ -1,0 +1,84 @@
+"""`pagedlab grade --notebooks`: run each course notebook top to bottom under nbval.
+
+Each notebook runs in its own pytest process with PAGEDLAB_IMPL pointing at the submission, so
+its graded cells exercise the student's code. Notebooks are reported, not scored (0 points): the
+same checks are already scored task by task, and a notebook failing on a plotting cell should
+not cost points. An instructor who wants points sets NOTEBOOK_POINTS in points.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..loader import ROOT
+from .points import time_scale
+from .runner import PACKAGE_PARENT, run_limited
+
+NOTEBOOK_DIR = ROOT / "notebooks"
+NOTEBOOK_POINTS = 0.0
+NOTEBOOK_TIME_LIMIT = 300.0  # seconds per notebook
+_NUMBERED = re.compile(r"^\d\d_.*\.ipynb$")
+
+
+@dataclass
+class NotebookOutcome:
+    name: str
+    passed: bool
+    output: str
+    seconds: float
+    max_score: float = NOTEBOOK_POINTS
+
+    @property
+    def score(self) -> float:
+        return self.max_score if self.passed else 0.0
+
+
+def notebook_paths(folder: Path = NOTEBOOK_DIR) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if _NUMBERED.match(p.name))
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+NO_TESTS_COLLECTED = 5  # pytest's exit code when a notebook has no code cells
+
+
+def _summary(output: str) -> str:
+    """The failing cells and the end of the first error, short enough for Gradescope."""
+    lines = [line for line in _ANSI.sub("", output).splitlines() if line.strip()]
+    summary_at = next((i for i, line in enumerate(lines) if "short test summary info" in line), len(lines))
+    failures = lines[summary_at + 1:]
+    first_error = [line for line in lines[:summary_at] if not line.startswith(("platform ", "rootdir", "plugins", "cachedir"))]
+    text = "\n".join(failures[:20])
+    if first_error:
+        text += "\n\nthe last error:\n" + "\n".join(first_error[-25:])
+    return text.strip()
+
+
+def run_notebook(path: Path, impl: str, sandbox=None) -> NotebookOutcome:
+    env = dict(os.environ)
+    env["PAGEDLAB_IMPL"] = impl
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
+    env.setdefault("MPLBACKEND", "Agg")
+    env["NO_COLOR"] = "1"
+    limit = NOTEBOOK_TIME_LIMIT * time_scale()
+    cmd = [sys.executable, "-m", "pytest", "--nbval-lax", str(path), "-q", "-p", "no:cacheprovider",
+           "-o", "addopts=", f"--rootdir={path.parent}", "--color=no", "-r", "f"]
+    sanitize = path.parent / "nbval.cfg"
+    if sanitize.is_file():
+        cmd += ["--nbval-sanitize-with", str(sanitize)]
+    with tempfile.TemporaryDirectory(prefix="pagedlab-nb-") as scratch:
+        end = run_limited(cmd, env=env, timeout=limit, cwd=path.parent, output_path=Path(scratch) / "out.txt",
+                          sandbox=sandbox, home=Path(scratch))
+    if end.timed_out:
+        return NotebookOutcome(path.name, False, f"timed out after {limit:.0f} s\n{_summary(end.output)}", end.seconds)
+    if end.returncode == NO_TESTS_COLLECTED:
+        return NotebookOutcome(path.name, True, "no code cells to run", end.seconds)
+    passed = end.returncode == 0
+    text = "every cell ran without an error" if passed else _summary(end.output)
+    return NotebookOutcome(path.name, passed, text, end.seconds)

@@ -1,0 +1,399 @@
+"""The grading machinery (`pagedlab grade`), driven by fake checks so it needs no torch.
+
+tests/submissions/fake_checks.py registers checks for tasks 1-2 that call functions of the
+submission's memory_manager.py; each test writes those functions to pass, fail, crash or hang
+and asserts what a student and Gradescope would see. The real checks are graded end to end in
+tests/test_grading_real.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import textwrap
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pagedlab import cli
+from pagedlab.grading import grade, points
+from pagedlab.grading.notebooks import notebook_paths, run_notebook
+from pagedlab.grading.runner import CheckOutcome, TaskOutcome
+
+FAKE_CHECKS = Path(__file__).parent / "submissions" / "fake_checks.py"
+SCALE = 0.1  # task1/task2 limits of 30 s become 3 s
+
+GOOD = {
+    "t1_a": "return 1",
+    "t1_b": "return 2",
+    "t2": "return 3",
+}
+
+
+@pytest.fixture(autouse=True)
+def fake_checks(monkeypatch):
+    monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(FAKE_CHECKS))
+    monkeypatch.setenv("PAGEDLAB_GRADE_TIME_SCALE", str(SCALE))
+
+
+def submission(folder: Path, **bodies) -> Path:
+    """A memory_manager.py whose functions have the given bodies (default: correct)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    code = ["import ctypes, os, subprocess, sys, time", ""]
+    for name, body in {**GOOD, **bodies}.items():
+        code.append(f"def {name}():")
+        code.append(textwrap.indent(textwrap.dedent(body), "    "))
+        code.append("")
+    (folder / "memory_manager.py").write_text("\n".join(code))
+    return folder
+
+
+def quiet_grade(impl, **kwargs) -> dict:
+    return grade(str(impl), echo=lambda *a: None, **kwargs)
+
+
+def by_number(results: dict) -> dict:
+    return {t["number"]: t for t in results["tests"]}
+
+
+def assert_gradescope_shape(results: dict) -> None:
+    """The fields Gradescope reads, with the types it expects."""
+    json.loads(json.dumps(results))  # plain JSON all the way down
+    assert isinstance(results["score"], (int, float))
+    assert isinstance(results["execution_time"], int)
+    assert isinstance(results["output"], str)
+    for t in results["tests"]:
+        assert set(t) >= {"name", "number", "score", "max_score", "status", "output", "visibility"}
+        assert t["status"] in ("passed", "failed")
+        assert t["visibility"] in ("visible", "hidden", "after_due_date", "after_published")
+        assert 0 <= t["score"] <= t["max_score"]
+        assert (t["status"] == "passed") == (t["score"] == t["max_score"]) or t["max_score"] == 0
+    assert results["score"] == pytest.approx(sum(t["score"] for t in results["tests"]))
+
+
+def test_correct_code_earns_each_tasks_points_and_a_wrong_answer_fails_only_its_task(tmp_path):
+    results = quiet_grade(submission(tmp_path, t2="return 4"), tasks=["task1", "task2"])
+    assert_gradescope_shape(results)
+    tests = by_number(results)
+    assert (tests["1"]["score"], tests["1"]["status"]) == (points.BY_TASK["task1"].points, "passed")
+    assert (tests["2"]["score"], tests["2"]["status"]) == (0, "failed")
+    assert results["score"] == points.BY_TASK["task1"].points
+    # The student sees which check, the rule-style message, what was expected and what they returned.
+    out = tests["2"]["output"]
+    assert "✗ t2 returns 3" in out and "expected: 3" in out and "yours:    4" in out
+    assert "✓ t1_a returns 1" in tests["1"]["output"]
+
+
+def test_not_implemented_and_partial_work_score_zero_all_or_nothing(tmp_path):
+    results = quiet_grade(submission(tmp_path, t1_b="raise NotImplementedError('Task 1: t1_b')",
+                                     t2="raise NotImplementedError('Task 2')"), tasks=["1", "2"])
+    tests = by_number(results)
+    assert results["score"] == 0
+    assert "1 of 2 checks passed" in tests["1"]["output"]
+    assert "not implemented yet: Task 1: t1_b" in tests["1"]["output"]
+
+
+def test_a_segfault_fails_its_task_only_and_says_where(tmp_path):
+    results = quiet_grade(submission(tmp_path, t1_b="ctypes.string_at(0)"), tasks=["1", "2"])
+    assert_gradescope_shape(results)
+    tests = by_number(results)
+    assert tests["2"]["status"] == "passed"
+    out = tests["1"]["output"]
+    assert tests["1"]["score"] == 0
+    assert "SIGSEGV" in out and "during check 't1_b returns 2'" in out
+    assert "✓ t1_a returns 1" in out  # the check before the crash still reports
+    assert f"{tmp_path / 'memory_manager.py'}\", line" in out  # faulthandler points at the line
+
+
+def test_an_infinite_loop_is_cut_at_the_time_limit_and_fails_its_task_only(tmp_path):
+    limit = points.BY_TASK["task2"].time_limit * SCALE
+    began = time.perf_counter()
+    results = quiet_grade(submission(tmp_path, t2="while True:\n    pass"), tasks=["1", "2"])
+    elapsed = time.perf_counter() - began
+    tests = by_number(results)
+    assert tests["1"]["status"] == "passed" and tests["2"]["score"] == 0
+    assert f"timed out after {limit:.0f} s during check 't2 returns 3'" in tests["2"]["output"]
+    assert "line 12 in t2" in tests["2"]["output"] or "in t2" in tests["2"]["output"]
+    assert elapsed < limit + 5 + 10, f"grading took {elapsed:.1f}s with a {limit:.0f}s limit"
+
+
+def test_a_hung_task_leaves_no_process_behind(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    body = f"""
+    p = subprocess.Popen(["sleep", "300"])
+    open({str(pid_file)!r}, "w").write(str(p.pid))
+    while True:
+        pass
+    """
+    results = quiet_grade(submission(tmp_path / "sub", t2=body), tasks=["2"])
+    assert by_number(results)["2"]["status"] == "failed"
+    pid = int(pid_file.read_text())
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        # A killed child stays a zombie until reaped by init; /proc tells the two apart.
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+                break
+        except OSError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the task's subprocess {pid} survived the time limit")
+
+
+@pytest.mark.parametrize("body, says", [
+    ("sys.exit(3)", "your code called sys.exit(3)"),
+    ("os._exit(0)", "exited with code 0 during check 't2 returns 3'"),
+    ("import no_such_module_xyz", "ModuleNotFoundError"),
+    ("print('x' * 10_000_000)\nreturn 3", None),  # a flood of output is not a failure
+])
+def test_exits_imports_and_output_floods_are_contained(tmp_path, body, says):
+    results = quiet_grade(submission(tmp_path, t2=body), tasks=["1", "2"])
+    tests = by_number(results)
+    assert tests["1"]["status"] == "passed"
+    if says is None:
+        assert tests["2"]["status"] == "passed"
+    else:
+        assert tests["2"]["status"] == "failed" and says in tests["2"]["output"]
+
+
+def test_a_syntax_error_fails_the_tasks_of_that_file_with_the_compilers_message(tmp_path):
+    folder = submission(tmp_path)
+    path = folder / "memory_manager.py"
+    path.write_text(path.read_text().replace("return 3", "return 3 +"))
+    results = quiet_grade(folder, tasks=["1", "2"])
+    assert_gradescope_shape(results)
+    for t in results["tests"]:
+        assert t["status"] == "failed" and "SyntaxError" in t["output"]
+
+
+def test_grader_problems_score_zero_and_blame_the_grader_not_the_student(tmp_path):
+    results = quiet_grade(submission(tmp_path), tasks=["3", "4", "5"])
+    assert_gradescope_shape(results)
+    assert results["score"] == 0
+    out = by_number(results)
+    assert "registers no checks for task3" in out["3"]["output"]
+    assert "no graded checks for task4 yet" in out["4"]["output"]
+    assert "simulated syntax error in a check module" in out["5"]["output"]
+    assert all("autograder problem, not your code" in t["output"] for t in results["tests"])
+
+
+def test_a_missing_file_fails_the_tasks_that_need_it(tmp_path):
+    (tmp_path / "prefix_cache.py").write_text("")
+    results = quiet_grade(tmp_path, tasks=["1", "2"])
+    for t in results["tests"]:
+        assert t["status"] == "failed"
+        assert "memory_manager.py is missing from the submission" in t["output"]
+
+
+def test_partial_credit_when_the_table_asks_for_it():
+    row = replace(points.BY_TASK["task1"], points=9, partial=True)
+    outcome = TaskOutcome(row, checks=[CheckOutcome("a", True), CheckOutcome("b", False),
+                                       CheckOutcome("c", True)], started=True, finished=True)
+    assert outcome.score == 6
+    assert TaskOutcome(points.BY_TASK["task1"], checks=outcome.checks).score == 0
+    crashed = TaskOutcome(row, checks=[CheckOutcome("a", True), CheckOutcome("b", None)], problem="SIGSEGV")
+    assert crashed.score == 4.5  # the check that crashed counts as failed
+
+
+def test_gradescope_mode_finds_nested_files_and_writes_results_json(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "autograder"
+    submission(root / "submission" / "my-hw" / "exercises", t2="return 0")
+    (root / "submission" / "__MACOSX").mkdir()
+    (root / "submission" / "__MACOSX" / "memory_manager.py").write_text("garbage(")
+    monkeypatch.setenv("PAGEDLAB_AUTOGRADER_ROOT", str(root))
+    assert cli.main(["grade", "--gradescope", "--tasks", "task1,task2"]) == 0
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert_gradescope_shape(results)
+    assert [t["status"] for t in results["tests"]] == ["passed", "failed"]
+    assert "my-hw/exercises/memory_manager.py" in results["output"]
+    assert "total" in capsys.readouterr().out
+
+
+def test_gradescope_mode_without_a_submission_still_writes_results_json(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAGEDLAB_AUTOGRADER_ROOT", str(tmp_path))
+    assert cli.main(["grade", "--gradescope", "--tasks", "1"]) == 2
+    results = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert results["score"] == 0 and "No submission to grade" in results["output"]
+
+
+def test_unknown_tasks_are_refused(capsys):
+    assert cli.main(["grade", "--tasks", "task99"]) == 2
+    assert "unknown task 'task99'" in capsys.readouterr().err
+
+
+def test_points_table_covers_every_task_once():
+    from pagedlab.checks import TASKS
+
+    assert [row.task for row in points.TABLE] == list(TASKS)
+    assert points.MAX_SCORE == 100
+    assert [r.task for r in points.select(["3", "task1", "1"])] == ["task1", "task3"]
+
+
+def test_score_table_is_printed(tmp_path, capsys):
+    grade(str(submission(tmp_path)), tasks=["1", "2"])
+    out = capsys.readouterr().out
+    assert "task1  8/8    2/2" in out and "total  22/22" in out
+
+
+# ---------------------------------------------------------------- --notebooks
+
+
+def _notebook(path: Path, source: str) -> Path:
+    cell = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": source}
+    nb = {"cells": [cell], "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    path.write_text(json.dumps(nb))
+    return path
+
+
+def test_each_notebook_is_run_under_nbval_with_the_submission(tmp_path):
+    good = _notebook(tmp_path / "01_good.ipynb", "import os\nassert os.environ['PAGEDLAB_IMPL'] == 'solutions'")
+    bad = _notebook(tmp_path / "02_bad.ipynb", "raise ValueError('cell 1 is broken')")
+    (tmp_path / "README.ipynb").write_text("{}")  # not a numbered notebook
+    assert notebook_paths(tmp_path) == [good, bad]
+    assert notebook_paths(tmp_path / "missing") == []
+    ok = run_notebook(good, "solutions")
+    assert ok.passed, ok.output
+    broken = run_notebook(bad, "solutions")
+    assert not broken.passed and "cell 1 is broken" in broken.output
+    assert "\x1b[" not in broken.output  # no terminal colours in Gradescope's text
+    empty = tmp_path / "03_empty.ipynb"
+    empty.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    assert run_notebook(empty, "solutions").passed
+
+
+def test_notebook_entries_in_results_json(tmp_path, monkeypatch):
+    from pagedlab.grading import cli as grade_cli
+
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    _notebook(folder / "01_a.ipynb", "x = 1")
+    monkeypatch.setattr(grade_cli, "notebook_paths", lambda: sorted(folder.glob("*.ipynb")))
+    results = quiet_grade(submission(tmp_path / "sub"), tasks=["1"], notebooks=True)
+    assert_gradescope_shape(results)
+    entry = results["tests"][-1]
+    assert entry["name"].startswith("Notebook 01_a.ipynb") and entry["status"] == "passed"
+    assert entry["max_score"] == 0 and results["score"] == points.BY_TASK["task1"].points
+
+
+def test_feedback_only_checks_are_shown_but_earn_and_cost_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(points, "FEEDBACK_ONLY", (("task1", "t1_b"),))
+    results = quiet_grade(submission(tmp_path, t1_b="return 0"), tasks=["1"])
+    task1 = by_number(results)["1"]
+    assert task1["status"] == "passed" and task1["score"] == points.BY_TASK["task1"].points
+    assert "1 of 1 checks passed (+1 feedback-only)" in task1["output"]
+    assert "✗ t1_b returns 2  (feedback only, no points)" in task1["output"]
+    # A crash in a feedback-only check costs nothing once every scored check has passed...
+    results = quiet_grade(submission(tmp_path, t1_b="ctypes.string_at(0)"), tasks=["1"])
+    assert by_number(results)["1"]["status"] == "passed"
+    assert "SIGSEGV" in by_number(results)["1"]["output"]
+    # ...but fails the task when scored checks after it never ran.
+    monkeypatch.setattr(points, "FEEDBACK_ONLY", (("task1", "t1_a"),))
+    results = quiet_grade(submission(tmp_path, t1_a="ctypes.string_at(0)"), tasks=["1"])
+    assert by_number(results)["1"]["status"] == "failed"
+    assert "- t1_b returns 2 (not run)" in by_number(results)["1"]["output"]
+
+
+def test_the_instructor_readme_shows_the_points_table_as_it_is():
+    from pagedlab.loader import ROOT
+
+    text = (ROOT / "grading" / "README.md").read_text()
+    rows = re.findall(r"^\| (task\d+) \| (.+?) \| (\d+) \| (\d+) s \| (.+?) \|$", text, re.M)
+    assert rows == [(r.task, r.title, f"{r.points:g}", f"{r.time_limit:g}", ", ".join(r.files)) for r in points.TABLE]
+    assert f"**{points.MAX_SCORE:g}**" in text
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="switching users needs root (as on Gradescope)")
+def test_as_an_unprivileged_user_the_code_cannot_touch_the_grader(tmp_path, monkeypatch):
+    """With PAGEDLAB_GRADE_USER the submission runs as that user: it cannot write where the
+    grader keeps its files (here a root-owned folder standing in for /autograder/source)."""
+    import subprocess
+    import sys
+
+    # The fake checks need only the standard library: any Python >= 3.10 the user may run will do
+    # (this venv's interpreter can live under /root, out of the user's reach).
+    for python in (sys.executable, "/usr/bin/python3"):
+        try:
+            probe = subprocess.run([python, "-c", "import sys; assert sys.version_info >= (3, 10)"],
+                                   user="nobody", capture_output=True, timeout=30)
+        except (PermissionError, FileNotFoundError):
+            continue
+        if probe.returncode == 0:
+            monkeypatch.setattr(sys, "executable", python)
+            break
+    else:
+        pytest.skip("no Python >= 3.10 that user 'nobody' may execute")
+    import shutil
+    import tempfile
+
+    guarded = Path(tempfile.mkdtemp(prefix="pagedlab-grader-files-"))  # readable, not writable, by others
+    guarded.chmod(0o755)
+    target = guarded / "pwned.txt"
+    monkeypatch.setenv("PAGEDLAB_GRADE_USER", "nobody")
+    try:
+        results = quiet_grade(submission(
+            tmp_path / "sub", t1_a=f"open({str(target)!r}, 'w').write('x')\nreturn 1",
+            t2=f"return 3 if os.getuid() != 0 and os.access({str(guarded)!r}, os.R_OK | os.X_OK) else 0",
+        ), tasks=["1", "2"])
+    finally:
+        shutil.rmtree(guarded)
+    assert_gradescope_shape(results)
+    tests = by_number(results)
+    assert tests["1"]["status"] == "failed" and "PermissionError" in tests["1"]["output"]
+    assert tests["2"]["status"] == "passed"  # and it really did not run as root
+
+    # A daemon that leaves the task's process group (a new session) is killed after the task.
+    pid_file = Path(tempfile.mkdtemp(prefix="pagedlab-pid-"))
+    pid_file.chmod(0o777)
+    pid_file = pid_file / "daemon.pid"
+    body = f"""
+    p = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    open({str(pid_file)!r}, "w").write(str(p.pid))
+    return 3
+    """
+    try:
+        quiet_grade(submission(tmp_path / "daemon", t2=body), tasks=["2"])
+        pid = int(pid_file.read_text())
+    finally:
+        shutil.rmtree(pid_file.parent)
+    time.sleep(0.2)
+    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z", \
+        "a process of the grading user survived its task"
+
+
+def test_an_unknown_grading_user_is_a_clear_grader_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAGEDLAB_GRADE_USER", "no-such-user-xyz")
+    out = tmp_path / "r.json"
+    assert cli.main(["grade", "--impl", str(submission(tmp_path / "s")), "--tasks", "1", "--json", str(out)]) == 2
+    assert "no such user" in json.loads(out.read_text())["output"]
+
+
+def test_the_autograder_zip_has_gradescopes_entry_points_at_its_root(tmp_path):
+    import zipfile
+
+    from pagedlab.grading import package
+
+    path = package.build(tmp_path / "autograder.zip")
+    with zipfile.ZipFile(path) as zf:
+        names = set(zf.namelist())
+        modes = {info.filename: info.external_attr >> 16 for info in zf.infolist()}
+    assert {"setup.sh", "run_autograder", "pyproject.toml", "constraints.txt", "pagedlab/grading/cli.py",
+            "solutions/memory_manager.py"} <= names
+    assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
+    assert not any(n.startswith((".venv/", "build/")) or "__pycache__" in n for n in names)
+
+
+def test_a_runaway_allocation_fails_its_check_not_the_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAGEDLAB_GRADE_MEMORY_GB", "1")
+    results = quiet_grade(submission(tmp_path, t2="x = bytearray(3 << 30)\nreturn 3"), tasks=["1", "2"])
+    tests = by_number(results)
+    assert tests["1"]["status"] == "passed"
+    assert tests["2"]["status"] == "failed" and "MemoryError" in tests["2"]["output"]

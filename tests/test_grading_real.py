@@ -1,0 +1,297 @@
+"""`pagedlab grade` on the real checks: solutions, stubs, broken submissions and mutants.
+
+A broken submission (tests/submissions/broken.py) is a copy of solutions/ with one function
+broken by a text substitution made at test time (asserted to apply), so it follows the
+solutions as they change. Each test grades the tasks that read the broken file plus a control:
+`test_solutions_earn_full_marks_and_each_task_needs_only_its_listed_files` proves that a task
+reads nothing but the files the points table lists, so the tasks left out cannot be affected.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from pagedlab import cli
+from pagedlab.grading import grade, points
+from pagedlab.grading.runner import GRACE
+from pagedlab.loader import ROOT
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "submissions"))
+import broken  # noqa: E402
+
+SOLUTIONS = ROOT / "solutions"
+HW3 = [row.task for row in points.TABLE if points.MEMORY_MANAGER in row.files]
+
+
+def tasks_reading(filename: str) -> list[str]:
+    return [row.task for row in points.TABLE if filename in row.files]
+
+
+def broken_copy(folder: Path, filename: str, old: str | None, new: str | None, *, once: bool = True) -> Path:
+    """solutions/ copied to `folder` with `old` replaced by `new` in `filename` (exactly once,
+    or everywhere for suites whose mutants are written that way)."""
+    broken.copy_solutions(folder)
+    if old is not None:
+        broken.mutate(folder, filename, old, new, once=once)
+    return folder
+
+
+def quiet(impl, tasks, **kwargs) -> dict:
+    return grade(str(impl), tasks=tasks, echo=lambda *a: None, **kwargs)
+
+
+def scores(results: dict) -> dict[str, float]:
+    return {f"task{t['number']}": t["score"] for t in results["tests"]}
+
+
+def failed_tasks(results: dict) -> set[str]:
+    return {f"task{t['number']}" for t in results["tests"] if t["status"] == "failed"}
+
+
+def full(task: str) -> float:
+    return points.BY_TASK[task].points
+
+
+# ---------------------------------------------------------------- solutions and stubs
+
+
+@pytest.mark.parametrize("filename", points.SUBMISSION_FILES)
+def test_solutions_earn_full_marks_and_each_task_needs_only_its_listed_files(tmp_path, filename):
+    """A folder holding one solution file earns the full points of every task listing it: the
+    solutions score 100 in total, and a task reads nothing but the files the table lists."""
+    shutil.copyfile(SOLUTIONS / filename, tmp_path / filename)
+    tasks = tasks_reading(filename)
+    results = quiet(tmp_path, tasks)
+    assert scores(results) == {task: full(task) for task in tasks}, \
+        [t["output"] for t in results["tests"] if t["status"] == "failed"]
+    assert all(t["status"] == "passed" and "✗" not in t["output"] for t in results["tests"])
+
+
+def test_every_task_is_listed_under_some_file_and_the_table_sums_to_100():
+    assert sorted(t for f in points.SUBMISSION_FILES for t in tasks_reading(f)) == sorted(points.BY_TASK)
+    assert points.MAX_SCORE == 100
+
+
+def test_grade_solutions_from_the_command_line_writes_results_json(tmp_path):
+    out = tmp_path / "results.json"
+    assert cli.main(["grade", "--impl", "solutions", "--tasks", "1,11", "--json", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert results["score"] == full("task1") + full("task11")
+    assert [t["number"] for t in results["tests"]] == ["1", "11"]
+
+
+def test_untouched_exercises_score_zero_on_every_task():
+    results = quiet("exercises", None)
+    assert results["score"] == 0
+    for t in results["tests"]:
+        assert t["status"] == "failed", t["name"]
+        # Every check fails on the stubs (none passes by accident), and the grader ran them all.
+        total = re.search(r"0 of (\d+) checks passed", t["output"])
+        assert total and int(total.group(1)) > 0, t["output"]
+        assert "autograder problem" not in t["output"] and "stopped here" not in t["output"]
+        assert "not implemented yet" in t["output"] or "never written" in t["output"], t["output"]
+
+
+# ---------------------------------------------------------------- broken submissions
+
+# broken.BROKEN name -> (tasks graded, PAGEDLAB_GRADE_TIME_SCALE, what the failed task's output says)
+BROKEN_CASES = {
+    "segfault": (HW3, None, ["crashed with SIGSEGV during check", "memory_manager.py", "fork_sequence"]),
+    # Task 5's feedback-only session check appends too, and hangs as well: it costs nothing.
+    "infinite-loop": (HW3, "0.2", ["timed out after 6 s during check", "append_kv"]),
+    "syntax-error": (["task1", "task11"], None, ["SyntaxError"]),
+    "kernel-compile-error": (["task10", "task11"], None, ["the kernel failed to run"]),
+    "kernel-hang": (["task10", "task11"], "0.1", ["timed out after 15 s during check"]),
+    "import-error": (["task6", "task11"], None, ["ModuleNotFoundError", "torchh"]),
+}
+
+
+@pytest.mark.parametrize("name", list(BROKEN_CASES))
+def test_a_broken_submission_fails_only_the_affected_task_within_the_limits(tmp_path, monkeypatch, name):
+    tasks, scale, says = BROKEN_CASES[name]
+    if scale:
+        monkeypatch.setenv("PAGEDLAB_GRADE_TIME_SCALE", scale)
+    sub = broken.make(name, tmp_path / name)
+    began = time.perf_counter()
+    results = quiet(sub, tasks)
+    elapsed = time.perf_counter() - began
+    json.loads(json.dumps(results))
+    target = broken.BROKEN[name][3]
+    assert failed_tasks(results) == {target}
+    assert results["score"] == sum(full(t) for t in tasks) - full(target)
+    out = next(t["output"] for t in results["tests"] if f"task{t['number']}" == target)
+    for text in says:
+        assert text in out, out
+    assert "autograder problem" not in out
+    limits = sum(points.BY_TASK[t].limit() + GRACE for t in tasks)
+    assert elapsed < limits, f"the run took {elapsed:.0f} s, over the sum of its limits ({limits:.0f} s)"
+
+
+# ---------------------------------------------------------------- mutants
+
+
+def _fenced_function_tasks(path: Path) -> dict[str, str]:
+    """Top-level function -> the task of the SOLUTION fence inside it."""
+    tree = ast.parse(path.read_text())
+    lines = path.read_text().splitlines()
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            body = "\n".join(lines[node.lineno - 1:node.end_lineno])
+            found = re.search(r"BEGIN SOLUTION Task (\d+)", body)
+            if found:
+                out[node.name] = f"task{found.group(1)}"
+    return out
+
+
+def _tasks_reaching(path: Path, function: str) -> set[str]:
+    """Tasks whose graded (public) functions call `function`, directly or through others."""
+    tree = ast.parse(path.read_text())
+    calls = {node.name: {c.func.id for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+             for node in tree.body if isinstance(node, ast.FunctionDef)}
+    fenced = _fenced_function_tasks(path)
+    reaching = set()
+    for public in (name for name in calls if not name.startswith("_")):
+        seen, todo = set(), [public]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            todo += [c for c in calls.get(name, ()) if c in calls]
+        if function in seen and public in fenced:
+            reaching.add(fenced[public])
+    return reaching
+
+
+def _function_at(path: Path, old: str) -> str:
+    text = path.read_text()
+    line = text[:text.index(old)].count("\n") + 1
+    tree = ast.parse(text)
+    return next(n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.lineno <= line <= n.end_lineno)
+
+
+def _engine_mutants():
+    import engine_mutants  # the engine suite's planted bugs (tests/engine_mutants.py)
+
+    return [(name, old, new) for name, _, old, new in engine_mutants.MUTANTS]
+
+
+def test_engine_mutants_lose_exactly_the_points_of_the_tasks_they_break(tmp_path):
+    """Every engine mutant fails the task whose fence it edits (or a task calling that helper),
+    costs exactly those tasks' points, and leaves every other HW3 task at full marks."""
+    path = SOLUTIONS / points.MEMORY_MANAGER
+    fenced = _fenced_function_tasks(path)
+
+    def one(mutant):
+        name, old, new = mutant
+        sub = broken_copy(tmp_path / name, points.MEMORY_MANAGER, old, new)
+        return name, old, quiet(sub, HW3)
+
+    problems = []
+    with ThreadPoolExecutor(2) as pool:
+        for name, old, results in pool.map(one, _engine_mutants()):
+            function = _function_at(path, old)
+            own = fenced.get(function)
+            allowed = _tasks_reaching(path, function) | ({own} if own else set())
+            failed = failed_tasks(results)
+            expected_score = sum(full(t) for t in HW3) - sum(full(t) for t in failed)
+            if not failed:
+                problems.append(f"{name}: no task lost points")
+            elif not failed <= allowed:
+                problems.append(f"{name} (in {function}): failed {sorted(failed)}, only {sorted(allowed)} call it")
+            elif results["score"] != expected_score or any(scores(results)[t] != full(t) for t in set(HW3) - failed):
+                problems.append(f"{name}: score {results['score']} != {expected_score}")
+            elif any("autograder problem" in t["output"] for t in results["tests"]):
+                problems.append(f"{name}: reported as a grader problem")
+    assert not problems, "\n".join(problems)
+
+
+def _kernel_mutants():
+    import test_kernel  # the kernel suite's planted bugs (KERNEL_MUTANTS)
+
+    return sorted(test_kernel.KERNEL_MUTANTS.items())
+
+
+def test_kernel_mutants_lose_exactly_task10s_points(tmp_path):
+    """Each planted kernel bug costs Task 10's points, as a kernel bug (not a grader problem);
+    the unmutated kernel, graded the same way, earns them."""
+    tasks = tasks_reading(points.KERNEL)
+    assert tasks == ["task10"]
+
+    def one(item):
+        name, (old, new) = item
+        folder = tmp_path / re.sub(r"\W", "_", name)
+        return name, quiet(broken_copy(folder, points.KERNEL, old, new, once=False), tasks)
+
+    items = [("(no mutation)", (None, None))] + _kernel_mutants()
+    with ThreadPoolExecutor(2) as pool:
+        graded = dict(pool.map(one, items))
+    control = graded.pop("(no mutation)")
+    assert control["score"] == full("task10"), control["tests"][0]["output"]
+    problems = []
+    for name, results in graded.items():
+        out = results["tests"][0]["output"]
+        if results["score"] != 0 or failed_tasks(results) != {"task10"}:
+            problems.append(f"{name}: score {results['score']}")
+        elif "autograder problem" in out or ("differs from dense attention" not in out and "failed to run" not in out):
+            problems.append(f"{name}: not reported as a kernel bug:\n{out}")
+    assert not problems, "\n".join(problems)
+
+
+def test_attention_mutants_cost_their_own_task(tmp_path):
+    """A Part B mutant (test_attention proves each is caught) fails the task it is written for;
+    only tasks calling the broken function (gather_kv calls slot_mapping) may fail with it, and
+    the score drops by exactly the failed tasks' points."""
+    import test_attention
+
+    path = SOLUTIONS / points.PAGED_ATTENTION
+    tasks = tasks_reading(points.PAGED_ATTENTION)
+    problems = []
+    chosen = ["slot offset hard-coded to 16"]
+    for name, (task, old, new) in ((n, test_attention.PY_MUTANTS[n]) for n in chosen):
+        if (SOLUTIONS / points.PAGED_ATTENTION).read_text().count(old) != 1:
+            continue  # test_attention asserts its own mutants apply
+        results = quiet(broken_copy(tmp_path / re.sub(r"\W", "_", name), points.PAGED_ATTENTION, old, new), tasks)
+        failed = failed_tasks(results)
+        allowed = _tasks_reaching(path, _function_at(path, old)) | {task}
+        if task not in failed or not failed <= allowed:
+            problems.append(f"{name}: failed {sorted(failed)}, expected {task} (allowed {sorted(allowed)})")
+        elif results["score"] != sum(full(t) for t in set(tasks) - failed):
+            problems.append(f"{name}: score {results['score']}")
+    assert not problems, "\n".join(problems)
+
+
+def test_feedback_only_entries_name_registered_checks():
+    from pagedlab import checks
+
+    for task, prefix in points.FEEDBACK_ONLY:
+        names = [c.name for c in checks.checks_of(task)]
+        assert any(n.startswith(prefix) for n in names), f"{task} has no check starting {prefix!r}: {names}"
+
+
+def test_the_gpu_check_joins_task10_when_asked_and_fails_without_a_gpu(monkeypatch):
+    """On a GPU machine Task 10 also runs the kernel through CuPy. Forcing that check here, with
+    no GPU, proves the wiring: it is listed, fails saying why, and costs Task 10 its points."""
+    from pagedlab.grading import gpu_checks
+
+    if gpu_checks.gpu_usable():
+        pytest.skip("a GPU is present: the GPU check runs for real in every Task 10 grade")
+    monkeypatch.setenv("PAGEDLAB_GRADE_GPU", "1")
+    out = quiet("solutions", ["task10"])["tests"][0]
+    assert out["status"] == "failed"
+    assert "✗ the same kernel on the GPU (CuPy RawKernel)" in out["output"]
+    assert "no usable GPU" in out["output"]
+    from pagedlab import checks
+
+    assert out["output"].count("✓") == len(checks.checks_of("task10"))  # the CPU-executor checks pass
