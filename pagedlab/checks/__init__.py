@@ -10,8 +10,10 @@ records for the grader.
 from __future__ import annotations
 
 import importlib
+import sys
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 # Task id -> title. Numbering follows the course: HW3 Tasks 1-5, then Parts B-D.
@@ -118,9 +120,18 @@ def _explain(exc: BaseException) -> str:
         return f"not implemented yet: {exc or 'the stub still raises NotImplementedError'}"
     # An unexpected exception in the student's code: show where, in a few lines.
     frames = traceback.extract_tb(exc.__traceback__)
-    where = next((f for f in reversed(frames) if "exercises" in f.filename or "solutions" in f.filename or "pagedlab_impl" in f.filename), frames[-1] if frames else None)
+    where = next((f for f in reversed(frames) if _is_student_file(f.filename)), frames[-1] if frames else None)
     at = f" at {where.filename}:{where.lineno} ({where.name}): {where.line}" if where else ""
     return f"your code raised {type(exc).__name__}: {exc}{at}"
+
+
+_LIBRARY_DIRS = tuple(str(Path(p).resolve()) for p in {Path(__file__).parent.parent, sys.prefix, sys.base_prefix})
+
+
+def _is_student_file(filename: str) -> bool:
+    """Student code is whatever runs outside pagedlab and the Python installation."""
+    path = str(Path(filename).resolve()) if not filename.startswith("<") else filename
+    return not filename.startswith("<") and not path.startswith(_LIBRARY_DIRS)
 
 
 def results(task: str, impl=None) -> list[Result]:
