@@ -67,7 +67,7 @@ def exercises_run(tmp_path_factory):
         cuts[path.name] = graded
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-cell-timeout=300", "-p", "no:cacheprovider", f"--rootdir={cut_dir}",
-         "--sanitize-with", str(ROOT / "notebooks" / "nbval.cfg"), "-rA", "-q", *sorted(map(str, cut_dir.glob("*.ipynb")))],
+         "--nbval-sanitize-with", str(ROOT / "notebooks" / "nbval.cfg"), "-rA", "-q", *sorted(map(str, cut_dir.glob("*.ipynb")))],
         cwd=cut_dir, capture_output=True, text=True, timeout=900,
         env={**os.environ, "PAGEDLAB_IMPL": "exercises"},
     )

@@ -147,8 +147,11 @@ def results(task: str, impl=None) -> list[Result]:
     return out
 
 
-def run(task: str, impl=None, *, quiet: bool = False) -> list[Result]:
-    """Notebook entry: print ✓/✗ per check and raise a short `CheckFailure` if any failed."""
+def run(task: str, impl=None, *, quiet: bool = False) -> None:
+    """Notebook entry: print ✓/✗ per check and raise a short `CheckFailure` if any failed.
+
+    Returns nothing, so a graded cell shows only the check lines (use `results` for records).
+    """
     _short_tracebacks_in_ipython()
     res = results(task, impl)
     if not quiet:
@@ -163,7 +166,6 @@ def run(task: str, impl=None, *, quiet: bool = False) -> list[Result]:
         )
     if not quiet:
         print(f"All {len(res)} checks passed.")
-    return res
 
 
 _installed = False
