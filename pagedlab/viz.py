@@ -13,9 +13,9 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass, field
 
-L1_SLOTS = 16  # mirror pagedlab.hw3 without importing it: a picture should not need the engine
-L2_SLOTS = 16
-RECORDS_PER_BLOCK = 16
+from .hw3 import KV_PER_BLOCK as RECORDS_PER_BLOCK
+from .hw3 import L1_PT_SIZE as L1_SLOTS
+from .hw3 import L2_PT_SIZE as L2_SLOTS
 
 FREE_COLOR = "#e4e4e4"
 ERROR_COLOR = "#d62728"
