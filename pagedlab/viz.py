@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass, field
 
+from . import hw3
 from .hw3 import KV_PER_BLOCK as RECORDS_PER_BLOCK
 from .hw3 import L1_PT_SIZE as L1_SLOTS
 from .hw3 import L2_PT_SIZE as L2_SLOTS
@@ -96,28 +97,6 @@ class EngineView:
         return out
 
 
-def _addr(ptr) -> int:
-    return ctypes.cast(ptr, ctypes.c_void_p).value or 0
-
-
-def iter_sequences(engine, max_seqs: int = 4096):
-    """Walk `engine.active_seqs` with container_of, yielding Sequence views in list order.
-
-    Stops after `max_seqs` nodes so a corrupted (non-circular) list cannot hang a picture.
-    """
-    from . import hw3
-
-    head = ctypes.addressof(engine) + type(engine).active_seqs.offset
-    node_offset = hw3.Sequence.node.offset
-    addr = _addr(engine.active_seqs.next)
-    for _ in range(max_seqs):
-        if addr in (0, head):
-            return
-        yield hw3.Sequence.from_address(addr - node_offset)
-        addr = _addr(hw3.ListNode.from_address(addr).next)
-    raise RuntimeError(f"active_seqs has more than {max_seqs} nodes: is the list still circular?")
-
-
 def snapshot_seq(seq) -> SeqView:
     view = SeqView(int(seq.seq_id), int(seq.kv_count), address=ctypes.addressof(seq))
     if seq.block_table:
@@ -134,7 +113,7 @@ def snapshot(engine) -> EngineView:
         raise ValueError("snapshot(engine): engine is None (did llm_init return NULL?)")
     total = int(engine.total_local_blocks)
     refs = [int(engine.ref_count[i]) for i in range(total)] if engine.ref_count else [0] * total
-    seqs = [snapshot_seq(s) for s in iter_sequences(engine)]
+    seqs = [snapshot_seq(s) for s in hw3.sequences(engine)]  # raises CorruptEngine on a broken list
     return EngineView(total, int(engine.free_local_blocks), refs, seqs)
 
 
