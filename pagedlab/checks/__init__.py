@@ -134,17 +134,20 @@ def _is_student_file(filename: str) -> bool:
     return not filename.startswith("<") and not path.startswith(_LIBRARY_DIRS)
 
 
+def run_one(c: Check, impl=None) -> Result:
+    """Run one check; a student's bug (even `sys.exit()`) becomes a failed Result, never a raise."""
+    try:
+        c.fn(impl)
+    except Exception as exc:  # noqa: BLE001 - any failure of student code is a failed check
+        return Result(c.task, c.name, False, _explain(exc))
+    except SystemExit as exc:  # sys.exit() in student code must not end the caller silently
+        return Result(c.task, c.name, False, f"your code called sys.exit({exc.code!r})")
+    return Result(c.task, c.name, True)
+
+
 def results(task: str, impl=None) -> list[Result]:
     """Run every check of `task` against `impl`; never raises for a student's bug."""
-    out = []
-    for c in checks_of(task):
-        try:
-            c.fn(impl)
-        except Exception as exc:  # noqa: BLE001 - any failure of student code is a failed check
-            out.append(Result(task, c.name, False, _explain(exc)))
-        else:
-            out.append(Result(task, c.name, True))
-    return out
+    return [run_one(c, impl) for c in checks_of(task)]
 
 
 def run(task: str, impl=None, *, quiet: bool = False) -> None:

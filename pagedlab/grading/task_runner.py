@@ -102,15 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     for index, c in enumerate(found):
         events.emit(event="begin", index=index, name=c.name)
         began = time.perf_counter()
-        try:
-            c.fn(args.impl)
-        except Exception as exc:  # noqa: BLE001 - any failure of student code fails the check
-            passed, message = False, checks._explain(exc)
-        except SystemExit as exc:  # sys.exit() in student code must not end the task silently
-            passed, message = False, f"your code called sys.exit({exc.code!r})"
-        else:
-            passed, message = True, ""
-        events.emit(event="result", index=index, name=c.name, passed=passed, message=message,
+        result = checks.run_one(c, args.impl)
+        events.emit(event="result", index=index, name=c.name, passed=result.passed, message=result.message,
                     seconds=round(time.perf_counter() - began, 3))
     events.emit(event="done")
     return 0
