@@ -37,7 +37,8 @@ what those mechanics *buy* a real server, and adds the feature vLLM builds on to
    vLLM-v1-style prefix cache: chained block hashes, a hash → block cache, and an LRU free queue
    that is an intrusive doubly linked list.
 2. **The utilization study.** How much of the KV memory holds real tokens when a server reserves
-   contiguous memory per request, and how much with paging? We replay 10,000 requests through a
+   contiguous memory per request, and how much with paging? You write the buddy allocator that
+   places the contiguous chunks (Task 12, graded), then we replay 10,000 requests through a
    simulator and compare with the vLLM paper.
 3. **Sharing savings.** How many blocks do fork and copy-on-write save for parallel sampling and
    beam search?
@@ -313,7 +314,103 @@ ones re-implement Orca and place chunks with a buddy allocator):
 
 The contiguous chunks are placed by a **buddy allocator**, which rounds every chunk up to a
 power of two.
+""")
 
+md(r"""
+### The contiguous baseline's allocator: a buddy allocator
+
+A contiguous policy must also decide *where* each chunk goes. The paper's Orca baselines use a
+**buddy allocator**, the scheme behind the Linux page allocator. Memory is `2**k` slots, and
+every block has a power-of-two size and starts at a multiple of that size:
+
+- `alloc(n)` rounds `n` up to a power of two, takes the **smallest** free block that fits (the
+  **lowest** address among equals) and splits it in halves until it has the right size; each
+  upper half goes back to the free lists;
+- `free(offset)` returns the block and merges it with its **buddy**, the other half of the block
+  it was split from, as long as the buddy is free; then it tries again one size up.
+
+Finding the buddy needs no search. Two buddies of size `s` differ only in the bit worth `s`:
+
+```
+16 slots  |0 . . . . . . .|8 . . . . . . .|        buddy of (8, 8)  = 8 ^ 8  = 0
+          |0 . . .|4 . . .|8 . . .|12 . . |        buddy of (12, 4) = 12 ^ 4 = 8
+                          |8 .|10 |                buddy of (10, 2) = 10 ^ 2 = 8
+```
+
+The XOR flips a lower half up and an upper half down; `offset + size` would only work for a lower
+half. The price of this speed is fragmentation, both kinds of it:
+
+- **internal**: a 33-token request holds 64 slots, almost half of them never used;
+- **external**: two free neighbours that are not buddies, such as `(4, 4)` and `(8, 4)`, never
+  merge, so a request of 8 can fail while 8 slots are free.
+
+Paging has neither problem: any free block serves any request, so nothing rounds and nothing
+needs to be next to anything.
+
+### ✏️ Task 12 · write the buddy allocator
+
+Open **`exercises/buddy.py`**. The class, its input validation and the inspection helpers
+(`free_blocks()`, `allocated_blocks()`, `free_slots`, `largest_free()`) are given; fill in:
+
+| function | what it does |
+|---|---|
+| `BuddyAllocator.alloc(n)` | order = smallest `k` with `2**k >= n`; find the smallest order `>= k` with a free block, take its **lowest** offset, split down to order `k` (each upper half becomes free), record `allocated[offset] = k`; `None` if nothing fits (and nothing changes) |
+| `BuddyAllocator.free(offset)` | pop the block's order; while the buddy `offset ^ (1 << order)` is free at that order, remove it, keep the lower offset, go one order up; then put the block on its free list |
+
+The checks replay the sequence drawn below, test the XOR rule, the rounding and the placement
+order, free everything in random orders and compare your allocator with the simulator's on
+random traces.
+""")
+
+code(r"""
+pagedlab.checks.run("task12")
+""")
+
+md(r"""
+A hand-traced sequence on 16 slots, drawn with *your* allocator. Predict each row before you run
+the cell: which block does `alloc(3)` split, and why does `free(4)` merge only once?
+""")
+
+code(r"""
+buddy = pagedlab.load("buddy")
+space = buddy.BuddyAllocator(16)
+rows = []
+for call, arg in [("alloc", 3), ("alloc", 1), ("alloc", 4), ("alloc", 2),
+                  ("free", 4), ("free", 6), ("free", 0), ("free", 8)]:
+    result = getattr(space, call)(arg)
+    label = f"{call}({arg})" + ("" if result is None else f" -> {result}")
+    rows.append((label, space.allocated_blocks(), space.free_blocks()))
+    print(f"{label:14s} free {space.free_blocks()}")
+
+fig, ax = plt.subplots(figsize=(9, 0.4 * len(rows) + 0.6))
+for r, (label, used, free) in enumerate(rows):
+    for blocks, colour in ((used, "tab:blue"), (free, "0.85")):
+        for offset, size in blocks:
+            ax.add_patch(plt.Rectangle((offset + 0.05, -r), size - 0.1, 0.8, color=colour))
+            ax.text(offset + size / 2, -r + 0.4, str(size), ha="center", va="center", fontsize=8)
+    ax.text(-0.3, -r + 0.4, label, ha="right", va="center", fontsize=9)
+ax.set_xlim(-4, 16)
+ax.set_ylim(-len(rows) + 0.8, 1)
+ax.set_xticks(range(0, 17, 4))
+ax.set_yticks([])
+ax.set_title("blue: allocated, grey: free (numbers: block sizes)", fontsize=9)
+plt.show()
+
+# External fragmentation: half the memory is free, but no request of more than 2 slots fits.
+space = buddy.BuddyAllocator(16)
+held = [space.alloc(2) for _ in range(8)]
+for offset in held[::2]:
+    space.free(offset)
+print(f"free slots {space.free_slots}, largest free block {space.largest_free()}, alloc(4) -> {space.alloc(4)}")
+""")
+
+md(r"""
+The simulator below places the contiguous chunks with the same buddy rules
+(`pagedlab.simulator.Buddy`; the checks compared yours with it). Its rounding shows up as
+internal fragmentation, its unmergeable holes as external fragmentation.
+""")
+
+md(r"""
 ### The simulator
 
 `pagedlab.simulator` replays a request stream with iteration-level scheduling: every running
@@ -588,6 +685,8 @@ md(r"""
 - A chained hash names a whole prefix with one number; a lookup verifies the tokens.
 - Freed blocks stay cached until reused; an intrusive LRU list with sentinels makes reuse and
   removal O(1), and tail-first freeing keeps shared prefixes alive longest.
+- A buddy allocator finds a block's buddy with one XOR, but pays for it in rounding (internal)
+  and unmergeable holes (external fragmentation).
 - Contiguous reservation leaves most KV memory empty, even with perfect knowledge of lengths;
   paging keeps ~97% of it full of tokens and serves several times more requests at once.
 - Fork + copy-on-write turn parallel sampling and beam search from n copies into one shared

@@ -76,7 +76,8 @@ page table ──► allocator ──► fork / copy-on-write ──► paged KV
   gathering it back, and attention over it in torch.
 - **Part C** is the CUDA paged-attention kernel. It runs on your CPU through pagedlab's own
   executor (no GPU needed), and unchanged on a GPU with CuPy.
-- **Part D** (notebook 09) adds prefix caching and measures what paging buys a server.
+- **Part D** (notebook 09) adds prefix caching, builds the contiguous baseline's buddy allocator
+  and measures what paging buys a server.
 """)
 
 nb00.md(r"""
@@ -108,7 +109,7 @@ nb00.md(r"""
 | 06 | from block tables to tensors: the paged KV cache, slot mapping | 6, 7 |
 | 07 | paged attention in torch (gather, then attend) | 8, 9 |
 | 08 | the CUDA kernel (CPU executor, CuPy on a GPU) | 10 |
-| 09 | prefix caching and the utilization study | 11 |
+| 09 | prefix caching, the buddy allocator and the utilization study | 11, 12 |
 """)
 
 nb00.md(r"""

@@ -29,6 +29,7 @@ TASKS: dict[str, str] = {
     "task9": "Task 9 · paged attention in torch",
     "task10": "Task 10 · the CUDA paged-attention kernel",
     "task11": "Task 11 · prefix caching with an LRU free queue",
+    "task12": "Task 12 · a buddy allocator (the contiguous baseline)",
 }
 
 # Modules that register checks when imported (kept lazy: torch is slow to import).
@@ -37,6 +38,7 @@ CHECK_MODULES = {
     "task6": "attention", "task7": "attention", "task8": "attention", "task9": "attention",
     "task10": "kernel",
     "task11": "prefix",
+    "task12": "utilization",
 }
 
 

@@ -23,9 +23,10 @@ MEMORY_MANAGER = "memory_manager.py"
 PAGED_ATTENTION = "paged_attention.py"
 KERNEL = "paged_attention.cu"
 PREFIX_CACHE = "prefix_cache.py"
+BUDDY = "buddy.py"
 
 # The files a student submits (their copy of exercises/).
-SUBMISSION_FILES = (MEMORY_MANAGER, PAGED_ATTENTION, KERNEL, PREFIX_CACHE)
+SUBMISSION_FILES = (MEMORY_MANAGER, PAGED_ATTENTION, KERNEL, PREFIX_CACHE, BUDDY)
 
 
 @dataclass(frozen=True)
@@ -87,21 +88,22 @@ def memory_limit() -> float:
 # Limits are ~30x what the reference needs on a busy 2-core machine: they only ever stop code
 # that hangs, and their sum (worst case: every task hangs) stays near 10 minutes.
 TABLE: tuple[GradedTask, ...] = (
-    # Part A: the HW3 memory manager (56 points)
+    # Part A: the HW3 memory manager (54 points)
     GradedTask("task1",  8, 30,  (MEMORY_MANAGER,)),
     GradedTask("task2", 14, 30,  (MEMORY_MANAGER,)),
     GradedTask("task3", 12, 30,  (MEMORY_MANAGER,)),
-    GradedTask("task4", 16, 30,  (MEMORY_MANAGER,)),
+    GradedTask("task4", 14, 30,  (MEMORY_MANAGER,)),
     GradedTask("task5",  6, 30,  (MEMORY_MANAGER,)),
     # Part B: paged KV cache and attention in torch (22 points)
     GradedTask("task6",  4, 60,  (PAGED_ATTENTION,)),
     GradedTask("task7",  5, 60,  (PAGED_ATTENTION,)),
     GradedTask("task8",  5, 60,  (PAGED_ATTENTION,)),
     GradedTask("task9",  8, 60,  (PAGED_ATTENTION,)),
-    # Part C: the CUDA kernel, on the CPU executor under several schedules (16 points)
-    GradedTask("task10", 16, 150, (KERNEL,)),
-    # Part D: prefix caching (6 points)
+    # Part C: the CUDA kernel, on the CPU executor under several schedules (14 points)
+    GradedTask("task10", 14, 150, (KERNEL,)),
+    # Part D: prefix caching and the contiguous baseline's buddy allocator (10 points)
     GradedTask("task11", 6, 30,  (PREFIX_CACHE,)),
+    GradedTask("task12", 4, 30,  (BUDDY,)),
 )
 # fmt: on
 

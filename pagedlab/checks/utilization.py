@@ -1,0 +1,225 @@
+"""Graded checks for Task 12: the buddy allocator behind the contiguous baselines (notebook 09).
+
+The checks drive the student's `buddy` module through `BuddyAllocator` and compare it with
+sequences traced by hand (the notebook draws the first one) and, on seeded random traces, with
+the buddy allocator the utilization simulator uses (`pagedlab.simulator.Buddy`).
+"""
+
+from __future__ import annotations
+
+import random
+
+from ..loader import load
+from ..simulator import Buddy as ReferenceBuddy
+from . import CheckFailure, check, expect, expect_equal
+
+RULE = "§7 buddy allocator"
+
+
+def _new(impl, total):
+    return load("buddy", impl).BuddyAllocator(total)
+
+
+def _state(a) -> dict:
+    return {"free": a.free_blocks(), "allocated": a.allocated_blocks()}
+
+
+def _expect_tiling(a, what):
+    """Free and allocated blocks are aligned to their size and cover [0, total) exactly once."""
+    blocks = sorted(a.free_blocks() + a.allocated_blocks())
+    at = 0
+    for offset, size in blocks:
+        expect(offset == at and offset % size == 0,
+               f"{what}: the free and allocated blocks do not tile the memory",
+               rule=f"{RULE}: every block of 2**k slots starts at a multiple of 2**k; blocks never overlap",
+               expected=f"a block starting at {at}, aligned to its size", actual=f"{blocks}")
+        at += size
+    expect_equal(at, a.total_slots, f"{what}: slots covered by free + allocated blocks",
+                 rule=f"{RULE}: no slot is lost or counted twice")
+
+
+# Hand-traced on 16 slots (notebook 09 draws the same sequence). (call, argument, result, free blocks)
+TRACE_16 = [
+    ("alloc", 3, 0, [(4, 4), (8, 8)]),
+    ("alloc", 1, 4, [(5, 1), (6, 2), (8, 8)]),
+    ("alloc", 4, 8, [(5, 1), (6, 2), (12, 4)]),
+    ("alloc", 2, 6, [(5, 1), (12, 4)]),
+    ("free", 4, None, [(4, 2), (12, 4)]),
+    ("free", 6, None, [(4, 4), (12, 4)]),
+    ("free", 0, None, [(0, 8), (12, 4)]),
+    ("free", 8, None, [(0, 16)]),
+]
+
+
+@check("task12", "a hand-traced sequence of splits and merges", rule=f"{RULE}: split on alloc, merge on free")
+def hand_trace(impl):
+    a = _new(impl, 16)
+    done = []
+    for call, arg, result, free in TRACE_16:
+        got = getattr(a, call)(arg)
+        done.append(f"{call}({arg})")
+        if call == "alloc":
+            expect_equal(got, result, f"offset returned by {' ; '.join(done)} on 16 slots",
+                         rule=f"{RULE}: round up, take the smallest free block that fits, split it, "
+                              f"keep the lower half")
+        expect_equal(a.free_blocks(), free, f"free blocks (offset, size) after {' ; '.join(done)}",
+                     rule=f"{RULE}: split halves go to the free lists; a freed block merges with its "
+                          f"buddy while the buddy is free",
+                     hint="draw the 16 slots on paper and replay the calls")
+
+
+@check("task12", "the buddy is found by XOR, merging never crosses a block boundary",
+       rule=f"{RULE}: buddy = offset ^ size")
+def xor_buddy(impl):
+    a = _new(impl, 8)
+    offsets = [a.alloc(2) for _ in range(4)]
+    expect_equal(offsets, [0, 2, 4, 6], "offsets of four alloc(2) on 8 slots", rule=f"{RULE}: lowest address first")
+    steps = [(4, [(4, 2)]), (2, [(2, 2), (4, 2)]), (0, [(0, 4), (4, 2)]), (6, [(0, 8)])]
+    done = []
+    for offset, free in steps:
+        a.free(offset)
+        done.append(f"free({offset})")
+        expect_equal(a.free_blocks(), free, f"free blocks after four alloc(2) and {' ; '.join(done)}",
+                     rule=f"{RULE}: the buddy of the block of size s at offset o is at o ^ s; "
+                          f"(2, 2) and (4, 2) are neighbours but not buddies",
+                     hint="o + s finds the buddy of a lower half only; o ^ s works for both halves")
+        _expect_tiling(a, f"after {' ; '.join(done)}")
+
+
+@check("task12", "lowest address first among free blocks of one size", rule=f"{RULE}: deterministic placement")
+def lowest_address(impl):
+    a = _new(impl, 16)
+    got = [a.alloc(4) for _ in range(4)]
+    expect_equal(got, [0, 4, 8, 12], "offsets of four alloc(4) on 16 slots", rule=f"{RULE}: lowest address first")
+    a.free(12)
+    a.free(4)
+    expect_equal(a.free_blocks(), [(4, 4), (12, 4)], "free blocks after freeing 12 and 4",
+                 rule=f"{RULE}: 4 and 12 are not buddies of free blocks, so nothing merges")
+    expect_equal(a.alloc(4), 4, "alloc(4) with free 4-slot blocks at 4 and 12",
+                 rule=f"{RULE}: the lowest free offset of the right size is used",
+                 hint="take min() of the free list, not an arbitrary or the last element")
+    expect_equal(a.alloc(1), 12, "alloc(1) when the only free block is (12, 4)",
+                 rule=f"{RULE}: a split keeps the lower half")
+
+
+@check("task12", "takes the smallest free block that fits", rule=f"{RULE}: split as little as possible")
+def smallest_fit(impl):
+    a = _new(impl, 16)
+    expect_equal([a.alloc(8), a.alloc(2)], [0, 8], "offsets of alloc(8), alloc(2) on 16 slots",
+                 rule=f"{RULE}: lowest address first")
+    expect_equal(a.free_blocks(), [(10, 2), (12, 4)], "free blocks after alloc(8), alloc(2)",
+                 rule=f"{RULE}: splitting (8, 8) leaves (10, 2) and (12, 4) free")
+    expect_equal(a.alloc(2), 10, "alloc(2) with free blocks (10, 2) and (12, 4)",
+                 rule=f"{RULE}: a free block of exactly the right size is used before a bigger one is split")
+    expect_equal(a.alloc(1), 12, "then alloc(1)", rule=f"{RULE}: split the smallest block that fits")
+    expect_equal(a.free_blocks(), [(13, 1), (14, 2)], "free blocks after alloc(8), alloc(2), alloc(2), alloc(1)",
+                 rule=f"{RULE}: split the smallest block that fits")
+
+
+@check("task12", "sizes are rounded up to a power of two", rule=f"{RULE}: a block holds 2**k slots")
+def rounding(impl):
+    a = _new(impl, 64)
+    calls = [(3, 0), (5, 8), (1, 4), (16, 16), (33, None), (32, 32)]
+    done = []
+    for n, offset in calls:
+        done.append(f"alloc({n})")
+        expect_equal(a.alloc(n), offset, f"offset returned by {' ; '.join(done)} on 64 slots",
+                     rule=f"{RULE}: n is rounded up to the next power of two (3 -> 4, 5 -> 8, 33 -> 64)",
+                     hint="the order is the smallest k with 2**k >= n: (n - 1).bit_length()")
+    expect_equal(a.allocated_blocks(), [(0, 4), (4, 1), (8, 8), (16, 16), (32, 32)],
+                 "allocated blocks (offset, size) after those calls", rule=f"{RULE}: rounded sizes are recorded")
+    expect_equal((a.free_slots, a.free_blocks()), (3, [(5, 1), (6, 2)]), "free slots and free blocks",
+                 rule=f"{RULE}: a 3-slot request holds 4 slots, a 5-slot request 8")
+
+
+@check("task12", "freeing everything, in any order, merges back to one block",
+       rule=f"{RULE}: no free buddies stay unmerged")
+def full_merge(impl):
+    for seed in range(30):
+        rng = random.Random(seed)
+        a = _new(impl, 256)
+        live = []
+        while True:
+            offset = a.alloc(rng.randint(1, 40))
+            if offset is None:
+                break
+            live.append(offset)
+        _expect_tiling(a, f"seed {seed}: after filling the memory")
+        rng.shuffle(live)
+        for i, offset in enumerate(live):
+            a.free(offset)
+            if i % 7 == 0:
+                _expect_tiling(a, f"seed {seed}: after {i + 1} frees")
+        expect_equal(a.free_blocks(), [(0, 256)],
+                     f"free blocks after filling 256 slots with random sizes (seed {seed}) and freeing "
+                     f"all {len(live)} blocks in the order {live[:8]}...",
+                     rule=f"{RULE}: a freed block merges with its buddy, then the merged block with its buddy, "
+                          f"as long as the buddy is free",
+                     hint="keep merging in a loop, one order up each time")
+
+
+@check("task12", "agrees with the simulator's buddy allocator on random traces",
+       rule=f"{RULE}: the contiguous baseline of the utilization study")
+def matches_reference(impl):
+    for seed in range(10):
+        rng = random.Random(100 + seed)
+        a, ref = _new(impl, 512), ReferenceBuddy(512)
+        live: dict[int, int] = {}  # offset -> requested size
+        history = []
+        for _ in range(300):
+            if live and (rng.random() < 0.45 or len(live) > 40):
+                offset = rng.choice(sorted(live))
+                history.append(f"free({offset})")
+                a.free(offset)
+                ref.free(offset, live.pop(offset))
+            else:
+                n = rng.randint(1, 70)
+                history.append(f"alloc({n})")
+                got, want = a.alloc(n), ref.alloc(n)
+                if got != want:
+                    raise CheckFailure(f"seed {seed}: offset returned by call {len(history)}, alloc({n})",
+                                       rule=f"{RULE}: same placement as pagedlab.simulator.Buddy",
+                                       expected=want, actual=got,
+                                       hint=f"the last calls were {history[-6:]}")
+                if got is not None:
+                    live[got] = n
+            expect_equal(a.free_slots, ref.free_slots, f"seed {seed}: free slots after {history[-6:]}",
+                         rule=f"{RULE}: rounded sizes are taken and given back exactly")
+
+
+@check("task12", "rejects bad input and changes nothing", rule=f"{RULE}: ValueError on bad input, state unchanged")
+def bad_input(impl):
+    mod = load("buddy", impl)
+    for total in (0, 12, -8):
+        try:
+            mod.BuddyAllocator(total)
+        except ValueError:
+            continue
+        raise CheckFailure(f"BuddyAllocator({total}) was accepted", rule=f"{RULE}: total_slots is a power of two",
+                           expected="ValueError", actual="no error")
+    a = mod.BuddyAllocator(16)
+    x, y = a.alloc(4), a.alloc(2)
+    expect_equal((x, y), (0, 4), "offsets of alloc(4), alloc(2) on 16 slots", rule=f"{RULE}: lowest address first")
+    expect_equal(a.alloc(16), None, "alloc(16) when 6 of 16 slots are in use",
+                 rule=f"{RULE}: return None when no free block is big enough")
+    before = _state(a)
+    expect_equal(before, {"free": [(6, 2), (8, 8)], "allocated": [(0, 4), (4, 2)]},
+                 "blocks after alloc(4), alloc(2) and a failed alloc(16)",
+                 rule=f"{RULE}: a failed alloc changes nothing")
+    a.free(y)
+    after_free = _state(a)
+    bad = [("alloc", 0), ("alloc", -3), ("alloc", 17), ("free", 1), ("free", 8), ("free", y)]
+    for call, arg in bad:
+        try:
+            getattr(a, call)(arg)
+        except ValueError:
+            pass
+        else:
+            raise CheckFailure(f"{call}({arg}) was accepted (after alloc(4) -> 0, alloc(2) -> 4, free(4))",
+                               rule=f"{RULE}: n must be 1..total_slots; free takes an offset alloc returned, once",
+                               expected="ValueError", actual="no error")
+        expect_equal(_state(a), after_free, f"blocks after the rejected {call}({arg})",
+                     rule=f"{RULE}: a rejected call changes nothing")
+    a.free(x)
+    expect_equal(a.free_blocks(), [(0, 16)], "free blocks after freeing everything",
+                 rule=f"{RULE}: merging is not disturbed by rejected calls")

@@ -1,0 +1,102 @@
+"""Each Task 12 check must catch the bug it targets: plant it in a copy of the solution.
+
+A mutant is a text substitution in solutions/buddy.py; the copy is graded as a submission
+folder. For every mutant at least the named check must fail, and the unmutated copy must pass
+everything (so a failure is the mutant's doing, not the harness's).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pagedlab.checks import results
+from pagedlab.loader import ROOT
+
+SOLUTION = (ROOT / "solutions" / "buddy.py").read_text()
+
+# name -> (old text, new text, substring of a check name that must fail)
+MUTANTS = {
+    "merge ignores the buddy's state": (
+        "            if buddy not in self.free_lists[order]:\n                break",
+        "            if False:\n                break",
+        "hand-traced"),
+    "no rounding (rounds down)": ("order = (n - 1).bit_length()", "order = n.bit_length() - 1", "rounded up"),
+    "highest address first": ("offset = min(self.free_lists[k])", "offset = max(self.free_lists[k])",
+                              "lowest address"),
+    "buddy by addition": ("buddy = offset ^ (1 << order)", "buddy = offset + (1 << order)", "XOR"),
+    "merged block keeps the freed offset": ("offset &= ~(1 << order)", "offset = offset", "XOR"),
+    "merges only once": ("    while order < self.max_order:\n            buddy",
+                         "    if order < self.max_order:\n            buddy", "any order"),
+    "largest block split first": (
+        "        while k <= self.max_order and not self.free_lists[k]:\n            k += 1",
+        "        k = self.max_order\n        while k > order and not self.free_lists[k]:\n            k -= 1",
+        "smallest free block"),
+    "keeps the upper half": ("            self.free_lists[k].add(offset + (1 << k))",
+                             "            self.free_lists[k].add(offset)\n            offset += 1 << k",
+                             "hand-traced"),
+    "failed alloc still records": ("        if k > self.max_order:\n            return None",
+                                   "        if k > self.max_order:\n            self.allocated[0] = order\n"
+                                   "            return None", "bad input"),
+}
+
+
+def _grade(tmp_path, text):
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "buddy.py").write_text(text)
+    return {r.name: r for r in results("task12", str(folder))}
+
+
+def test_unmutated_copy_passes(tmp_path):
+    graded = _grade(tmp_path, SOLUTION)
+    assert all(r.passed for r in graded.values()), [r.message for r in graded.values() if not r.passed]
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_mutant_is_caught(tmp_path, name):
+    old, new, must_fail = MUTANTS[name]
+    assert SOLUTION.count(old) == 1, f"mutant {name!r} no longer matches the solution text"
+    graded = _grade(tmp_path, SOLUTION.replace(old, new))
+    failed = [n for n, r in graded.items() if not r.passed]
+    assert any(must_fail in n for n in failed), f"{name}: failed checks were {failed}"
+    first = next(r for n, r in graded.items() if must_fail in n and not r.passed)
+    assert "expected" in first.message or "raised" in first.message, first.message
+
+
+def test_checks_agree_with_the_simulator_allocator_on_a_full_workload():
+    """The student-facing allocator and the simulator's buddy place a long trace identically."""
+    import random
+
+    from pagedlab import load
+    from pagedlab.simulator import Buddy
+
+    mine, ref = load("buddy", "solutions").BuddyAllocator(4096), Buddy(4096)
+    rng, live = random.Random(7), {}
+    for _ in range(3000):
+        if live and rng.random() < 0.5:
+            offset = rng.choice(sorted(live))
+            mine.free(offset)
+            ref.free(offset, live.pop(offset))
+        else:
+            n = rng.randint(1, 600)
+            got = mine.alloc(n)
+            assert got == ref.alloc(n)
+            if got is not None:
+                live[got] = n
+        assert mine.free_slots == ref.free_slots
+
+
+def test_notebook_draws_the_sequence_the_checks_replay():
+    """Notebook 09 asks students to predict the hand-traced sequence; it must be the graded one."""
+    import json
+    import re
+
+    from pagedlab.checks.utilization import TRACE_16
+
+    nb = json.loads((ROOT / "notebooks" / "09_prefix_caching_and_utilization.ipynb").read_text())
+    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    graded = next(i for i, s in enumerate(cells) if 'checks.run("task12")' in s)
+    drawn = next(i for i, s in enumerate(cells) if "BuddyAllocator(16)" in s)
+    assert drawn > graded, "the cell using the student's allocator must come after its graded cell"
+    calls = [(c, int(a)) for c, a in re.findall(r'\("(alloc|free)", (\d+)\)', cells[drawn])]
+    assert calls == [(call, arg) for call, arg, *_ in TRACE_16]
