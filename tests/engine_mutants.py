@@ -16,6 +16,9 @@ import json
 import sys
 from pathlib import Path
 
+# tests/ is on sys.path, under pytest and as `python tests/engine_mutants.py`
+from mutation import apply
+
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = ROOT / "solutions" / "memory_manager.py"
 
@@ -105,13 +108,6 @@ MUTANTS: list[tuple[str, str, str, str]] = [
      "    for node in list_for_each(engine.active_seqs):\n        destroy_sequence(engine, container_of(node, Sequence, \"node\"))\n",
      ""),
 ]
-
-
-def apply(text: str, old: str, new: str, name: str) -> str:
-    count = text.count(old)
-    if count != 1:
-        raise ValueError(f"mutant {name}: the text to replace occurs {count} times in the solution (expected 1)")
-    return text.replace(old, new)
 
 
 def write_mutant(name: str, folder: Path) -> Path:

@@ -7,9 +7,9 @@ copy must pass everything (so a failure is the mutant's doing, not the harness's
 
 from __future__ import annotations
 
+import mutation
 import pytest
 
-from pagedlab.checks import results
 from pagedlab.loader import ROOT
 
 SOLUTION = (ROOT / "solutions" / "prefix_cache.py").read_text()
@@ -55,25 +55,13 @@ MUTANTS = {
 }
 
 
-def _grade(tmp_path, text):
-    folder = tmp_path / "submission"
-    folder.mkdir()
-    (folder / "prefix_cache.py").write_text(text)
-    return {r.name: r for r in results("task11", str(folder))}
-
-
 def test_unmutated_copy_passes(tmp_path):
-    graded = _grade(tmp_path, SOLUTION)
-    assert all(r.passed for r in graded.values()), [r.message for r in graded.values() if not r.passed]
+    mutation.assert_all_pass(tmp_path / "submission", "prefix_cache.py", SOLUTION, "task11")
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
 def test_mutant_is_caught(tmp_path, name):
     old, new, must_fail = MUTANTS[name]
-    assert SOLUTION.count(old) == 1, f"mutant {name!r} no longer matches the solution text"
-    graded = _grade(tmp_path, SOLUTION.replace(old, new))
-    failed = [n for n, r in graded.items() if not r.passed]
-    assert any(must_fail in n for n in failed), f"{name}: failed checks were {failed}"
     # The message names what was expected and what the code did.
-    first = next(r for n, r in graded.items() if must_fail in n and not r.passed)
-    assert "expected" in first.message or "not implemented" in first.message or "raised" in first.message
+    mutation.assert_caught(tmp_path / "submission", "prefix_cache.py", SOLUTION, "task11", name, old, new, must_fail,
+                           message_markers=("expected", "not implemented", "raised"))
