@@ -40,6 +40,7 @@ def fake_checks(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("PAGEDLAB_REFERENCE", str(submission(tmp_path_factory.mktemp("reference"))))
     monkeypatch.setattr("pagedlab.checks.framework._checks_of_override", None)
     monkeypatch.setattr("pagedlab.checks.framework._loaded", set())
+    monkeypatch.setattr("pagedlab.checks.framework._REGISTRY", {})
 
 
 def submission(folder: Path, **bodies) -> Path:

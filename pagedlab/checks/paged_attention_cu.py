@@ -109,12 +109,13 @@ _register("a 2048-token sequence with head_size 256, next to a 1-token one", LON
 _register("physical blocks shared between sequences (after a fork) and a custom scale", SHARED)
 
 
-def _register_gpu() -> None:
-    """Task 10 on a real GPU, when CuPy can launch kernels there (or PAGEDLAB_GRADE_GPU=1)."""
+def refresh() -> None:
+    """Task 10 on a real GPU, when CuPy can launch kernels there (or PAGEDLAB_GRADE_GPU=1): asked
+    again each time the checks are listed, so the grader and its child agree."""
     from ..grading import gpu_checks
+    from . import framework
 
     if gpu_checks.wanted():
         gpu_checks.register()
-
-
-_register_gpu()
+    else:
+        framework.unregister("task10", gpu_checks.NAME)

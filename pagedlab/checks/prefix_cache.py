@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from .framework import CheckFailure, check, expect, expect_equal
+from .framework import CheckFailure, check, expect, expect_equal, see
 
 RULE = "notebook 09, Prefix caching"
 
@@ -421,6 +421,7 @@ def model_based(run):
     m = _mod(run)
     for seed in (1, 2, 3):
         for call, what, got, want in replay(m, seed):
+            see(f"seed {seed}, {call}: {what}", got, rule=f"{RULE}: same behaviour as the reference model")
             if got != want:
                 raise CheckFailure(f"seed {seed}, {call}: {what} differs from the reference model",
                                    rule=f"{RULE}: same behaviour as the reference model",
