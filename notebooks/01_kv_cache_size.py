@@ -25,8 +25,9 @@
 
 # %%
 # %matplotlib inline
-import pagedlab
 import matplotlib.pyplot as plt
+
+import pagedlab
 from pagedlab import viz
 
 # Your exercises/memory_manager.py (PAGEDLAB_IMPL=solutions runs the reference instead).
@@ -148,7 +149,7 @@ layouts = {
 paged_blocks = [("A", 8), ("B", 8), ("D", 6), ("B", 8), ("E", 8), ("A", 2), ("B", 8), ("E", 4),
                 ("B", 1)]
 paged = []
-for i, (owner, n) in enumerate(paged_blocks):
+for i, (_owner, n) in enumerate(paged_blocks):
     paged.append((8 * i, n, "tokens", ""))
     if n < 8:
         paged.append((8 * i + n, 8 - n, "last block, partly used", ""))

@@ -26,15 +26,15 @@
 
 # %%
 # %matplotlib inline
+import matplotlib.pyplot as plt
+
 import pagedlab
+from pagedlab import hw3, viz
+from pagedlab.pool import Pool
 
 # Your exercises/memory_manager.py (PAGEDLAB_IMPL=solutions runs the reference instead).
 mm = pagedlab.load("memory_manager")
 print("memory_manager loaded from", mm.__file__)
-
-import matplotlib.pyplot as plt
-from pagedlab import hw3, viz
-from pagedlab.pool import Pool
 
 # %% [markdown]
 # ## Why two levels?
@@ -58,6 +58,8 @@ from pagedlab.pool import Pool
 
 # %%
 # NBVAL_CHECK_OUTPUT
+import random
+
 from pagedlab.hw3 import BLOCK_SIZE, KV_PER_BLOCK, L2_PT_SIZE
 
 
@@ -75,22 +77,22 @@ def translate(record, block_table):
     return block, offset
 
 
-# a hand-made table: only the L2 table in L1 slot 2 matters here; it maps logical block 38 -> 3
-example_table = {2: [51, 12, 7, 30, 44, 9, 3, 60, -1, -1, -1, -1, -1, -1, -1, -1]}
+# Sequence 7: 39 logical blocks (records 0-613) scattered over a pool of 64 blocks; the last,
+# logical block 38, landed in physical block 3. Its block table, one L2 table per 16 blocks:
+rng = random.Random(3)
+blocks = rng.sample([b for b in range(64) if b != 3], 38) + [3]
+example_table = {l1: (blocks[16 * l1:16 * l1 + 16] + [-1] * 16)[:16] for l1 in range(3)}
+for l1, l2_table in example_table.items():
+    print(f"L1[{l1}] -> L2 table {l2_table}")
 block, offset = translate(613, example_table)
 
 # %% [markdown]
-# The same sequence as a picture: 39 logical blocks (records 0–613, so `kv_count` = 614) spread
-# over a pool of 64 blocks. The red frames follow the translation path: L1 slot 2, then entry 6 of
-# that L2 table, which holds block 3.
+# The same sequence as a picture: its 39 logical blocks (records 0–613, so `kv_count` = 614) are
+# the `blocks` printed above. The red frames follow the translation path: L1 slot 2, then entry 6
+# of that L2 table, which holds block 3.
 
 # %%
-import random
-
-rng = random.Random(3)
-scattered = rng.sample([b for b in range(64) if b != 3], 38)
-scattered.insert(38, 3)  # logical block 38 -> physical block 3, as in the printout
-example = viz.SeqView.from_blocks(7, scattered, kv_count=614)
+example = viz.SeqView.from_blocks(7, blocks, kv_count=614)
 viz.draw_block_table(example, 7, highlight=(2, 6),
                      title="seq 7 (kv_count = 614): record 613 -> L1[2] -> L2[6] -> block 3, offset 5")
 plt.show()

@@ -32,16 +32,17 @@
 
 # %%
 # %matplotlib inline
+import ctypes
+
+import matplotlib.pyplot as plt
+
 import pagedlab
+from pagedlab import cmem, hw3, viz
+from pagedlab.hw3 import ListNode, LLMEngine, Sequence
 
 # Your exercises/memory_manager.py (PAGEDLAB_IMPL=solutions runs the reference instead).
 mm = pagedlab.load("memory_manager")
 print("memory_manager loaded from", mm.__file__)
-
-import ctypes
-import matplotlib.pyplot as plt
-from pagedlab import cmem, hw3, viz
-from pagedlab.hw3 import LLMEngine, ListNode, Sequence
 
 # %% [markdown]
 # ## Layout and padding
@@ -52,7 +53,7 @@ from pagedlab.hw3 import LLMEngine, ListNode, Sequence
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for name, ctype in Sequence._fields_:
+for name, _ctype in Sequence._fields_:
     field = getattr(Sequence, name)
     print(f"{name:12s} offset {field.offset:2d}  size {field.size:2d}")
 print(f"sizeof(Sequence) = {ctypes.sizeof(Sequence)}, sizeof(ListNode) = {ctypes.sizeof(ListNode)}")

@@ -42,8 +42,6 @@
 
 # %%
 # %matplotlib inline
-import ctypes
-
 import matplotlib.pyplot as plt
 
 import pagedlab
@@ -52,7 +50,7 @@ from pagedlab.pool import Pool
 
 # Your exercises/memory_manager.py (PAGEDLAB_IMPL=solutions runs the reference instead).
 mm = pagedlab.load("memory_manager")
-print("memory_manager loaded from", mm.__name__)
+print("memory_manager loaded from", mm.__file__)
 
 # %% [markdown]
 # ## Fork: share the blocks, count the owners

@@ -29,16 +29,15 @@
 
 # %%
 # %matplotlib inline
-import ctypes
-
 import matplotlib.pyplot as plt
 
 import pagedlab
 from pagedlab import cmem, hw3, viz
 from pagedlab.pool import Pool
 
+# Your exercises/memory_manager.py (PAGEDLAB_IMPL=solutions runs the reference instead).
 mm = pagedlab.load("memory_manager")
-print("memory_manager loaded from", mm.__name__)
+print("memory_manager loaded from", mm.__file__)
 start = cmem.snapshot()  # the heap as this notebook found it
 
 
@@ -212,6 +211,12 @@ print("append_kv ->", result, "| heap:", cmem.changes_since(heap_snap),
 # Write `llm_destroy(engine)` in **`exercises/memory_manager.py`**: `-1` for `None`; otherwise
 # walk `active_seqs` and destroy every sequence (careful: you free the node you are standing on,
 # so read `next` first: `list_for_each` does), free `ref_count`, free the engine, return 0.
+#
+# The graded cell lists three checks, but Task 5's points come from the first two. The third,
+# *a whole session with your own functions*, is **feedback only**: it drives all of your HW3
+# functions (Tasks 1–5) and then tears the engine down, so a leak it finds may come from another
+# task. It is shown to help you and earns or costs nothing, so `pagedlab grade` counts Task 5 as
+# 2 graded checks.
 
 # %%
 pagedlab.checks.run("task5");

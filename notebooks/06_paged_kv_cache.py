@@ -31,16 +31,17 @@
 # %%
 # %matplotlib inline
 import matplotlib.pyplot as plt
-import numpy as np
 import torch
 
 import pagedlab
 from pagedlab import block_tables, hw3, viz
 from pagedlab.pool import Pool
 
-pa = pagedlab.load("paged_attention")   # Tasks 6-9: exercises/paged_attention.py
-mm = pagedlab.load("memory_manager")    # Tasks 1-5, used at the end
-print("paged_attention loaded from", pa.__name__)
+# Your exercises/paged_attention.py (Tasks 6-9) and memory_manager.py (Tasks 1-5, used at the end).
+pa = pagedlab.load("paged_attention")
+mm = pagedlab.load("memory_manager")
+print("paged_attention loaded from", pa.__file__)
+print("memory_manager loaded from", mm.__file__)
 
 # %% [markdown]
 # ## The layout: `[num_blocks, block_size, num_kv_heads, head_size]`

@@ -36,11 +36,13 @@ import torch
 
 import pagedlab
 from pagedlab import viz
-from pagedlab.reference import dense_attention, make_paged_batch, max_relative_error
+from pagedlab.reference import make_paged_batch, max_relative_error
 
-pa = pagedlab.load("paged_attention")   # exercises/paged_attention.py
+# Your exercises/paged_attention.py (PAGEDLAB_IMPL=solutions runs the reference instead).
+pa = pagedlab.load("paged_attention")
 mm = pagedlab.load("memory_manager")
-print("paged_attention loaded from", pa.__name__)
+print("paged_attention loaded from", pa.__file__)
+print("memory_manager loaded from", mm.__file__)
 
 # %% [markdown]
 # ## A paged batch

@@ -32,7 +32,6 @@
 # %matplotlib inline
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 
 import pagedlab
 from pagedlab import block_tables, cuda, hw3, kernels, viz
@@ -40,8 +39,10 @@ from pagedlab.loader import kernel_source, source_path
 from pagedlab.pool import Pool
 from pagedlab.reference import dense_attention, make_paged_batch, max_relative_error
 
+# Your exercises/paged_attention.cu and memory_manager.py (PAGEDLAB_IMPL=solutions: the reference).
 mm = pagedlab.load("memory_manager")
-print("kernel file:", source_path("paged_attention.cu"))
+print("paged_attention.cu loaded from", source_path("paged_attention.cu"))
+print("memory_manager loaded from", mm.__file__)
 
 # %% [markdown]
 # ## Reading the kernel
@@ -90,7 +91,6 @@ for number, line in enumerate(lines[start:], start=start + 1):
 # %%
 print(cuda.SCHEDULES)
 
-
 # %% [markdown]
 # - `round_robin`: threads run in ascending order, one step each, between rendezvous;
 # - `warp0_first`: warp 0 runs ahead whenever it can, then the last warp down;
@@ -101,49 +101,43 @@ print(cuda.SCHEDULES)
 # often gives the right answer under one order and a wrong one under another, which is exactly
 # how such bugs behave on a real GPU (right on your card, wrong on the grader's).
 #
-# ### Reference demo: one barrier removed
+# ### Demo: one barrier missing
 #
-# The softmax reuses `partial[]`: first for the warps' maxima, then for their sums. Between the
-# two uses there is a `__syncthreads()` so that no warp overwrites `partial[]` with its sum while
-# another warp is still reading the maxima. We delete exactly that barrier from the **reference
-# kernel** (`solutions/`; nothing of it is printed here) and run it under every schedule.
+# Your softmax (step 2) will reuse `partial[]`: first for the warps' maxima, then for their
+# sums. The same pattern, in a small kernel shipped for this demo (`softmax_rows`: a softmax of
+# one row per thread block), has the barrier between the two uses **missing**: nothing stops a
+# warp from storing its sum in the shared array while another warp still reads the maxima
+# there. It is not Task 10's kernel; read it whole:
 
 # %%
-def run_text(text, batch, schedule, filename):
-    # Launch kernel text (not a file) on a batch with the host code's own argument checks.
-    args = batch.numpy()
-    launch = kernels.validate(*args)
-    kernel = cuda.RawKernel(text, "paged_attention_v1", backend="cpu", filename=filename)
-    out = np.full(args[0].shape, np.nan, dtype=np.float32)
-    kernel(launch.grid, (kernels.NUM_THREADS,), (out, *args, *launch.scalars),
-           shared_mem=launch.shared_mem, schedule=schedule, timeout=30)
-    return out
+from importlib.resources import files
 
+planted = (files("pagedlab") / "kernels_demo" / "planted_missing_barrier.cu").read_text()
+print(planted[planted.index('extern "C"'):])
 
-demo = make_paged_batch([40, 5, 129], num_heads=4, num_kv_heads=2, head_size=32, block_size=16, seed=3)
-want = demo.expected()
-barrier = "  __syncthreads();\n  float row_sum = warp_sum(thread_sum);"
-try:
-    reference = kernel_source("paged_attention.cu", "solutions")
-except FileNotFoundError:
-    reference = None
-    print("This copy of the course has no solutions/ folder, so the reference demo is skipped.")
-if reference is not None and barrier in reference:
-    planted = reference.replace(barrier, "  float row_sum = warp_sum(thread_sum);")
+# %% [markdown]
+# Run it under every schedule, and the same text with the barrier put back where the comment
+# `// BARRIER` stands, against a float64 softmax:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+rng = np.random.default_rng(0)
+rows = (2 * rng.standard_normal((3, 500))).astype(np.float32)
+exact = np.exp(rows.astype(np.float64) - rows.max(axis=1, keepdims=True))
+exact /= exact.sum(axis=1, keepdims=True)
+repaired = planted.replace("  // BARRIER\n", "  __syncthreads();\n")
+for label, text in (("barrier missing", planted), ("barrier restored", repaired)):
+    kernel = cuda.RawKernel(text, "softmax_rows", backend="cpu", filename="softmax_rows.cu")
     for schedule in cuda.SCHEDULES:
-        try:
-            err = max_relative_error(run_text(planted, demo, schedule, "no_barrier.cu"), want)
-            verdict = "correct" if err <= 2e-5 else "WRONG"
-            print(f"{schedule:12s} max relative error {err:.1e}  {verdict}")
-        except cuda.KernelError as exc:
-            print(f"{schedule:12s} {type(exc).__name__}: {str(exc).splitlines()[0]}")
-elif reference is not None:
-    print("The reference kernel has changed: the barrier this demo removes is not there.")
+        out = np.full_like(rows, np.nan)
+        kernel((len(rows),), (128,), (out, rows, np.int32(rows.shape[1])), schedule=schedule, timeout=30)
+        err = np.abs(out - exact).max() / np.abs(exact).max()
+        print(f"{label:16s} {schedule:12s} {'correct' if err <= 1e-5 else 'WRONG'}")
 
 # %% [markdown]
 # Three schedules out of four hide the bug. Under `warp0_first`, warp 0 finishes reading the
-# maxima, computes its exponentials and **writes its sum into `partial[0]` while the other warps
-# have not read `partial[0]` as a maximum yet**. They read warp 0's *sum* where a maximum should
+# maxima, computes its exponentials and **writes its sum into `scratch[0]` while the other warps
+# have not read `scratch[0]` as a maximum yet**. They read warp 0's *sum* where a maximum should
 # be, so they subtract a different value than warp 0 did: their exponentials and warp 0's are on
 # different scales, and the normalisation mixes them. On a GPU this depends on timing: the kind of bug that passes every test on
 # your machine. The graded checks run every schedule.

@@ -34,15 +34,16 @@
 # Model Serving with PagedAttention*, SOSP 2023 (the vLLM paper). Everything else is measured here.
 
 # %%
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 
 import pagedlab
-from pagedlab import sharing, simulator as sim
+from pagedlab import sharing
+from pagedlab import simulator as sim
 
-# Your exercises/prefix_cache.py (set PAGEDLAB_IMPL=solutions to run the reference instead).
+# Your exercises/prefix_cache.py (PAGEDLAB_IMPL=solutions runs the reference instead).
 pc = pagedlab.load("prefix_cache")
-print("prefix_cache loaded from", pc.__name__)
+print("prefix_cache loaded from", pc.__file__)
 
 # %% [markdown]
 # ## Part 1 · Prefix caching
@@ -177,14 +178,18 @@ step("B = SYS + [7, 8, 9]", mgr.allocate("B", SYS + [7, 8, 9]))
 for token in (3, 4, 5):
     mgr.append_token("A", token)
 step("A generates 3, 4, 5")
-mgr.free("A"); step("free A")
-mgr.free("B"); step("free B")
+mgr.free("A")
+step("free A")
+mgr.free("B")
+step("free B")
 step("C = SYS + [1, 2, 3, 4, 9]", mgr.allocate("C", SYS + [1, 2, 3, 4, 9]))
 step("D = 12 new tokens", mgr.allocate("D", list(range(200, 212))))
-mgr.free("C"); step("free C")
+mgr.free("C")
+step("free C")
 step("E = 16 new tokens", mgr.allocate("E", list(range(300, 316))))
 step("F = SYS + [5]", mgr.allocate("F", SYS + [5]))
-mgr.free("D"); step("free D")
+mgr.free("D")
+step("free D")
 step("F = SYS + [5] (again)", mgr.allocate("F", SYS + [5]))
 print("block tables:", {rid: mgr.block_ids(rid) for rid in mgr.block_tables})
 
@@ -442,7 +447,7 @@ for name, attr, colour in parts:
     ax.bar(labels, vals, bottom=bottom, color=colour, label=name)
     bottom += vals
 ax.scatter(labels, PAPER_TOKEN_SHARE, marker="D", color="black", zorder=3, label="paper: token share")
-for x, (r, paper) in enumerate(zip(runs, PAPER_TOKEN_SHARE)):
+for x, r in enumerate(runs):
     ax.text(x, r.token_share * 100 / 2, f"{r.token_share:.1%}", ha="center", color="white", fontsize=9)
 ax.set_ylabel("% of KV memory (time average)")
 ax.set_title("Where the KV memory goes (ShareGPT-like, 15,728 slots)")
@@ -534,6 +539,7 @@ for ax in axes:
 plt.tight_layout()
 plt.show()
 
+
 # %% [markdown]
 # Alpaca's requests are short (≈ 78 tokens in total), so half a 128-token block per request is a
 # large fraction of what each request stores; ShareGPT's ≈ 500-token requests barely notice.
@@ -541,13 +547,30 @@ plt.show()
 # **Exercise (ungraded): predict the paged waste.** If a request's length is spread evenly modulo
 # the block size `B`, its last block leaves on average `(B - 1) / 2` slots empty. Using only the
 # mean number of running requests the simulator reports, predict the internal fragmentation share
-# for each block size and compare it with the measured one. (The tests check that this prediction
-# is within 5% of the simulator.)
+# (the fraction of all KV slots that sit empty inside last blocks) for each block size. Write your
+# formula in the next cell; the cell after it compares it with the measured share.
+
+# %%
+def predict_internal_share(run, block_size):
+    """Your predicted share of the KV memory left empty inside last blocks.
+
+    `run.mean_running`: requests running at once, on average; `run.memory_tokens`: slots in the
+    KV memory (all of them, used or not).
+    """
+    return None  # <- your formula here
+
+
+# %% [markdown]
+# Within 5% of the simulator counts as right. Re-run this cell after each try.
 
 # %%
 for b, r in zip(block_sizes, sweeps["ShareGPT-like"]):
-    predicted = r.mean_running * (b - 1) / 2 / r.memory_tokens  # <- your formula here
-    print(f"B={b:3d}: predicted {predicted:6.2%}   measured {r.internal_share:6.2%}")
+    guess = predict_internal_share(r, b)
+    if guess is None:
+        print(f"B={b:3d}: measured {r.internal_share:6.2%}   (write predict_internal_share first)")
+        continue
+    verdict = "✓ within 5%" if abs(guess - r.internal_share) <= 0.05 * r.internal_share else "✗ not yet"
+    print(f"B={b:3d}: predicted {guess:6.2%}   measured {r.internal_share:6.2%}   {verdict}")
 
 # %% [markdown]
 # ## Part 3 · Sharing savings: parallel sampling and beam search

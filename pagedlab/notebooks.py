@@ -5,7 +5,8 @@ Each notebook is a jupytext ``py:percent`` source ``notebooks/NN_name.py`` paire
 the ``.ipynb`` adds only the outputs of cells whose first line is ``# NBVAL_CHECK_OUTPUT``,
 which nbval compares on every run. Everything else a kernel leaves behind (other outputs,
 execution counts, widget state, the interpreter's version) is noise in a diff, so it is
-stripped here. Cell ids live in the ``.ipynb``; jupytext keeps them when it rewrites the pair,
+stripped here. Checked cells are numbered 1, 2, ... in order: nbval refuses a stored output
+without an execution count ("unrun reference cell has outputs"). Cell ids live in the ``.ipynb``; jupytext keeps them when it rewrites the pair,
 so a sync changes only the cells that were edited.
 
     pagedlab notebook sync [NN ...]   strip noise and bring each pair in sync (newest side wins)
@@ -32,7 +33,9 @@ CELL_METADATA = {"tags"}
 
 def notebook_paths(keys: list[str] | None = None) -> list[Path]:
     """The .ipynb files for keys such as '06' or '06_paged_kv_cache' (all when none given)."""
-    every = sorted(NOTEBOOKS.glob("[0-9][0-9]*_*.ipynb"))
+    # A new notebook may exist only as its .py source until its first sync.
+    every = sorted({p.with_suffix(".ipynb") for p in NOTEBOOKS.glob("[0-9][0-9]*_*.py")}
+                   | set(NOTEBOOKS.glob("[0-9][0-9]*_*.ipynb")))
     if not keys:
         return every
     found = []
@@ -53,15 +56,26 @@ def is_checked(cell) -> bool:
 def clean(nb):
     """Strip everything but the cells and the checked outputs, in place; returns nb."""
     nb.metadata = copy.deepcopy(METADATA)
-    for cell in nb.cells:
+    counts = execution_counts(nb)
+    for i, cell in enumerate(nb.cells):
         cell.metadata = {k: v for k, v in cell.metadata.items() if k in CELL_METADATA}
         if cell.cell_type != "code":
             continue
-        cell.execution_count = None
+        cell.execution_count = counts[i]
         if not is_checked(cell):
             cell.outputs = []
-        cell.outputs = clean_outputs(cell.outputs)
+        cell.outputs = clean_outputs(cell.outputs, counts[i])
     return nb
+
+
+def execution_counts(nb) -> dict[int, int | None]:
+    """Cell index -> the execution count it is committed with: 1, 2, ... for checked cells."""
+    counts, n = {}, 0
+    for i, cell in enumerate(nb.cells):
+        if is_checked(cell):
+            n += 1
+        counts[i] = n if is_checked(cell) else None
+    return counts
 
 
 def problems(path: Path) -> list[str]:
@@ -72,6 +86,8 @@ def problems(path: Path) -> list[str]:
 
     name = path.name
     text = path.with_suffix(".py")
+    if not path.exists():
+        return [f"{text.name} has no paired {name} (pagedlab notebook sync {path.stem[:2]})"]
     if not text.exists():
         return [f"{name} has no paired source {text.name} (pagedlab notebook sync {path.stem[:2]})"]
     found = []
@@ -81,6 +97,7 @@ def problems(path: Path) -> list[str]:
     if dict(nb.metadata) != METADATA:
         found.append(f"{name}: notebook metadata carries more than {sorted(METADATA)} "
                      f"(e.g. the kernel's language_info): {sorted(nb.metadata)}")
+    counts = execution_counts(nb)
     for i, cell in enumerate(nb.cells):
         where = f"{name} cell {i} (id {cell.get('id')})"
         extra = set(cell.metadata) - CELL_METADATA
@@ -88,14 +105,14 @@ def problems(path: Path) -> list[str]:
             found.append(f"{where}: cell metadata {sorted(extra)}")
         if cell.cell_type != "code":
             continue
-        if cell.execution_count is not None:
-            found.append(f"{where}: execution count {cell.execution_count}")
+        if cell.execution_count != counts[i]:
+            found.append(f"{where}: execution count {cell.execution_count}, expected {counts[i]}")
         if cell.outputs and not is_checked(cell):
             found.append(f"{where}: outputs in a cell nbval does not check")
         if is_checked(cell) and not cell.outputs:
             found.append(f"{where}: a {CHECK} cell without its output (pagedlab notebook run {path.stem[:2]})")
-        if any(out.get("execution_count") is not None for out in cell.outputs):
-            found.append(f"{where}: an output carries an execution count")
+        if any(out.get("execution_count", counts[i]) != counts[i] for out in cell.outputs):
+            found.append(f"{where}: an output's execution count is not {counts[i]}")
     ids = [c.get("id") for c in nb.cells]
     if len(set(ids)) != len(ids) or None in ids:
         found.append(f"{name}: cell ids missing or repeated")
@@ -120,7 +137,10 @@ def sync(path: Path) -> None:
     from jupytext.cli import jupytext as jupytext_cli
 
     text = path.with_suffix(".py")
-    if not text.exists():
+    if not path.exists():  # a new notebook written as text: create its .ipynb
+        nbformat.write(clean(jupytext.read(text)), path)
+        os.utime(text)  # the source stays the newer side
+    elif not text.exists():  # an .ipynb not yet paired: write its source
         nb = clean(nbformat.read(path, as_version=4))
         nbformat.write(nb, path)
         jupytext.write(nb, text, fmt="py:percent")
@@ -137,7 +157,7 @@ def run(path: Path, impl: str = "solutions", timeout: int = 600) -> list[int]:
 
     Only the outputs of ``# NBVAL_CHECK_OUTPUT`` cells are kept, so the committed notebook
     changes only where a checked result changed. Returns the indices of cells whose stored
-    output changed. An error in any cell aborts without writing.
+    output changed. An error in any cell aborts before any output is stored.
     """
     import nbformat
     from nbclient import NotebookClient
@@ -157,7 +177,7 @@ def run(path: Path, impl: str = "solutions", timeout: int = 600) -> list[int]:
     changed = []
     for i, (cell, done) in enumerate(zip(nb.cells, ran.cells, strict=True)):
         if is_checked(cell):
-            new = clean_outputs(done.outputs)
+            new = clean_outputs(done.outputs, cell.execution_count)
             if new != cell.outputs:
                 changed.append(i)
             cell.outputs = new
@@ -166,11 +186,11 @@ def run(path: Path, impl: str = "solutions", timeout: int = 600) -> list[int]:
     return changed
 
 
-def clean_outputs(outputs):
+def clean_outputs(outputs, count=None):
     outputs = copy.deepcopy(outputs)
     for out in outputs:
         if "execution_count" in out:
-            out.execution_count = None
+            out.execution_count = count
         out.pop("transient", None)
     return outputs
 
@@ -203,7 +223,7 @@ def main(args) -> int:
         try:
             changed = run(path, impl=args.impl)
         except Exception as exc:  # nbclient's CellExecutionError carries the traceback text
-            print(f"error: {path.name} did not run to the end; nothing written.\n{exc}", file=sys.stderr)
+            print(f"error: {path.name} did not run to the end; no output stored.\n{exc}", file=sys.stderr)
             return 1
         import nbformat
 
