@@ -80,49 +80,64 @@ def execution_counts(nb) -> dict[int, int | None]:
 
 def problems(path: Path) -> list[str]:
     """Why the pair of `path` (.ipynb) is not as committed notebooks must be; [] when fine."""
+    return sync_problems(path) + clean_problems(path)
+
+
+def sync_problems(path: Path) -> list[str]:
+    """A missing partner, or a .py and .ipynb that hold different cells (jupytext's comparison)."""
     import jupytext
     import nbformat
     from jupytext.compare import compare_notebooks
 
-    name = path.name
-    text = path.with_suffix(".py")
+    name, text = path.name, path.with_suffix(".py")
     if not path.exists():
         return [f"{text.name} has no paired {name} (pagedlab notebook sync {path.stem[:2]})"]
     if not text.exists():
         return [f"{name} has no paired source {text.name} (pagedlab notebook sync {path.stem[:2]})"]
-    found = []
     nb = nbformat.read(path, as_version=4)
     if nb.metadata.get("jupytext", {}).get("formats") != FORMATS:
-        found.append(f"{name}: metadata jupytext.formats is not {FORMATS!r}")
-    if dict(nb.metadata) != METADATA:
-        found.append(f"{name}: notebook metadata carries more than {sorted(METADATA)} "
-                     f"(e.g. the kernel's language_info): {sorted(nb.metadata)}")
+        return [f"{name}: metadata jupytext.formats is not {FORMATS!r} (pagedlab notebook sync {path.stem[:2]})"]
+    try:
+        compare_notebooks(jupytext.read(text), nb, fmt="py:percent", allow_expected_differences=False)
+    except Exception as exc:  # jupytext raises NotebookDifference (or AssertionError)
+        return [f"{name} and {text.name} differ (edit one, then pagedlab notebook sync "
+                f"{path.stem[:2]}):\n{exc}"]
+    return []
+
+
+def clean_problems(path: Path) -> list[str]:
+    """What a kernel or an editor left in the .ipynb beyond the cells and the checked outputs."""
+    import nbformat
+
+    name = path.name
+    if not path.exists():
+        return []
+    found = []
+    nb = nbformat.read(path, as_version=4)
+    hint = f"(pagedlab notebook sync {path.stem[:2]} strips it)"
+    for key in sorted(set(nb.metadata) | set(METADATA)):
+        if nb.metadata.get(key) != METADATA.get(key):
+            found.append(f"{name}: notebook metadata {key} is {nb.metadata.get(key)!r}, "
+                         f"expected {METADATA.get(key)!r} {hint}")
     counts = execution_counts(nb)
     for i, cell in enumerate(nb.cells):
         where = f"{name} cell {i} (id {cell.get('id')})"
         extra = set(cell.metadata) - CELL_METADATA
         if extra:
-            found.append(f"{where}: cell metadata {sorted(extra)}")
+            found.append(f"{where}: cell metadata {sorted(extra)} {hint}")
         if cell.cell_type != "code":
             continue
         if cell.execution_count != counts[i]:
-            found.append(f"{where}: execution count {cell.execution_count}, expected {counts[i]}")
+            found.append(f"{where}: execution count {cell.execution_count}, expected {counts[i]} {hint}")
         if cell.outputs and not is_checked(cell):
-            found.append(f"{where}: outputs in a cell nbval does not check")
+            found.append(f"{where}: outputs in a cell nbval does not check {hint}")
         if is_checked(cell) and not cell.outputs:
             found.append(f"{where}: a {CHECK} cell without its output (pagedlab notebook run {path.stem[:2]})")
         if any(out.get("execution_count", counts[i]) != counts[i] for out in cell.outputs):
-            found.append(f"{where}: an output's execution count is not {counts[i]}")
+            found.append(f"{where}: an output's execution count is not {counts[i]} {hint}")
     ids = [c.get("id") for c in nb.cells]
     if len(set(ids)) != len(ids) or None in ids:
         found.append(f"{name}: cell ids missing or repeated")
-    # The text side must describe the same cells (jupytext's own comparison, inputs only).
-    paired = jupytext.read(text)
-    try:
-        compare_notebooks(paired, nb, fmt="py:percent", allow_expected_differences=False)
-    except Exception as exc:  # jupytext raises NotebookDifference (or AssertionError)
-        found.append(f"{name} and {text.name} differ (edit one, then pagedlab notebook sync "
-                     f"{path.stem[:2]}):\n{exc}")
     return found
 
 

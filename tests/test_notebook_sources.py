@@ -28,8 +28,14 @@ def test_every_source_has_its_notebook_and_back():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_pair_is_in_sync_and_clean(path):
-    assert notebooks.problems(path) == []
+def test_pair_is_in_sync(path):
+    assert notebooks.sync_problems(path) == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_is_clean(path):
+    """Only the cells and the checked outputs: no other outputs, counts or kernel metadata."""
+    assert notebooks.clean_problems(path) == []
 
 
 def _copy(tmp_path, stem):
@@ -92,7 +98,8 @@ def test_a_jupyterlab_save_reaches_the_source(tmp_path):
     asyncio.run(manager.save({"type": "notebook", "content": nb}, path.name))
 
     assert "# A sentence typed in JupyterLab." in path.with_suffix(".py").read_text()
-    found = notebooks.problems(path)
+    assert notebooks.sync_problems(path) == [], "the save wrote both sides"
+    found = notebooks.clean_problems(path)
     assert any("language_info" in p for p in found) and any("execution count 7" in p for p in found)
     notebooks.sync(path)
     assert notebooks.problems(path) == []
