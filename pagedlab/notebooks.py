@@ -6,8 +6,9 @@ the ``.ipynb`` adds only the outputs of cells whose first line is ``# NBVAL_CHEC
 which nbval compares on every run. Everything else a kernel leaves behind (other outputs,
 execution counts, widget state, the interpreter's version) is noise in a diff, so it is
 stripped here. Checked cells are numbered 1, 2, ... in order: nbval refuses a stored output
-without an execution count ("unrun reference cell has outputs"). Cell ids live in the ``.ipynb``; jupytext keeps them when it rewrites the pair,
-so a sync changes only the cells that were edited.
+without an execution count ("unrun reference cell has outputs"). Cell ids live in the
+``.ipynb``; jupytext keeps them when it rewrites the pair, so a sync changes only the cells
+that were edited.
 
     pagedlab notebook sync [NN ...]   strip noise and bring each pair in sync (newest side wins)
     pagedlab notebook run NN          re-execute NN with the solutions, store its checked outputs
@@ -180,15 +181,9 @@ def run(path: Path, impl: str = "solutions", timeout: int = 600) -> list[int]:
     sync(path)  # run what the author last edited, in whichever file
     nb = nbformat.read(path, as_version=4)
     ran = copy.deepcopy(nb)
-    env = {**os.environ, "PAGEDLAB_IMPL": impl}
-    saved = os.environ.copy()
-    os.environ.update(env)  # the kernel inherits the environment of this process
-    try:
-        NotebookClient(ran, timeout=timeout, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    NotebookClient(ran, timeout=timeout, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute(
+        env={**os.environ, "PAGEDLAB_IMPL": impl})  # the kernel's environment
     changed = []
     for i, (cell, done) in enumerate(zip(nb.cells, ran.cells, strict=True)):
         if is_checked(cell):
@@ -212,6 +207,8 @@ def clean_outputs(outputs, count=None):
 
 def main(args) -> int:
     import sys
+
+    import nbformat
 
     try:
         paths = notebook_paths(args.notebooks)
@@ -240,8 +237,6 @@ def main(args) -> int:
         except Exception as exc:  # nbclient's CellExecutionError carries the traceback text
             print(f"error: {path.name} did not run to the end; no output stored.\n{exc}", file=sys.stderr)
             return 1
-        import nbformat
-
         checked = sum(is_checked(c) for c in nbformat.read(path, as_version=4).cells)
         print(f"{checked} checked cells; stored output changed in cells {changed or 'none'}; pair synced")
         return 0

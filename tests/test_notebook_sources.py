@@ -175,7 +175,8 @@ def test_a_new_notebook_written_as_text_gets_its_pair(tmp_path):
         "(pagedlab notebook run 42)"]
 
 
-def test_run_stores_only_the_checked_outputs(tmp_path):
+def test_run_stores_only_the_checked_outputs(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAGEDLAB_IMPL", "exercises")  # `run` executes the solutions regardless
     shutil.copy2(ROOT / "notebooks" / "jupytext.toml", tmp_path)
     text = tmp_path / "43_run.py"
     text.write_text("# %%\nimport os\nprint('not kept')\n\n"
@@ -196,3 +197,13 @@ def test_run_stores_only_the_checked_outputs(tmp_path):
         notebooks.run(path)
     assert "42" in path.read_text() and nbformat.read(path, as_version=4).cells[2].outputs, \
         "a failed run keeps the stored outputs"
+
+
+def test_every_notebook_says_whose_code_it_loaded_the_same_way():
+    """The set-up cell prints where each student module came from, in one form everywhere."""
+    for path in NOTEBOOKS:
+        setup = next(c.source for c in jupytext.read(path.with_suffix(".py")).cells if c.cell_type == "code")
+        loads = re.findall(r'^(\w+) = pagedlab\.load\("(\w+)"\)', setup, re.MULTILINE)
+        assert loads, f"{path.stem}: the set-up cell loads no student module"
+        for var, module in loads:
+            assert f'print("{module} loaded from", {var}.__file__)' in setup, f"{path.stem}: {module}"
