@@ -42,6 +42,12 @@ def _grade(args) -> int:
     return grade_cli.main(args)
 
 
+def _notebook(args) -> int:
+    from . import notebooks
+
+    return notebooks.main(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pagedlab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -62,6 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hidden", default=None, metavar="DIR", help="folder of hidden checks (default: grading/hidden/ when present)")
     p.add_argument("--no-hidden", action="store_true", help="public checks only")
     p.set_defaults(func=_grade)
+
+    p = sub.add_parser("notebook", help="instructors: sync, check or re-run notebooks (notebooks/README.md)")
+    p.add_argument("action", choices=["sync", "run", "check"],
+                   help="sync a pair and strip noise | re-run one notebook and store its checked outputs | report problems")
+    p.add_argument("notebooks", nargs="*", metavar="NN", help="e.g. 06 (default: every notebook; run needs one)")
+    p.add_argument("--impl", default="solutions", help="implementation `run` executes (default: solutions)")
+    p.set_defaults(func=_notebook)
 
     args = parser.parse_args(argv)
     return args.func(args)

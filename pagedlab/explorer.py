@@ -8,7 +8,7 @@ sequence just touched. Every call is logged with its return value, so a failing 
 The buttons only call plain methods (`create`, `fork`, `append`, `free`, `reset`), so the
 explorer is scriptable and testable without a browser:
 
-    ex = Explorer(impl="solutions")
+    ex = Explorer()  # the memory_manager PAGEDLAB_IMPL names (exercises/ unless set)
     ex.create(1, 40); ex.fork(1, 2); ex.append(2, 7)
     print(ex.history_text())
     ex  # in Jupyter: the widget
