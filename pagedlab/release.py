@@ -100,15 +100,19 @@ def _bounded(line: str) -> re.Pattern:
     return re.compile(r"(?<!\w)" + re.escape(line) + r"(?![\w])")
 
 
-def fenced_lines(solutions: Path, exercises_text: dict[str, str] | None = None) -> dict[str, str]:
+def fenced_lines(solutions: Path) -> dict[str, str]:
     """{stripped line: solution file} for every non-trivial line inside a fenced region.
 
     Skipped: blank lines, comments, lines under 12 characters, and lines that also occur outside
-    the fences of the same solution file or in its exercise (signatures, given code).
+    the fences of the same solution file (signatures, given code). The generated exercise is not
+    consulted: if generation ever let a fenced line through, that is exactly what must be caught.
     """
     found = {}
-    for path in sorted(p for p in solutions.rglob("*") if p.is_file() and p.suffix in assign.FENCES):
-        text = path.read_text(encoding="utf-8")
+    for path in sorted(p for p in solutions.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        try:  # every text file: a fenced .c file must count even before assign learns .c
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
         inside, fenced, outside = False, [], []
         for line in text.splitlines():
             if _BEGIN.match(line):
@@ -118,8 +122,6 @@ def fenced_lines(solutions: Path, exercises_text: dict[str, str] | None = None) 
             else:
                 (fenced if inside else outside).append(line)
         given = "\n".join(outside)
-        if exercises_text is not None:
-            given += "\n" + exercises_text.get(path.name, "")
         for line in fenced:
             s = line.strip()
             if len(s) < 12 or s.startswith(("#", "//", "/*", "*")):
@@ -237,7 +239,7 @@ def build(out: str | Path, *, source: Path = ROOT, force: bool = False) -> Repor
     report = Report(out)
     try:
         _write(source, out, exercises, report)
-        lines = fenced_lines(solutions, {p.name: t for p, t in exercises.items()})
+        lines = fenced_lines(solutions)
         leaks = [(f, line) for f, line in find_leaks(out, lines) if (f, line) not in PENDING]
     except BaseException:
         _discard(out)
