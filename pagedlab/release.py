@@ -249,6 +249,13 @@ def build(out: str | Path, *, source: Path = ROOT, force: bool = False) -> Repor
         shown = "\n".join(f"  {f}: {line}   (from solutions/{lines[line]})" for f, line in leaks[:20])
         raise ReleaseError(f"{len(leaks)} line(s) of fenced solution regions would ship; "
                            f"nothing was released:\n{shown}")
+    if source == ROOT.resolve():
+        from .checks import golden
+
+        if golden.stale():  # the edition's notebooks judge public checks against these records
+            report.notes.append("warning: pagedlab/checks/expected.json is older than solutions/ or "
+                                "the checks it records; regenerate it (pagedlab.checks.golden.write()) "
+                                "and release again before publishing")
     edited = [p for p, text in exercises.items() if p.is_file() and p.read_text(encoding="utf-8") != text]
     if edited:
         report.notes.append("note: released the exercises as solutions/ generates them; your local "

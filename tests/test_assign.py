@@ -187,6 +187,9 @@ def course_copy(tmp_path):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("course", "pyproject.toml", "constraints.txt", ".pagedlab-course"):
         shutil.copy2(ROOT / name, tmp_path / name)
+        # Older than any venv's install stamp: `course` in the copy must never reinstall the
+        # (shared) venv it is pointed at.
+        os.utime(tmp_path / name, (0, 0))
     return tmp_path
 
 

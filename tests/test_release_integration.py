@@ -134,3 +134,16 @@ def test_course_open_in_the_clone_serves_the_notebooks(ci_run, clone):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def test_every_notebook_runs_in_the_student_edition_on_correct_code(ci_run, clone):
+    """With a correct submission (the instructor's solutions, passed as a folder) every notebook of
+    the student edition runs top to bottom: none of them needs the solutions/ folder it lacks."""
+    env = {**_student_env(clone.parent), "PAGEDLAB_IMPL": str(ROOT / "solutions")}
+    proc = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "--nbval-lax", "--nbval-cell-timeout=300", "--nbval-sanitize-with",
+                           "notebooks/nbval.cfg", "notebooks"],
+                          cwd=clone, capture_output=True, text=True, env=env, timeout=1500)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert " passed" in out and " failed" not in out
