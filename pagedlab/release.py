@@ -18,6 +18,7 @@ import json
 import re
 import shutil
 import stat
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -204,13 +205,14 @@ def _put(target: Path, data: bytes | str, report: Report, out: Path, mode: int |
     report.files.append(target.relative_to(out))
 
 
-def _prepare(out: Path, force: bool) -> None:
+def _prepare(out: Path, force: bool, stubs: dict[str, str]) -> Path | None:
+    """Make `out` ready to write; returns where edited exercises found there were saved."""
     if out.exists() and not out.is_dir():
         raise ReleaseError(f"{out} exists and is not a folder")
     contents = [p for p in out.iterdir() if p.name != ".git"] if out.is_dir() else []
     if not contents:
         out.mkdir(parents=True, exist_ok=True)
-        return
+        return None
     marker = out / MARKER
     previous = marker.is_file() and re.search(r'^edition\s*=\s*"student"', marker.read_text(), re.M)
     if not previous:
@@ -219,8 +221,32 @@ def _prepare(out: Path, force: bool) -> None:
     if not force:
         raise ReleaseError(f"{out} holds an earlier student edition; pass --force to replace it "
                            "(its .git folder is kept, so you can commit the new release on top)")
+    saved = _save_edited_exercises(out, stubs)
     for path in contents:
         shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    return saved
+
+
+def _save_edited_exercises(out: Path, stubs: dict[str, str]) -> Path | None:
+    """Before --force replaces an edition: exercises that are not the stubs may be someone's work.
+
+    They are copied next to OUT (not into it: a student's correct code must not ship, and would
+    trip the leak scan), and the copy's path is reported.
+    """
+    folder = out / "exercises"
+    if not folder.is_dir():
+        return None
+    changed = [p for p in folder.rglob("*") if p.is_file()
+               and stubs.get(p.relative_to(folder).as_posix()) != p.read_bytes().decode("utf-8", "replace")]
+    if not changed:
+        return None
+    backup = out.parent / f"{out.name}-exercises-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    n = 1
+    while backup.exists():
+        n += 1
+        backup = out.parent / f"{out.name}-exercises-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{n}"
+    shutil.copytree(folder, backup)
+    return backup
 
 
 def build(out: str | Path, *, source: Path = ROOT, force: bool = False) -> Report:
@@ -235,8 +261,12 @@ def build(out: str | Path, *, source: Path = ROOT, force: bool = False) -> Repor
         exercises = assign.plan(solutions, source / "exercises")
     except assign.AssignError as exc:
         raise ReleaseError(f"solutions/ cannot be turned into exercises: {exc}") from exc
-    _prepare(out, force)
+    saved = _prepare(out, force, {p.relative_to(source / "exercises").as_posix(): text
+                                  for p, text in exercises.items()})
     report = Report(out)
+    if saved is not None:
+        report.notes.append(f"saved the exercises/ found in {out} (not the stubs: someone's work?) "
+                            f"to {saved}/ before replacing them")
     try:
         _write(source, out, exercises, report)
         lines = fenced_lines(solutions)

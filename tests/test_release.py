@@ -282,9 +282,19 @@ def test_refuses_a_folder_with_other_content_and_replaces_only_an_earlier_editio
     with pytest.raises(release.ReleaseError, match="--force"):
         release.build(out, source=src)
     assert (out / "stray.txt").exists()
-    release.build(out, source=src, force=True)
+    report = release.build(out, source=src, force=True)
     assert not (out / "stray.txt").exists() and (out / ".git" / "HEAD").is_file()
     assert (out / ".pagedlab-course").is_file()
+    assert not report.notes and not list(tmp_path.glob("edition-exercises-*"))  # stubs only: no copy
+
+    # Released into someone's working copy by mistake: their exercises are saved next to it.
+    mine = b"def take_block(engine, start=0):\n    return 3  # my work\n"
+    (out / "exercises" / "memory_manager.py").write_bytes(mine)
+    report = release.build(out, source=src, force=True)
+    saved = list(tmp_path.glob("edition-exercises-*"))
+    assert len(saved) == 1 and (saved[0] / "memory_manager.py").read_bytes() == mine
+    assert str(saved[0]) in report.summary()
+    assert (out / "exercises" / "memory_manager.py").read_bytes() != mine
 
 
 def test_refuses_to_write_inside_the_course_or_over_it(tmp_path):
