@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -59,11 +60,13 @@ def clone(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ci_run(clone):
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run([str(clone / ".ci" / "run")], cwd=clone, capture_output=True, text=True,
                           env=_student_env(clone.parent), timeout=900)
     seconds = time.perf_counter() - began
-    print(f"student edition .ci/run: {seconds:.0f} s")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime
+    print(f"student edition .ci/run: {seconds:.0f} s wall, {used:.0f} s CPU, load {os.getloadavg()[0]:.1f}")
     return proc, seconds
 
 
