@@ -55,8 +55,8 @@ def _assign_check(assign) -> int:
     s = assign.survey()
     problems = assign.stale()
     if s.edited or s.extra:
-        print("exercises/: these files were edited since they were generated. They are the "
-              "student's work and are kept as they are:")
+        print("exercises/: these files were edited (or added) after the exercises were generated. "
+              "They are the student's work and are kept as they are:")
         for path in s.edited + s.extra:
             print(f"  {s.rel(path)}")
     if problems:
