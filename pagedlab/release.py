@@ -28,7 +28,9 @@ from .loader import ROOT
 MARKER = ".pagedlab-course"
 CHECKED_OUTPUT = "NBVAL_CHECK_OUTPUT"      # nbval compares these cells' outputs: they ship
 CHECKED_TAG = "nbval-check-output"
-TOP_LEVEL = ("course", "environment.yml", "pyproject.toml", "constraints.txt", ".gitignore")
+TOP_LEVEL = ("course", "environment.yml", "pyproject.toml", "constraints.txt", "requirements.lock",
+             ".gitignore")
+_COURSE_TOOL = re.compile(r"\btools/[\w./-]+\.py\b")  # set-up helpers the `course` script runs
 INSTRUCTOR_DOCS = ("README.md",)            # pagedlab/checks/README.md, notebooks/README.md
 # This module quotes solution lines (the lists below) and is useless without solutions/.
 INSTRUCTOR_MODULES = INSTRUCTOR_DOCS + ("release.py",)
@@ -319,6 +321,10 @@ def _write(source: Path, out: Path, exercises: dict[Path, str], report: Report) 
                 and not any(p in SKIP_PARTS or p.startswith(".") for p in rel.parts)):
             _put(out / "notebooks" / rel, path.read_bytes(), report, out)
     _copy_tree(source / STUDENT_TESTS, out / "tests", report, out)
+    course = source / "course"
+    for name in sorted(set(_COURSE_TOOL.findall(course.read_text()))) if course.is_file() else []:
+        if (source / name).is_file():  # tools/ stays behind, except what `./course` itself needs
+            _put(out / name, (source / name).read_bytes(), report, out, mode=(source / name).stat().st_mode)
     for name in TOP_LEVEL:
         if (source / name).is_file():
             _put(out / name, (source / name).read_bytes(), report, out, mode=(source / name).stat().st_mode)

@@ -41,9 +41,12 @@ def test_edition_has_what_a_student_needs(edition):
     files = released_files(out)
     assert sorted(f.as_posix() for f in report.files) == files
     top = {f.split("/")[0] for f in files}
-    assert top == {".ci", ".github", ".gitignore", ".pagedlab-course", "README.md", "constraints.txt",
-                   "course", "environment.yml", "exercises", "notebooks", "pagedlab", "pyproject.toml",
-                   "tests"}
+    course_tools = set(re.findall(r"\btools/[\w./-]+\.py\b", (ROOT / "course").read_text()))
+    optional = {"requirements.lock"} | ({"tools"} if course_tools else set())
+    assert top - optional == {".ci", ".github", ".gitignore", ".pagedlab-course", "README.md",
+                              "constraints.txt", "course", "environment.yml", "exercises", "notebooks",
+                              "pagedlab", "pyproject.toml", "tests"}
+    assert {f for f in files if f.startswith("tools/")} == course_tools  # only what ./course runs
     assert 'edition = "student"' in (out / ".pagedlab-course").read_text()
     for name in ("course", ".ci/run"):
         assert (out / name).stat().st_mode & stat.S_IXUSR, f"{name} is not executable"
@@ -72,7 +75,7 @@ def test_student_readme_gives_two_commands_that_exist(edition):
 def test_edition_leaves_out_instructor_material(edition):
     out, _ = edition
     files = released_files(out)
-    for banned in ("solutions/", "grading/", "tools/", "benchmarks/", "tests/submissions/",
+    for banned in ("solutions/", "grading/", "benchmarks/", "tests/submissions/",
                    "tests/cuda_kernels/", "backups/", "build/"):
         assert not [f for f in files if f.startswith(banned)], banned
     assert not [f for f in files if "mutant" in f or "mutation" in f or "hidden" in f]
@@ -204,7 +207,8 @@ def _source_copy(tmp_path):
     for name in ("pagedlab", "solutions", "exercises", "notebooks", "tests/student"):
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in release.TOP_LEVEL + ("README.md",):
-        shutil.copy2(ROOT / name, src / name)
+        if (ROOT / name).is_file():
+            shutil.copy2(ROOT / name, src / name)
     return src
 
 
@@ -253,7 +257,10 @@ def test_outputs_of_unchecked_cells_are_stripped_so_they_cannot_leak(tmp_path):
     assert not [leak for leak in leaks_in(out) if leak[:2] not in release.PENDING]
 
 
-def test_a_fenced_c_file_counts_even_though_assign_does_not_know_c(tmp_path):
+def test_a_fenced_file_assign_cannot_stub_still_counts(tmp_path, monkeypatch):
+    """A fenced kind of file the generator copies verbatim (here: .c, as if assign did not know
+    it) would ship a solution in exercises/: the guard reads every file under solutions/."""
+    monkeypatch.delitem(assign.FENCES, ".c", raising=False)
     src = _source_copy(tmp_path)
     (src / "solutions" / "llm_memory.c").write_text(
         "int llm_init(void) {\n  // BEGIN SOLUTION Task 1\n  engine_total_blocks = pool_size / 64;\n"
@@ -295,6 +302,20 @@ def test_refuses_a_folder_with_other_content_and_replaces_only_an_earlier_editio
     assert len(saved) == 1 and (saved[0] / "memory_manager.py").read_bytes() == mine
     assert str(saved[0]) in report.summary()
     assert (out / "exercises" / "memory_manager.py").read_bytes() != mine
+
+
+def test_ships_only_the_tools_the_course_script_runs(tmp_path):
+    src = _source_copy(tmp_path)
+    (src / "tools").mkdir()
+    (src / "tools" / "bootstrap.py").write_text("print('set up')\n")
+    (src / "tools" / "build_notebook_99.py").write_text("print('instructor only')\n")
+    (src / "requirements.lock").write_text("torch==2.13.0\n")
+    course = src / "course"
+    course.write_text(course.read_text().replace("bootstrap() {", 'bootstrap() {\n    python3 tools/bootstrap.py "$VENV"', 1))
+    out = tmp_path / "out"
+    release.build(out, source=src)
+    assert sorted(p.name for p in (out / "tools").iterdir()) == ["bootstrap.py"]
+    assert (out / "requirements.lock").read_text() == "torch==2.13.0\n"
 
 
 def test_refuses_to_write_inside_the_course_or_over_it(tmp_path):
