@@ -147,6 +147,7 @@ class Survey:
     exercises: Path
     wanted: dict[Path, str]
     current: list[Path] = field(default_factory=list)   # what solutions/ generates today
+    unrecorded: list[Path] = field(default_factory=list)  # current, but the manifest lags behind
     stale: list[Path] = field(default_factory=list)     # untouched, but solutions/ changed since
     missing: list[Path] = field(default_factory=list)   # not there at all
     edited: list[Path] = field(default_factory=list)    # differ from what assign last wrote
@@ -173,6 +174,8 @@ def survey(solutions: Path | None = None, exercises: Path | None = None) -> Surv
         have = path.read_bytes()
         if have == text.encode("utf-8"):
             result.current.append(path)
+            if records.get(key) != digest(text):
+                result.unrecorded.append(path)
         elif digest_bytes(have) == records.get(key):
             result.stale.append(path)
         else:
@@ -198,7 +201,9 @@ def stale(solutions: Path | None = None, exercises: Path | None = None) -> list[
     s = survey(solutions, exercises)
     return ([f"{s.rel(p)} (missing)" for p in s.missing]
             + [f"{s.rel(p)} (differs from what solutions/ generates)" for p in s.stale]
-            + [f"{s.rel(p)} (generated earlier, but solutions/ no longer has it)" for p in s.orphaned])
+            + [f"{s.rel(p)} (generated earlier, but solutions/ no longer has it)" for p in s.orphaned]
+            # Without its record a later change to solutions/ would pass for a student's edit.
+            + [f"{s.rel(p)} (up to date, but not recorded in exercises/{MANIFEST_NAME})" for p in s.unrecorded])
 
 
 @dataclass

@@ -164,6 +164,16 @@ def test_without_a_manifest_a_differing_file_counts_as_edited(tmp_path):
     assert [p.name for p in done.kept] == ["other.py"] and (ex / "other.py").read_text() == "y = 1\n"
 
 
+def test_check_wants_every_generated_file_recorded(tmp_path):
+    """After a merge that brought exercises without their records, CI says so; assign records."""
+    sol, ex = _generated(tmp_path)
+    (ex / assign.MANIFEST_NAME).unlink()
+    assert sorted(assign.stale(sol, ex)) == [
+        f"exercises/{n} (up to date, but not recorded in exercises/{assign.MANIFEST_NAME})" for n in ("mm.py", "other.py")]
+    assert assign.write(sol, ex).written == []  # nothing rewritten, only recorded
+    assert assign.stale(sol, ex) == []
+
+
 def test_untouched_file_solutions_dropped_is_removed_edited_one_is_not(tmp_path):
     sol, ex = _generated(tmp_path)
     (sol / "other.py").unlink()
