@@ -72,14 +72,20 @@ from .errors import (
     KernelCrash,
     KernelError,
     KernelTimeout,
+    OutOfBoundsError,
+    RaceError,
+    SanitizerError,
     SharedMemoryError,
+    UninitializedReadError,
     WarpSyncError,
 )
 from .kernel import MAX_DYNAMIC_SHARED_MEMORY, SCHEDULES, RawKernel, cupy_available
 from .nvrtc import compile_ptx
+from .sanitizer import checking  # issue 16
 
 __all__ = [
     "RawKernel", "SCHEDULES", "MAX_DYNAMIC_SHARED_MEMORY", "compile_ptx", "cupy_available",
     "KernelError", "CompileError", "BarrierError", "WarpSyncError", "SharedMemoryError",
     "KernelCrash", "KernelTimeout",
+    "SanitizerError", "RaceError", "OutOfBoundsError", "UninitializedReadError", "checking",
 ]
