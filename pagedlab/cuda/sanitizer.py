@@ -116,7 +116,7 @@ def parse_checks(check) -> frozenset:
     out = set()
     for n in names:
         if not isinstance(n, str):
-            raise TypeError(f"check names must be strings, got {n!r}")
+            raise TypeError(f"check names must be strings (race, memcheck, init), got {n!r}")
         if n.lower() == "all":
             out.update(CHECKS)
         elif n.lower() in _ALIASES:
@@ -147,10 +147,12 @@ def checking(check="all"):
 
 def instrument_flags(cxx: str) -> list[str]:
     """Compiler flags that make every memory access call __tsan_readN/__tsan_writeN."""
+    # -g, not -g1: GCC's minimal line tables name the including glue file, not the .cu, for
+    # some of the instrumentation calls.
     version = compiler.compiler_version(cxx).lower()
     if "clang" in version:
-        return ["-fsanitize=thread", "-mllvm", "-tsan-instrument-func-entry-exit=0"]
-    return ["-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0"]
+        return ["-g", "-fsanitize=thread", "-mllvm", "-tsan-instrument-func-entry-exit=0"]
+    return ["-g", "-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0"]
 
 
 def instrumented_build(kernel) -> compiler.Build:
@@ -338,8 +340,8 @@ def _shared_name(build, offset: int, size: int, session) -> str:
     for off, n, name in shared_variables(build):
         if off <= offset < off + max(n, 1):
             rel = offset - off
-            elem = f"{name}[{rel // size}]" if size and rel % size == 0 else f"{name} + {rel} bytes"
-            return f"`{elem}` (byte {rel} of __shared__ `{name}`, {n} bytes)"
+            elem = f", {size}-byte element {rel // size}" if size and rel % size == 0 else ""
+            return f"__shared__ `{name}` (byte {rel} of its {n}{elem})"
     return f"shared memory byte {offset}"
 
 
@@ -394,13 +396,14 @@ def _error(rep: Report, build, session) -> SanitizerError:
                "later), so put a __syncwarp() (or a __syncthreads()) between the two accesses"
                if same_warp else
                "Put a __syncthreads() between the two accesses (every thread of the block must reach it)")
+        outcome = "which value stays" if rep.hazard == 3 else "the value read"
         if l1 and l2 and l1 != l2:
             fix += f", i.e. between line {min(l1, l2)} and line {max(l1, l2)} in program order"
         msg = (f"shared-memory race ({HAZARDS[rep.hazard]}, {HAZARD_WORDS[rep.hazard]} hazard) in "
                f"{block_txt} on {where}:\n"
                f"  {first[0]} {first[1]} it at {at(first[2])}\n"
                f"  {second[0]} {second[1]} it at {at(second[2])}\n"
-               f"with no barrier ordering the two, so what is read depends on which thread runs first. "
+               f"with no barrier ordering the two, so {outcome} depends on which thread runs first. "
                f"{fix}.")
         return RaceError(msg, kind=HAZARDS[rep.hazard], block=blk, threads=(rep.other_tid, rep.tid),
                          lines=(l1, l2), address=rep.addr, variable=where)
