@@ -359,13 +359,19 @@ def _nearest_arg(session, addr: int, size: int) -> str:
             dist = max(dist, 0)
         else:
             continue
+        if dist > 1 << 30:  # a wild pointer: the distance to an array says nothing
+            continue
         item = a.dtype.itemsize
         elem = (addr - a.lo) // item
         desc = (f"{text} argument `{a.name}` ({a.dtype} array of {a.size} elements, {a.nbytes} bytes; "
                 f"the address is element {elem})")
         if best is None or dist < best[0]:
             best = (dist, desc)
-    return best[1] if best else "no argument array is near it"
+    if best:
+        return best[1]
+    if addr < 4096:
+        return "the address is a null pointer (plus a small offset)"
+    return "the address is far from every argument array (a wild pointer or a huge index?)"
 
 
 def _error(rep: Report, build, session) -> SanitizerError:

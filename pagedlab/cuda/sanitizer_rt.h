@@ -73,6 +73,7 @@ struct PcRows { uint32_t cnt[32] = {}; int32_t space = 0, access = 0; std::vecto
 struct Agg { uint64_t requests = 0, sectors = 0, ideal = 0, ways = 0, max_ways = 0, lanes = 0; };
 
 struct State {
+    Config cfg{};                        // a copy: the launch's settings stay valid here
     uintptr_t sh_lo = 0, sh_size = 0;    // all __shared__ memory of the block (TLS block)
     uintptr_t st_lo = 0, st_size = 0;    // fiber stacks: locals, never checked
     uintptr_t ctx_lo = 0, ctx_size = 0;  // Fiber records: what threadIdx & co. read
@@ -95,14 +96,14 @@ thread_local State* tl_state PL_TLS_FAST = nullptr;
 pthread_mutex_t g_prof_lock = PTHREAD_MUTEX_INITIALIZER;
 
 // First report of the launch wins, as with every other error.
-void fail(Worker* w, Report r) {
+void fail(Worker* w, State* s, Report r) {
     w->failed = true;
     g_abort.store(true);
     Diag* d = g_spec->diag;
     int32_t expected = ST_OK;
-    if (!d->status.compare_exchange_strong(expected, g_cfg->status)) return;
+    if (!d->status.compare_exchange_strong(expected, s->cfg.status)) return;
     r.block[0] = (int32_t)w->bid.x; r.block[1] = (int32_t)w->bid.y; r.block[2] = (int32_t)w->bid.z;
-    *g_cfg->report = r;
+    *s->cfg.report = r;
     d->block[0] = r.block[0]; d->block[1] = r.block[1]; d->block[2] = r.block[2];
     d->thread = r.tid;
     snprintf(d->message, MSG_LEN, "sanitizer report %d", r.kind);
@@ -180,7 +181,7 @@ void flush_warp(State* s, int warp) {
 }
 
 void flush_all(State* s) {
-    if (!g_cfg->profile) return;
+    if (!s->cfg.profile) return;
     for (size_t wp = 0; wp < s->warp_pcs.size(); ++wp) flush_warp(s, (int)wp);
 }
 
@@ -195,12 +196,12 @@ inline bool ordered(const State* s, int t, int other, uint32_t other_clk) {
     r.kind = REP_RACE; r.hazard = hazard; r.tid = t; r.other_tid = other; r.other_warp = other_warp;
     r.write = how == A_WRITE; r.other_write = other_write; r.size = (int32_t)size;
     r.addr = s->sh_lo + off; r.offset = off; r.pc = pc; r.other_pc = other_pc;
-    fail(w, r);
+    fail(w, s, r);
     fail_and_park(w);
 }
 
 void on_shared(State* s, uintptr_t off, uint64_t size, int how, uintptr_t ret) {
-    Config* c = g_cfg;
+    const Config* c = &s->cfg;
     Worker* w = tl_worker;
     int t = w->cur;
     uint64_t pc = ret - s->lib_base;
@@ -212,7 +213,7 @@ void on_shared(State* s, uintptr_t off, uint64_t size, int how, uintptr_t ret) {
                 r.kind = REP_OOB_SHARED; r.tid = t; r.write = how == A_WRITE || how == A_ATOMIC_STORE;
                 r.atomic = how >= A_ATOMIC; r.size = (int32_t)size; r.addr = s->sh_lo + off;
                 r.offset = d; r.other_tid = i; r.pc = pc;
-                fail(w, r);
+                fail(w, s, r);
                 fail_and_park(w);
             }
         }
@@ -284,7 +285,7 @@ void on_shared(State* s, uintptr_t off, uint64_t size, int how, uintptr_t ret) {
 
 void on_global(State* s, uintptr_t a, uint64_t size, int how, uintptr_t ret) {
     if (a - s->tp < 8 || a - s->ctx_lo < s->ctx_size) return;  // threadIdx & co.
-    Config* c = g_cfg;
+    const Config* c = &s->cfg;
     for (int i = 0; i < c->nranges; ++i) {
         const Range& r = c->ranges[i];
         if (a >= r.lo && a + size <= r.hi) {
@@ -307,7 +308,7 @@ void on_global(State* s, uintptr_t a, uint64_t size, int how, uintptr_t ret) {
     Report r{};
     r.kind = REP_OOB_GLOBAL; r.tid = w->cur; r.write = how == A_WRITE || how == A_ATOMIC_STORE;
     r.atomic = how >= A_ATOMIC; r.size = (int32_t)size; r.addr = a; r.pc = ret - s->lib_base;
-    fail(w, r);
+    fail(w, s, r);
     fail_and_park(w);
 }
 
@@ -324,6 +325,7 @@ inline void on_access(uintptr_t a, uint64_t size, int how, uintptr_t ret) {
 void worker_setup(Worker* w) {
     if (!g_cfg || !w->tls_base) return;
     State* s = new State();
+    s->cfg = *g_cfg;
     s->sh_lo = (uintptr_t)w->tls_base;
     s->sh_size = w->tls_size;
     s->st_lo = (uintptr_t)w->stacks;
@@ -360,7 +362,7 @@ void worker_setup(Worker* w) {
         s->dyn_off[i] = (uintptr_t)w->dyn[i] - s->sh_lo;
         s->dyn_cap[i] = w->dyn_cap[i];
     }
-    if (g_cfg->race || g_cfg->init) {
+    if (s->cfg.race || s->cfg.init) {
         s->shadow_bytes = (w->tls_size * sizeof(Cell) + w->page - 1) & ~(w->page - 1);
         void* mem = mmap(nullptr, s->shadow_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS
 #ifdef MAP_NORESERVE
@@ -391,7 +393,7 @@ void block_begin(Worker*) {
 bool barrier(Worker* w) {
     State* s = tl_state;
     if (!s) return true;
-    if (s->pending) { fail(w, s->pend); return false; }
+    if (s->pending) { fail(w, s, s->pend); return false; }
     s->epoch++;
     flush_all(s);
     return true;
@@ -405,33 +407,33 @@ void warp_sync(Worker*, int warp, unsigned eff) {
     uint32_t c = ++s->wclk[warp];
     for (int l = 0; l < 32; ++l)
         if (eff >> l & 1) s->lclk[warp * 32 + l] = c;
-    if (g_cfg->profile) flush_warp(s, warp);
+    if (s->cfg.profile) flush_warp(s, warp);
 }
 
 void block_end(Worker* w) {
     State* s = tl_state;
     if (!s) return;
-    if (s->pending && !w->failed) fail(w, s->pend);
+    if (s->pending && !w->failed) fail(w, s, s->pend);
     flush_all(s);
 }
 
 void worker_end(Worker*) {
     State* s = tl_state;
     if (!s) return;
-    if (g_cfg->profile && g_cfg->prof) {
+    if (s->cfg.profile && s->cfg.prof) {
         pthread_mutex_lock(&g_prof_lock);
-        ProfHeader* h = g_cfg->prof;
+        ProfHeader* h = s->cfg.prof;
         for (auto& e : s->agg) {
             uint64_t pc = e.first >> 3;
             int32_t space = (int32_t)((e.first >> 2) & 1) + 1, access = (int32_t)(e.first & 3);
             ProfEntry* hit = nullptr;
             for (int i = 0; i < h->count; ++i) {
-                ProfEntry& p = g_cfg->entries[i];
+                ProfEntry& p = s->cfg.entries[i];
                 if (p.pc == pc && p.space == space && p.access == access) { hit = &p; break; }
             }
             if (!hit) {
                 if (h->count >= h->cap) { h->overflow = 1; continue; }
-                hit = &g_cfg->entries[h->count++];
+                hit = &s->cfg.entries[h->count++];
                 *hit = ProfEntry{};
                 hit->pc = pc; hit->space = space; hit->access = access;
             }
