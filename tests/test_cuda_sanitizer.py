@@ -427,3 +427,27 @@ def test_profile_of_the_course_kernel_shows_uncoalesced_key_reads():
     key = prof.line(line_of(code, "dot += q_shared[d] * k[d];"), "global", "load")
     value = prof.line(line_of(code, "acc += logits[first + i] * v[i * token_stride];"), "global", "load")
     assert key.sectors_per_request == 32.0 and value.sectors_per_request < 4.5
+
+
+def test_notebook_08_snippet_runs_and_shows_its_figures(capsys):
+    """notebooks/snippets/08_sanitizer.py (cells for notebook 08) runs as a script."""
+    import runpy
+
+    runpy.run_path(str(ROOT / "notebooks" / "snippets" / "08_sanitizer.py"), run_name="__main__")
+    shown = capsys.readouterr().out
+    assert shown.count("RaceError at lines (11, 14)") == len(SCHEDULES)
+    assert "0 bytes past the end of argument `x`" in shown
+    assert "thread_per_token  key loads: 32.0 sectors per request" in shown
+    assert "warp_per_token    key loads:  4.0 sectors per request" in shown
+
+
+def test_profile_of_a_long_grid_stride_loop_keeps_lanes_together(known):
+    """8192 iterations per thread without a warp operation: still one request per iteration
+    and warp, each 4 sectors (the profile runs lanes in lockstep and folds old requests)."""
+    n = 1 << 19
+    x, total = np.ones(n, np.float32), np.zeros(1, np.float32)
+    prof = known("block_sum").profile((1,), (64,), (x, total, np.int32(n)), workers=1)
+    line = line_of(_source("known_answers.cu"), "i += gridDim.x * blockDim.x) v += x[i];")
+    row = prof.line(line, "global", "load")
+    assert row.requests == n // 32 and row.sectors_per_request == 4.0
+    assert total[0] == n

@@ -228,8 +228,12 @@ class Session:
                 self.args.append(ArgInfo(p.name, p.ctype, ptr, int(a.nbytes), a.dtype, int(a.size)))
         # Memory the entry glue reads (the argument slots and scalar cells): not kernel memory.
         ranges.append((ctypes.addressof(slots), ctypes.addressof(slots) + ctypes.sizeof(slots), -1, 1))
-        for i in range(len(params)):
-            ranges.append((slots[i], slots[i] + 64, i, 1))
+        for i, a in enumerate(args):
+            try:  # a scalar's cell holds its bytes (a struct may be large); a pointer's, 8
+                size = max(64, int(np.asarray(a).nbytes)) if not params[i].pointer else 64
+            except (TypeError, ValueError):
+                size = 4096
+            ranges.append((slots[i], slots[i] + size, i, 1))
         if len(ranges) > MAX_RANGES:
             raise ValueError(f"the sanitizer handles at most {MAX_RANGES - 1} kernel parameters")
         cfg.nranges = len(ranges)

@@ -18,6 +18,7 @@
 
 #if PL_SAN_PART == 1
 [[noreturn]] void fail_and_park(Worker* w);
+void switch_to_scheduler(Worker* w);
 
 namespace san {
 
@@ -69,7 +70,13 @@ struct Cell {
 };
 
 struct Row { uint64_t addr[32]; uint32_t mask, size; };
-struct PcRows { uint32_t cnt[32] = {}; int32_t space = 0, access = 0; std::vector<Row> rows; };
+struct PcRows {
+    uint32_t cnt[32] = {};
+    int32_t space = 0, access = 0;
+    uint32_t base = 0;                   // rows[0] is request number `base`
+    std::vector<Row> rows;
+};
+constexpr size_t MAX_ROWS = 4096;      // per instruction and warp; older requests are folded in
 struct Agg { uint64_t requests = 0, sectors = 0, ideal = 0, ways = 0, max_ways = 0, lanes = 0; };
 
 struct State {
@@ -112,6 +119,67 @@ void fail(Worker* w, State* s, Report r) {
 // ---- memory-access profile -------------------------------------------------------------------
 // A warp-level request is the k-th execution of one instruction by the lanes of a warp: lanes
 // are matched by how often each has executed that instruction since the warp last synchronized.
+// Requests older than MAX_ROWS executions are counted and dropped (see record).
+Agg& agg_for(State* s, uint64_t key) {
+    for (auto& e : s->agg) if (e.first == key) return e.second;
+    s->agg.emplace_back(key, Agg{});
+    return s->agg.back().second;
+}
+
+void account(Agg& g, const PcRows& pr, const Row& row) {
+    uint64_t ids[128];
+    int n = 0, lanes = 0;
+    uint64_t size = row.size ? row.size : 1, unit = pr.space == 1 ? 32 : 4;
+    uint64_t addrs[32];
+    for (int l = 0; l < 32; ++l) {
+        if (!(row.mask >> l & 1)) continue;
+        addrs[lanes++] = row.addr[l];
+        uint64_t first = row.addr[l] / unit, last = (row.addr[l] + size - 1) / unit;
+        for (uint64_t u = first; u <= last && n < 128; ++u) ids[n++] = u;
+    }
+    std::sort(ids, ids + n);
+    n = (int)(std::unique(ids, ids + n) - ids);
+    std::sort(addrs, addrs + lanes);
+    int distinct = (int)(std::unique(addrs, addrs + lanes) - addrs);
+    g.requests++;
+    g.lanes += (uint64_t)lanes;
+    if (pr.space == 1) {  // global: 32-byte sectors
+        g.sectors += (uint64_t)n;
+        g.ideal += (distinct * size + 31) / 32;
+    } else {              // shared: distinct 4-byte words per bank, per word of a lane
+        int per_bank[32] = {};
+        int most = 0;
+        for (int i = 0; i < n; ++i) most = std::max(most, ++per_bank[ids[i] & 31]);
+        uint64_t words = (size + 3) / 4;
+        uint64_t ways = ((uint64_t)most + words - 1) / words;
+        if (ways < 1) ways = 1;
+        g.ways += ways;
+        g.max_ways = std::max(g.max_ways, ways);
+    }
+}
+
+Agg& agg_of(State* s, uint64_t key, const PcRows& pr) {
+    return agg_for(s, (key >> 1) << 3 | (uint64_t)(pr.space - 1) << 2 | (uint64_t)pr.access);
+}
+
+void flush_warp(State* s, int warp) {
+    for (auto& e : s->warp_pcs[warp]) {
+        PcRows& pr = e.second;
+        if (pr.rows.empty()) continue;
+        Agg& g = agg_of(s, e.first, pr);
+        for (const Row& row : pr.rows)
+            if (row.mask) account(g, pr, row);
+        pr.rows.clear();
+        pr.base = 0;
+        memset(pr.cnt, 0, sizeof pr.cnt);
+    }
+}
+
+void flush_all(State* s) {
+    if (!s->cfg.profile) return;
+    for (size_t wp = 0; wp < s->warp_pcs.size(); ++wp) flush_warp(s, (int)wp);
+}
+
 void record(State* s, int t, uint64_t pc, int space, int how, uint64_t addr, uint64_t size) {
     auto& pcs = s->warp_pcs[t >> 5];
     uint64_t key = pc << 1 | (uint64_t)(space - 1);
@@ -125,64 +193,28 @@ void record(State* s, int t, uint64_t pc, int space, int how, uint64_t addr, uin
     }
     int lane = t & 31;
     uint32_t k = pr->cnt[lane]++;
-    if (k >= pr->rows.size()) pr->rows.resize(k + 1, Row{{}, 0, 0});
-    Row& row = pr->rows[k];
+    if (k < pr->base) {  // a lane far behind the others: a request of its own
+        Row alone{{}, 1u << lane, (uint32_t)size};
+        alone.addr[lane] = addr;
+        account(agg_of(s, key, *pr), *pr, alone);
+        return;
+    }
+    if (k - pr->base >= MAX_ROWS) {  // a long loop without warp operations: fold the older half
+        Agg& g = agg_of(s, key, *pr);
+        size_t half = MAX_ROWS / 2;
+        for (size_t i = 0; i < half; ++i)
+            if (pr->rows[i].mask) account(g, *pr, pr->rows[i]);
+        pr->rows.erase(pr->rows.begin(), pr->rows.begin() + (long)half);
+        pr->base += (uint32_t)half;
+    }
+    if (k - pr->base >= pr->rows.size()) pr->rows.resize(k - pr->base + 1, Row{{}, 0, 0});
+    Row& row = pr->rows[k - pr->base];
     row.addr[lane] = addr;
     row.mask |= 1u << lane;
     row.size = (uint32_t)size;
-}
-
-Agg& agg_for(State* s, uint64_t key) {
-    for (auto& e : s->agg) if (e.first == key) return e.second;
-    s->agg.emplace_back(key, Agg{});
-    return s->agg.back().second;
-}
-
-void flush_warp(State* s, int warp) {
-    uint64_t ids[128];
-    for (auto& e : s->warp_pcs[warp]) {
-        PcRows& pr = e.second;
-        if (pr.rows.empty()) continue;
-        Agg& g = agg_for(s, (e.first >> 1) << 3 | (uint64_t)(pr.space - 1) << 2 | (uint64_t)pr.access);
-        for (const Row& row : pr.rows) {
-            if (!row.mask) continue;
-            int n = 0, lanes = 0;
-            uint64_t size = row.size ? row.size : 1, unit = pr.space == 1 ? 32 : 4;
-            uint64_t addrs[32];
-            for (int l = 0; l < 32; ++l) {
-                if (!(row.mask >> l & 1)) continue;
-                addrs[lanes++] = row.addr[l];
-                uint64_t first = row.addr[l] / unit, last = (row.addr[l] + size - 1) / unit;
-                for (uint64_t u = first; u <= last && n < 128; ++u) ids[n++] = u;
-            }
-            std::sort(ids, ids + n);
-            n = (int)(std::unique(ids, ids + n) - ids);
-            std::sort(addrs, addrs + lanes);
-            int distinct = (int)(std::unique(addrs, addrs + lanes) - addrs);
-            g.requests++;
-            g.lanes += (uint64_t)lanes;
-            if (pr.space == 1) {  // global: 32-byte sectors
-                g.sectors += (uint64_t)n;
-                g.ideal += (distinct * size + 31) / 32;
-            } else {              // shared: distinct 4-byte words per bank, per word of a lane
-                int per_bank[32] = {};
-                int most = 0;
-                for (int i = 0; i < n; ++i) most = std::max(most, ++per_bank[ids[i] & 31]);
-                uint64_t words = (size + 3) / 4;
-                uint64_t ways = ((uint64_t)most + words - 1) / words;
-                if (ways < 1) ways = 1;
-                g.ways += ways;
-                g.max_ways = std::max(g.max_ways, ways);
-            }
-        }
-        pr.rows.clear();
-        memset(pr.cnt, 0, sizeof pr.cnt);
-    }
-}
-
-void flush_all(State* s) {
-    if (!s->cfg.profile) return;
-    for (size_t wp = 0; wp < s->warp_pcs.size(); ++wp) flush_warp(s, (int)wp);
+    // Profiling runs the threads in lockstep, one access each in turn, like a warp's lanes:
+    // requests then fill up together and a long loop needs no more than a window of rows.
+    switch_to_scheduler(tl_worker);
 }
 
 // ---- checks ---------------------------------------------------------------------------------
