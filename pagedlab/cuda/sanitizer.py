@@ -24,7 +24,8 @@ Determinism: whether a race exists does not depend on the schedule (the rule abo
 order this run took), but which pair of accesses is met first does. A launch that fails under
 another schedule or several workers is therefore re-run once under ``round_robin`` with one
 worker (outputs restored first), and that run's report is raised: the same message under
-every schedule.
+every schedule. The hazard's name (RAW, WAR, WAW) is the order in which that canonical run met
+the two accesses; the fix is the same either way: a barrier between the two lines.
 
 Limits: Linux only (shared memory is found as the kernel library's thread-local block); static
 ``__shared__`` arrays are checked as one block of shared memory, so an index past one static
