@@ -348,8 +348,8 @@ def _shared_name(build, offset: int, size: int, session) -> str:
         if off <= offset < off + max(n, 1):
             rel = offset - off
             elem = f", {size}-byte element {rel // size}" if size and rel % size == 0 else ""
-            return f"__shared__ `{name}` (byte {rel} of its {n}{elem})"
-    return f"shared memory byte {offset}"
+            return f"__shared__ `{name}` (byte {rel} of its {n}{elem}; shared offset 0x{offset:x})"
+    return f"shared memory at offset 0x{offset:x}"
 
 
 def _nearest_arg(session, addr: int, size: int) -> str:
