@@ -18,7 +18,15 @@
 
 #if PL_SAN_PART == 1
 [[noreturn]] void fail_and_park(Worker* w);
-void switch_to_scheduler(Worker* w);
+
+// Back to the block's scheduler, the fiber staying runnable (no barrier, no guard check).
+inline void yield_fiber(Worker* w) {
+#ifdef PL_FIBER_ASM
+    pl_switch(&w->fibers[w->cur].sp, w->sched_sp);
+#else
+    swapcontext(&w->ucs[w->cur], &w->sched_uc);
+#endif
+}
 
 namespace san {
 
@@ -77,6 +85,7 @@ struct PcRows {
     std::vector<Row> rows;
 };
 constexpr size_t MAX_ROWS = 4096;      // per instruction and warp; older requests are folded in
+constexpr uint32_t LEAD = 16;          // how far one lane may run ahead while profiling
 struct Agg { uint64_t requests = 0, sectors = 0, ideal = 0, ways = 0, max_ways = 0, lanes = 0; };
 
 struct State {
@@ -212,9 +221,16 @@ void record(State* s, int t, uint64_t pc, int space, int how, uint64_t addr, uin
     row.addr[lane] = addr;
     row.mask |= 1u << lane;
     row.size = (uint32_t)size;
-    // Profiling runs the threads in lockstep, one access each in turn, like a warp's lanes:
-    // requests then fill up together and a long loop needs no more than a window of rows.
-    switch_to_scheduler(tl_worker);
+    // Keep the lanes of a warp close together, as on a GPU: a lane more than LEAD executions
+    // of this instruction ahead of a runnable lane of its warp lets the others run first.
+    // Requests then fill up together and a long loop needs no more than a window of rows.
+    Worker* w = tl_worker;
+    const Fiber* lanes = &w->fibers[t & ~31];
+    int n = std::min(32, w->nthreads - (t & ~31));
+    uint32_t slowest = UINT32_MAX;
+    for (int l = 0; l < n; ++l)
+        if (l != lane && lanes[l].state == RUNNABLE) slowest = std::min(slowest, pr->cnt[l]);
+    if (slowest != UINT32_MAX && pr->cnt[lane] > slowest + LEAD) yield_fiber(w);
 }
 
 // ---- checks ---------------------------------------------------------------------------------
