@@ -451,3 +451,18 @@ def test_profile_of_a_long_grid_stride_loop_keeps_lanes_together(known):
     row = prof.line(line, "global", "load")
     assert row.requests == n // 32 and row.sectors_per_request == 4.0
     assert total[0] == n
+
+
+@pytest.mark.parametrize("kernel, args, lines", [
+    ("sum_missing_barrier", lambda: (np.ones(1000, np.float32), np.zeros(1, np.float32), np.int32(1000)),
+     ("if (lane == 0) warp_sums[warp] = v;", "v = lane < blockDim.x / 32 ? warp_sums[lane] : 0.f;")),
+    ("broadcast_missing_barrier", lambda: (np.ones(128, np.float32), np.zeros(128, np.float32)),
+     ("if (threadIdx.x == 0) value = x[0] * 2.f;", "out[threadIdx.x] = value;")),
+])
+def test_the_executors_planted_missing_barriers_are_races(kernel, args, lines):
+    """The missing barriers of planted_bugs.cu, which plain launches catch only as wrong answers
+    under some schedules, are RaceErrors under every schedule."""
+    code = _source("planted_bugs.cu")
+    k = RawKernel(code, kernel, backend="cpu", filename="planted_bugs.cu")
+    errors = reports(lambda s: k((1,), (128,), args(), check="race", schedule=s))
+    assert_one_report(errors, RaceError, [line_of(code, text) for text in lines])
