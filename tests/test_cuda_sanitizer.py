@@ -165,17 +165,20 @@ def _attention_launch(code, rng, check, schedule="round_robin", workers=None):
     return out, batch
 
 
-@pytest.mark.parametrize("removed, write, read", [
-    # the barrier between publishing the warps' maxima and reading them (the softmax reduction)
-    ("partial[warp] = row_max", "partial[warp] = row_max", "partial[lane] : LOWEST_FLOAT"),
-    # the barrier that protects partial[] before it is reused for the sums
-    ("partial[] is reused for the sum", "partial[warp] = row_sum", "partial[lane] : LOWEST_FLOAT"),
+@pytest.mark.parametrize("removed, write, read, kind", [
+    # the barrier between publishing the warps' maxima and reading them (the softmax reduction):
+    # the read was meant to see the write
+    ("partial[warp] = row_max", "partial[warp] = row_max", "partial[lane] : LOWEST_FLOAT", "RAW"),
+    # the barrier that protects partial[] before it is reused for the sums: the write of a sum
+    # may land before another warp has read its maximum
+    ("partial[] is reused for the sum", "partial[warp] = row_sum", "partial[lane] : LOWEST_FLOAT", "WAR"),
 ])
-def test_course_kernel_with_a_barrier_removed(rng, removed, write, read):
+def test_course_kernel_with_a_barrier_removed(rng, removed, write, read, kind):
     code = _course_kernel_without(removed)
     errors = reports(lambda s: _attention_launch(code, rng, "all", schedule=s))
-    assert_one_report(errors, RaceError, [line_of(code, write), line_of(code, read)])
-    assert "__shared__ `partial`" in str(errors[0])
+    err = assert_one_report(errors, RaceError, [line_of(code, write), line_of(code, read)])
+    assert "__shared__ `partial`" in str(err) and err.report["kind"] == kind
+    assert err.lines == tuple(sorted(err.lines))  # the two accesses in source order
 
 
 # ---- no false positives -------------------------------------------------------------------------

@@ -24,8 +24,10 @@ Determinism: whether a race exists does not depend on the schedule (the rule abo
 order this run took), but which pair of accesses is met first does. A launch that fails under
 another schedule or several workers is therefore re-run once under ``round_robin`` with one
 worker (outputs restored first), and that run's report is raised: the same message under
-every schedule. The hazard's name (RAW, WAR, WAW) is the order in which that canonical run met
-the two accesses; the fix is the same either way: a barrier between the two lines.
+every schedule. The hazard is named after the source: a write on an earlier line than the read
+is a read-after-write (the read was meant to see it), the other way round a write-after-read
+(on one line: the order the canonical run met them). The fix is the same either way: a barrier
+between the two lines, and the report lists the two accesses in source order.
 
 Limits: Linux only (shared memory is found as the kernel library's thread-local block); static
 ``__shared__`` arrays are checked as one block of shared memory, so an index past one static
@@ -403,8 +405,14 @@ def _error(rep: Report, build, session) -> SanitizerError:
         else:
             other = f"a thread of warp {rep.other_warp}"
             same_warp = False
-        first, second = (other, other_verb, rep.other_pc), (me, verb, rep.pc)
+        first, second = (other, other_verb, rep.other_pc, rep.other_tid), (me, verb, rep.pc, rep.tid)
         l1, l2 = lines.get(int(first[2])), lines.get(int(second[2]))
+        hazard = rep.hazard
+        if hazard != 3 and l1 and l2 and l1 != l2:
+            # Name the hazard after the program's intent: which access comes first in the source.
+            if l2 < l1:
+                first, second, l1, l2 = second, first, l2, l1
+            hazard = 1 if first[1] == "wrote" else 2
         fix = ("These two threads are lanes of one warp: lanes do not run in lockstep (Volta and "
                "later), so put a __syncwarp() (or a __syncthreads()) between the two accesses"
                if same_warp else
@@ -412,13 +420,13 @@ def _error(rep: Report, build, session) -> SanitizerError:
         outcome = "which value stays" if rep.hazard == 3 else "the value read"
         if l1 and l2 and l1 != l2:
             fix += f", i.e. between line {min(l1, l2)} and line {max(l1, l2)} in program order"
-        msg = (f"shared-memory race ({HAZARDS[rep.hazard]}, {HAZARD_WORDS[rep.hazard]} hazard) in "
+        msg = (f"shared-memory race ({HAZARDS[hazard]}, {HAZARD_WORDS[hazard]} hazard) in "
                f"{block_txt} on {where}:\n"
                f"  {first[0]} {first[1]} it at {at(first[2])}\n"
                f"  {second[0]} {second[1]} it at {at(second[2])}\n"
                f"with no barrier ordering the two, so {outcome} depends on which thread runs first. "
                f"{fix}.")
-        return RaceError(msg, kind=HAZARDS[rep.hazard], block=blk, threads=(rep.other_tid, rep.tid),
+        return RaceError(msg, kind=HAZARDS[hazard], block=blk, threads=(first[3], second[3]),
                          lines=(l1, l2), address=rep.addr, variable=where)
     line = lines.get(int(rep.pc))
     if rep.kind == REP_UNINIT:
