@@ -191,6 +191,7 @@ def _heap_hook(kind, ptr, count, size, file, line, func, out):
             elif kind == HEAP_REALLOC:
                 out[0] = _realloc(ptr or 0, size, where)
             else:
+                _expect_not_poison(ptr or 0, "free")
                 cmem.free(ptr or 0, where=where)
         except MemoryError:
             out[0] = None  # what C's allocator says when it cannot: NULL
@@ -201,7 +202,18 @@ def _heap_hook(kind, ptr, count, size, file, line, func, out):
         return 1
 
 
+def _expect_not_poison(ptr: int, call: str) -> None:
+    if ptr == cmem.FREED_POINTER:
+        raise cmem.UseAfterFree(f"use after free: {call}({ptr:#x}) of a pointer read out of freed memory "
+                                f"(0xdddd... is the poison free() leaves): free the inner tables before "
+                                f"the struct that holds them")
+    if ptr == int.from_bytes(bytes([cmem.UNINIT_BYTE]) * 8, "little"):
+        raise cmem.InvalidFree(f"{call}({ptr:#x}) of an uninitialised pointer (0xcdcd... is malloc'd "
+                               f"memory never written)")
+
+
 def _realloc(ptr: int, size: int, where: str) -> int | None:
+    _expect_not_poison(ptr, "realloc")
     if not ptr:
         return cmem.malloc(size, where=where)
     old = cmem.allocation_at(ptr)
@@ -369,7 +381,7 @@ def _raise_at(exc: BaseException, path: Path, line: int, function: str):
     messages point at the C source (the frame's code is compiled with the C file's name)."""
     name = function if function.isidentifier() and not keyword.iskeyword(function) else "c_code"
     code = compile("\n" * max(line - 1, 0) + f"def {name}(): raise _pl_exc\n", str(path), "exec")
-    namespace = {"_pl_exc": exc}
+    namespace = {"_pl_exc": exc.with_traceback(None)}  # the C line, not cmem's, is the innermost frame
     exec(code, namespace)  # noqa: S102 - defines one function that raises `exc`
     namespace[name]()
 
