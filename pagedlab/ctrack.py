@@ -439,26 +439,23 @@ class CEngine(types.ModuleType):
                 if os.path.basename(f.file) == self.source.name]
         where = mine[0] if mine else None
         regs = list(d.regs[:d.nregs])
+        if where is not None:
+            callers = "".join(f", called from {f.function} ({os.path.basename(f.file)}:{f.line})" for f in mine[1:3])
+            place = f"{where.function}, {self.source.name}:{where.line}{callers}"
+        else:
+            place = f"no line of {self.source.name} on the stack (addr2line missing, or inside a library)"
         if status == PL_TIMEOUT:
-            what = (f"{name}() did not return within {call_timeout():g} s (an infinite loop?"
-                    f" a list walk that never meets the head again?)")
+            what = f"{name}() did not return within {call_timeout():g} s (an infinite loop?): it was running {place}"
             exc_type = CTimeout
         else:
             try:
                 signame = signal.Signals(d.signal).name
             except ValueError:
                 signame = f"signal {d.signal}"
-            what = f"{name}() crashed with {signame}: {_fault_words(d.signal, d.code, d.fault_addr, regs)}"
+            what = (f"{name}() crashed with {signame}, {_fault_words(d.signal, d.code, d.fault_addr, regs)}, "
+                    f"in {place}")
             exc_type = CCrash
-        if where is not None:
-            text = _source_line(self.source, where.line)
-            what += f"\n  at {where}: {text}"
-            callers = [str(f) for f in mine[1:4]]
-            if callers:
-                what += "\n  called from " + " <- ".join(callers)
-        else:
-            what += f"\n  (no line of {self.source.name} on the stack: addr2line missing, or the crash was in a library)"
-        what += "\n  The C code was stopped; the engine may be half-updated."
+        what += "; the C code was stopped there, so the engine may be half-updated"
         exc = exc_type(what)
         if where is None:
             return exc, None

@@ -178,10 +178,10 @@ def test_crash_in_process_keeps_python_alive_and_names_the_line(tmp_path):
     pool = Pool(64 * 4)
     engine = mm.llm_init(pool.addr, pool.size)
     assert mm.create_sequence(engine, 1, 3) is not None
-    with pytest.raises(ctrack.CCrash, match=r"SIGSEGV: a NULL pointer dereference") as info:
+    with pytest.raises(ctrack.CCrash, match=r"SIGSEGV, a NULL pointer dereference") as info:
         mm.append_kv(engine, 1, 5)
     line = mutant.lines(path.read_text())[0]
-    assert f"llm_memory.c:{line} in append_kv" in str(info.value)
+    assert f"append_kv, llm_memory.c:{line}" in str(info.value)
     last = info.traceback[-1]
     assert Path(str(last.path)).name == "llm_memory.c" and last.lineno + 1 == line
     # The process lives on and the engine still works for the calls that avoid the bad line.
