@@ -169,9 +169,15 @@ HOOK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_si
 class _HeapState:
     error: BaseException | None = None
     where: tuple = ("", 0, "")  # (file, line, function) of the failing heap call
+    bytes_allocated = 0         # by C code through the hook, ever (Valgrind's "bytes allocated")
 
 
 _state = _HeapState()
+
+
+def bytes_allocated() -> int:
+    """Bytes the C code has obtained from malloc/calloc/realloc in this process (freed or not)."""
+    return _state.bytes_allocated
 
 
 def _heap_hook(kind, ptr, count, size, file, line, func, out):
@@ -195,6 +201,9 @@ def _heap_hook(kind, ptr, count, size, file, line, func, out):
                 cmem.free(ptr or 0, where=where)
         except MemoryError:
             out[0] = None  # what C's allocator says when it cannot: NULL
+        else:
+            if kind != HEAP_FREE and out[0]:
+                _state.bytes_allocated += size * (count if kind == HEAP_CALLOC else 1)
         return 0
     except BaseException as exc:  # noqa: BLE001 - reported once control is back in Python
         _state.error = exc

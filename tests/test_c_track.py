@@ -19,7 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import c_mutants  # noqa: E402
 
-from pagedlab import assign, checks, cmem, ctrack, hw3, load  # noqa: E402
+from pagedlab import assign, checks, cmem, cnative, ctrack, hw3, load  # noqa: E402
 from pagedlab.pool import Pool  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not ctrack.available(), reason="no C compiler on this machine")
@@ -216,3 +216,44 @@ def test_layout_of_the_shipped_header_matches_pagedlab_hw3():
     assert [lib.pl_layout(i) for i in range(4)] == [ctypes.sizeof(hw3.Sequence), 24, ctypes.sizeof(hw3.LLMEngine),
                                                     hw3.LLMEngine.active_seqs.offset]
     assert os.path.isfile(ctrack.INCLUDE / "hw3.h")
+
+
+# -- the tracked heap against the real allocator (Valgrind, ASan) ------------------------------
+LEAKY = ["free_keeps_l2", "destroy_leaks_ref_array"]
+
+
+def _sources(tmp_path: Path) -> list[Path]:
+    paths = [c_mutants.SOLUTION]
+    for name in LEAKY:
+        mutant = next(m for m in c_mutants.MUTANTS if m.name == name)
+        paths.append(c_mutants.write_mutant(mutant, tmp_path / name))
+    return paths
+
+
+@pytest.mark.skipif(cnative.valgrind() is None, reason="valgrind is not installed (optional cross-check)")
+def test_tracked_heap_equals_valgrind_on_the_real_allocator(tmp_path):
+    """Same session, two ledgers: cmem through ctrack's hook, Valgrind on plain libc malloc. The
+    call counts, the bytes and every leaked block with its C line must agree exactly."""
+    no_destroy = cnative.DEMO_SESSION[:-1]  # ends like a C program that forgot llm_destroy
+    for source in _sources(tmp_path):
+        for session in (cnative.DEMO_SESSION, no_destroy):
+            tracked, real = cnative.run_tracked(source, session), cnative.run_valgrind(source, session)
+            assert real.allocs and real.allocs > 10, real.output
+            assert (tracked.allocs, tracked.frees, tracked.bytes_allocated) == \
+                (real.allocs, real.frees, real.bytes_allocated), (source, tracked, real.output[-2000:])
+            assert tracked.leaks == real.leaks, (source, tracked.leaks, real.leaks)
+    assert cnative.run_tracked(c_mutants.SOLUTION).leaks == []
+    assert cnative.run_tracked(tmp_path / "free_keeps_l2" / "llm_memory.c").lost_bytes == 5 * 64
+
+
+@pytest.mark.skipif(not cnative.asan_available(), reason="no AddressSanitizer runtime (optional cross-check)")
+def test_asan_leaks_are_leaks_the_tracked_heap_reports(tmp_path):
+    """LeakSanitizer may miss a block a stale stack slot still points to, never invent one: what it
+    reports is a sub-multiset of the tracked leaks, at the same C lines."""
+    for source in _sources(tmp_path):
+        tracked, asan = cnative.run_tracked(source), cnative.run_asan(source)
+        remaining = list(tracked.leaks)
+        for leak in asan.leaks:
+            assert leak in remaining, (source, leak, tracked.leaks)
+            remaining.remove(leak)
+        assert bool(asan.leaks) == bool(tracked.leaks), (source, asan.output[-1500:])
