@@ -538,3 +538,23 @@ def has_c_only(folder: Path, name: str) -> bool:
     """True when `folder` offers the module `name` as C only (the loader's hook)."""
     return name == MODULE and not (folder / f"{name}.py").is_file() and (folder / C_SOURCE).is_file()
 
+
+
+def c_only(impl=None) -> Path:
+    """A folder whose only course file is `impl`'s llm_memory.c (a link to it), for grading the C
+    file where memory_manager.py sits next to it (exercises/ and solutions/ have both: the loader
+    prefers Python). Messages still name the real file: builds follow the link."""
+    from .loader import source_path
+
+    source = source_path(C_SOURCE, impl).resolve()
+    if not (source.parent / f"{MODULE}.py").is_file():
+        return source.parent
+    folder = cache_dir() / "c-only" / hashlib.sha256(str(source).encode()).hexdigest()[:16]
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / C_SOURCE
+    if not (link.is_symlink() and link.resolve() == source):
+        tmp = folder / f".{C_SOURCE}.{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(source)
+        os.replace(tmp, link)
+    return folder
