@@ -28,6 +28,7 @@ import hashlib
 import keyword
 import operator
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -48,9 +49,12 @@ MODULE = "memory_manager"
 ALTERNATE_FILES = {"memory_manager.py": (C_SOURCE,)}
 STUDENT_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-g", "-O0", "-fPIC", "-fno-omit-frame-pointer"]
 RUNTIME_FLAGS = ["-std=gnu11", "-g", "-O1", "-fPIC", "-w"]
-LINK_FLAGS = ["-shared", "-Wl,-Bsymbolic", "-Wl,-z,defs"]
+# -Bsymbolic: the library's calls to its own functions never bind to another loaded student's.
+LINK_FLAGS = (["-dynamiclib", "-undefined", "dynamic_lookup"] if sys.platform == "darwin"
+              else ["-shared", "-Wl,-Bsymbolic", "-Wl,-z,defs"])
 TIMEOUT_ENV = "PAGEDLAB_C_CALL_TIMEOUT"
-CALL_TIMEOUT = 5.0  # seconds one API call may run (the reference needs microseconds)
+CALL_TIMEOUT = 2.0  # seconds one API call may run (the reference needs microseconds; 12 hung
+# checks must still fit a task's 30 s)
 
 PL_OK, PL_HEAP, PL_SIGNAL, PL_TIMEOUT, PL_MISSING, PL_BUSY = range(6)
 HEAP_MALLOC, HEAP_CALLOC, HEAP_REALLOC, HEAP_FREE = range(4)
@@ -116,7 +120,11 @@ class Build:
 def _run(cmd: list[str], cwd: Path, what: str) -> str:
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=120)
     if proc.returncode != 0:
-        raise CCompileError(f"{what} failed:\n{proc.stderr.strip() or proc.stdout.strip()}")
+        log = proc.stderr.strip() or proc.stdout.strip()
+        exc = CCompileError(f"{what} failed:\n{log}")
+        first = re.search(r"^[^\s:]*?llm_memory\.c:(\d+):(?:\d+:)? (?:fatal )?error", log, re.MULTILINE)
+        exc.line = int(first.group(1)) if first else 0  # the first error, for the checks' "at file:line"
+        raise exc
     return proc.stderr.strip()
 
 
@@ -528,7 +536,12 @@ class CEngine(types.ModuleType):
 
 def load(source: str | os.PathLike, *, show_warnings: bool = True) -> CEngine:
     """Compile (or take from the cache) and load a llm_memory.c; compiler warnings go to stderr."""
-    b = build(source)
+    try:
+        b = build(source)
+    except CCompileError as exc:
+        if not getattr(exc, "line", 0):
+            raise
+        _raise_at(exc, Path(source).resolve(), exc.line, "compile")
     if b.warnings and show_warnings:
         print(f"{b.source.name}: compiler warnings (-Wall -Wextra):\n{b.warnings}", file=sys.stderr)
     return CEngine(b)

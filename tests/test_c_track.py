@@ -279,3 +279,39 @@ def test_notebook_02c_runs_on_the_c_reference_and_stops_at_the_graded_cell_on_th
     outcomes, log = _nbval("exercises")
     assert all(outcomes.get(cell) == "PASSED" for cell in range(graded)), log
     assert outcomes.get(graded) == "FAILED", log
+
+
+def test_explorer_and_pictures_drive_a_c_engine(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from pagedlab import viz
+    from pagedlab.explorer import Explorer
+
+    folder = _folder(tmp_path, c_mutants.SOLUTION.read_text())
+    ex = Explorer(impl=folder, pool_blocks=8)
+    assert isinstance(ex.mm, ctrack.CEngine)
+    ex.create(1, 20)
+    ex.fork(1, 2)
+    ex.append(2, 99)                      # CoW of the shared second block
+    view = ex.view()
+    assert [s.seq_id for s in view.seqs] == [1, 2]
+    assert hw3.ref_counts(ex.engine)[:3] == [2, 1, 1]
+    assert "append_kv(engine, 2, 99) -> 0" in ex.history_text()
+    fig = viz.draw_engine(ex.engine)
+    assert fig is not None
+    ex.close()
+    assert "✓ llm_destroy(engine) -> 0" in ex.history_text()
+
+
+def test_a_crash_shows_in_the_explorer_log_with_its_line(tmp_path):
+    from pagedlab.explorer import Explorer
+
+    mutant = next(m for m in c_mutants.MUTANTS if m.name == "wild_write_segfaults")
+    path = c_mutants.write_mutant(mutant, tmp_path / "m")
+    ex = Explorer(impl=path.parent, pool_blocks=8)
+    ex.create(1, 3)
+    ex.append(1, 5)
+    line = mutant.lines(path.read_text())[0]
+    assert f"raised CCrash: append_kv() crashed with SIGSEGV" in ex.history_text()
+    assert f"llm_memory.c:{line}" in ex.history_text()

@@ -85,14 +85,16 @@ static void record_context(void *uc_void)
     pl_diag.pc = 0;
     if (!uc)
         return;
-#if defined(__x86_64__)
+#if defined(__linux__) && defined(__x86_64__)
     pl_diag.pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
     for (int i = 0; i < NGREG && i < PL_MAX_REGS; i++)
         pl_diag.regs[pl_diag.nregs++] = (uint64_t)uc->uc_mcontext.gregs[i];
-#elif defined(__aarch64__)
+#elif defined(__linux__) && defined(__aarch64__)
     pl_diag.pc = (uint64_t)uc->uc_mcontext.pc;
     for (int i = 0; i < 31 && i < PL_MAX_REGS; i++)
         pl_diag.regs[pl_diag.nregs++] = (uint64_t)uc->uc_mcontext.regs[i];
+#else
+    (void)uc; /* other systems: no PC; the backtrace still finds the C line */
 #endif
 }
 
