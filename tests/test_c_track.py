@@ -313,5 +313,5 @@ def test_a_crash_shows_in_the_explorer_log_with_its_line(tmp_path):
     ex.create(1, 3)
     ex.append(1, 5)
     line = mutant.lines(path.read_text())[0]
-    assert f"raised CCrash: append_kv() crashed with SIGSEGV" in ex.history_text()
+    assert "raised CCrash: append_kv() crashed with SIGSEGV" in ex.history_text()
     assert f"llm_memory.c:{line}" in ex.history_text()
