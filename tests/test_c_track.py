@@ -192,7 +192,7 @@ def test_grade_cli_grades_a_c_submission(tmp_path):
     from pagedlab.grading.cli import grade
 
     folder = _folder(tmp_path, c_mutants.SOLUTION.read_text(), "upload")
-    result = grade(str(folder), tasks=list(TASKS), echo=lambda *_: None, hidden=False)
+    result = grade(str(folder), tasks=list(TASKS), echo=lambda *_: None, hidden=True, hidden_seed=11)
     scored = {t["name"]: (t["score"], t["max_score"]) for t in result["tests"]}
     assert scored and all(score == most for score, most in scored.values()), scored
 

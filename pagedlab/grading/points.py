@@ -12,9 +12,6 @@ from ..manifest import BY_ID as BY_TASK
 from ..manifest import MAX_SCORE, SUBMISSION_FILES, TABLE, select
 from ..manifest import Task as GradedTask
 
-# The C track: a submission may bring llm_memory.c instead of memory_manager.py (pagedlab.ctrack).
-SUBMISSION_FILES = SUBMISSION_FILES + ("llm_memory.c",)
-
 __all__ = ["BY_TASK", "MAX_SCORE", "SUBMISSION_FILES", "TABLE", "GradedTask", "select",
            "time_scale", "memory_limit", "feedback_only"]
 
