@@ -56,7 +56,7 @@ TIMEOUT_ENV = "PAGEDLAB_C_CALL_TIMEOUT"
 CALL_TIMEOUT = 2.0  # seconds one API call may run (the reference needs microseconds; 12 hung
 # checks must still fit a task's 30 s)
 
-PL_OK, PL_HEAP, PL_SIGNAL, PL_TIMEOUT, PL_MISSING, PL_BUSY = range(6)
+PL_OK, PL_HEAP, PL_SIGNAL, PL_TIMEOUT, PL_MISSING, PL_BUSY, PL_EXIT = range(7)
 HEAP_MALLOC, HEAP_CALLOC, HEAP_REALLOC, HEAP_FREE = range(4)
 SI_KERNEL = 0x80
 
@@ -67,6 +67,10 @@ class CCompileError(RuntimeError):
 
 class CCrash(RuntimeError):
     """The C code crashed (a signal) during a call; the message names the C line."""
+
+
+class CExit(CCrash):
+    """The C code called exit(): it would have ended the process, so the call was stopped."""
 
 
 class CTimeout(CCrash):
@@ -165,7 +169,8 @@ def build(source: str | os.PathLike) -> Build:
 # ---------------------------------------------------------------------------------------------
 class Diag(ctypes.Structure):
     _fields_ = [("status", ctypes.c_int32), ("signal", ctypes.c_int32), ("code", ctypes.c_int32),
-                ("nframes", ctypes.c_int32), ("nregs", ctypes.c_int32), ("pad", ctypes.c_int32),
+                ("nframes", ctypes.c_int32), ("nregs", ctypes.c_int32), ("exit_line", ctypes.c_int32),
+                ("exit_file", ctypes.c_char * 256), ("exit_func", ctypes.c_char * 64),
                 ("fault_addr", ctypes.c_uint64), ("pc", ctypes.c_uint64),
                 ("frames", ctypes.c_uint64 * 48), ("regs", ctypes.c_uint64 * 32)]
 
@@ -245,7 +250,19 @@ def _realloc(ptr: int, size: int, where: str) -> int | None:
     return new
 
 
+OUT_HOOK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p)
+
+
+def _out_hook(stream, text):
+    """printf & co. of the C code, into Python's streams (a notebook shows them)."""
+    try:
+        (sys.stderr if stream == 2 else sys.stdout).write((text or b"").decode(errors="replace"))
+    except BaseException:  # noqa: BLE001 - printing must never unwind through C
+        pass
+
+
 _hook = HOOK(_heap_hook)  # one for every library; kept alive for the life of the process
+_out = OUT_HOOK(_out_hook)
 _lock = threading.RLock()
 
 
@@ -350,7 +367,7 @@ def _library(b: Build) -> ctypes.CDLL:
     lib = _libraries.get(b.library)
     if lib is None:
         lib = ctypes.CDLL(str(b.library), mode=getattr(os, "RTLD_LOCAL", 0) | getattr(os, "RTLD_NOW", 2))
-        lib.pl_set_hook.argtypes = [HOOK, ctypes.c_double]
+        lib.pl_set_hook.argtypes = [HOOK, OUT_HOOK, ctypes.c_double]
         lib.pl_set_hook.restype = None
         lib.pl_base.restype = ctypes.c_uint64
         lib.pl_layout.restype = ctypes.c_size_t
@@ -367,7 +384,7 @@ def _library(b: Build) -> ctypes.CDLL:
             fn = getattr(lib, f"pl_call_{name}")
             fn.argtypes, fn.restype = args, ctypes.c_int
         _libraries[b.library] = lib
-    lib.pl_set_hook(_hook, call_timeout())
+    lib.pl_set_hook(_hook, _out, call_timeout())
     return lib
 
 
@@ -446,6 +463,12 @@ class CEngine(types.ModuleType):
             return exc, (path, line, function)
         if status in (PL_SIGNAL, PL_TIMEOUT):
             return self._crash(name, status)
+        if status == PL_EXIT:
+            d = self._diag
+            file, function = d.exit_file.decode(errors="replace"), d.exit_func.decode(errors="replace")
+            exc = CExit(f"{name}() called exit({d.code}) in {function}, {os.path.basename(file)}:{d.exit_line}: "
+                        f"exit() would end the whole program; return an error value (NULL / -1) instead")
+            return exc, (self.source.parent / file, d.exit_line, function)
         return RuntimeError(f"the C runtime refused the call to {name} (status {status})"), None
 
     def _crash(self, name: str, status: int):

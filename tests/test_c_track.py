@@ -315,3 +315,21 @@ def test_a_crash_shows_in_the_explorer_log_with_its_line(tmp_path):
     line = mutant.lines(path.read_text())[0]
     assert "raised CCrash: append_kv() crashed with SIGSEGV" in ex.history_text()
     assert f"llm_memory.c:{line}" in ex.history_text()
+
+
+def test_printf_reaches_python_and_exit_ends_only_the_call(tmp_path, capsys):
+    text = c_mutants.SOLUTION.read_text().replace(
+        "    seq->kv_count++;\n",
+        '    seq->kv_count++;\n    printf("appended %d\\n", kv_data);\n    fprintf(stderr, "warn %d\\n", seq_id);\n'
+        "    if (kv_data == 13)\n        exit(3);\n").replace("#include <stdlib.h>\n", "#include <stdlib.h>\n#include <malloc.h>\n")
+    folder = _folder(tmp_path, text)
+    mm = load("memory_manager", impl=folder)
+    pool = Pool(64 * 4)
+    engine = mm.llm_init(pool.addr, pool.size)
+    mm.create_sequence(engine, 1, 2)
+    assert mm.append_kv(engine, 1, 5) == 0
+    out = capsys.readouterr()
+    assert out.out == "appended 5\n" and out.err == "warn 1\n"
+    with pytest.raises(ctrack.CExit, match=r"exit\(3\) in append_kv, llm_memory\.c:\d+"):
+        mm.append_kv(engine, 1, 13)
+    assert mm.llm_destroy(engine) == 0  # the process, and the engine, are still there

@@ -11,12 +11,29 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h> /* declared now, so a student's own #include <malloc.h> meets no macro */
+#endif
 
 void *pl_malloc(size_t size, const char *file, int line, const char *func);
 void *pl_calloc(size_t count, size_t size, const char *file, int line, const char *func);
 void *pl_realloc(void *ptr, size_t size, const char *file, int line, const char *func);
 void pl_free(void *ptr, const char *file, int line, const char *func);
 
+/* exit() would end the Python process (a notebook's kernel): it ends the call instead. Output
+ * goes to Python's sys.stdout / sys.stderr, so printf debugging shows up in a notebook. */
+#include <stdio.h>
+void pl_exit(int code, const char *file, int line, const char *func);
+int pl_printf(const char *format, ...);
+int pl_fprintf(FILE *stream, const char *format, ...);
+int pl_puts(const char *text);
+int pl_putchar(int c);
+
+#define exit(code) pl_exit((code), __FILE__, __LINE__, __func__)
+#define printf(...) pl_printf(__VA_ARGS__)
+#define fprintf(...) pl_fprintf(__VA_ARGS__)
+#define puts(text) pl_puts(text)
+#define putchar(c) pl_putchar(c)
 #define malloc(size) pl_malloc((size), __FILE__, __LINE__, __func__)
 #define calloc(count, size) pl_calloc((count), (size), __FILE__, __LINE__, __func__)
 #define realloc(ptr, size) pl_realloc((ptr), (size), __FILE__, __LINE__, __func__)

@@ -19,7 +19,10 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <ucontext.h>
@@ -34,7 +37,7 @@ extern Sequence *fork_sequence(LLMEngine *engine, int parent_seq_id, int new_seq
 extern int append_kv(LLMEngine *engine, int seq_id, int kv_data) __attribute__((weak));
 extern int llm_destroy(LLMEngine *engine) __attribute__((weak));
 
-enum { PL_OK = 0, PL_HEAP = 1, PL_SIGNAL = 2, PL_TIMEOUT = 3, PL_MISSING = 4, PL_BUSY = 5 };
+enum { PL_OK = 0, PL_HEAP = 1, PL_SIGNAL = 2, PL_TIMEOUT = 3, PL_MISSING = 4, PL_BUSY = 5, PL_EXIT = 6 };
 enum { HEAP_MALLOC = 0, HEAP_CALLOC = 1, HEAP_REALLOC = 2, HEAP_FREE = 3 };
 #define PL_MAX_FRAMES 48
 #define PL_MAX_REGS 32
@@ -42,9 +45,12 @@ enum { HEAP_MALLOC = 0, HEAP_CALLOC = 1, HEAP_REALLOC = 2, HEAP_FREE = 3 };
 /* Returns 0, or nonzero when Python recorded a heap error (double free, bad free). */
 typedef int (*pl_heap_hook)(int kind, void *ptr, size_t count, size_t size, const char *file,
                             int line, const char *func, void **out);
+/* Text the C code printed: stream 1 stdout, 2 stderr. */
+typedef void (*pl_out_hook)(int stream, const char *text);
 
 struct pl_diag {
-    int32_t status, signal, code, nframes, nregs, pad;
+    int32_t status, signal, code, nframes, nregs, exit_line;
+    char exit_file[256], exit_func[64];
     uint64_t fault_addr, pc;
     uint64_t frames[PL_MAX_FRAMES];
     uint64_t regs[PL_MAX_REGS];
@@ -52,6 +58,7 @@ struct pl_diag {
 
 struct pl_diag pl_diag;
 static pl_heap_hook heap_hook;
+static pl_out_hook out_hook;
 static sigjmp_buf env;
 static volatile sig_atomic_t active, in_hook, pending;
 static pthread_t owner;
@@ -64,10 +71,11 @@ static stack_t saved_stack;
 static struct itimerval saved_timer;
 static char alt_stack[1 << 16];
 
-void pl_set_hook(pl_heap_hook hook, double seconds)
+void pl_set_hook(pl_heap_hook hook, pl_out_hook out, double seconds)
 {
     void *warm[2];
     heap_hook = hook;
+    out_hook = out;
     call_seconds = seconds;
     backtrace(warm, 2); /* loads the unwinder now: not from inside a signal handler */
 }
@@ -217,6 +225,84 @@ void *pl_realloc(void *ptr, size_t size, const char *file, int line, const char 
 void pl_free(void *ptr, const char *file, int line, const char *func)
 {
     through_hook(HEAP_FREE, ptr, 0, 0, file, line, func);
+}
+
+/* -- exit() and output ---------------------------------------------------------------------- */
+void pl_exit(int code, const char *file, int line, const char *func)
+{
+    if (!active)
+        exit(code);
+    pl_diag.status = PL_EXIT;
+    pl_diag.code = code;
+    pl_diag.exit_line = line;
+    snprintf(pl_diag.exit_file, sizeof pl_diag.exit_file, "%s", file);
+    snprintf(pl_diag.exit_func, sizeof pl_diag.exit_func, "%s", func);
+    siglongjmp(env, 1);
+}
+
+static int emit(int stream, const char *format, va_list args)
+{
+    char small[1024];
+    va_list again;
+    va_copy(again, args);
+    int n = vsnprintf(small, sizeof small, format, args);
+    if (n < 0) {
+        va_end(again);
+        return n;
+    }
+    char *text = small;
+    if ((size_t)n >= sizeof small) {
+        text = malloc((size_t)n + 1); /* libc's malloc: pl_heap.h does not reach this file */
+        if (text)
+            vsnprintf(text, (size_t)n + 1, format, again);
+    }
+    va_end(again);
+    if (text) {
+        if (out_hook) {
+            in_hook = 1;
+            out_hook(stream, text);
+            in_hook = 0;
+        } else {
+            fputs(text, stream == 2 ? stderr : stdout);
+        }
+    }
+    if (text != small)
+        free(text);
+    if (active && pending)
+        siglongjmp(env, 1);
+    return n;
+}
+
+int pl_printf(const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    int n = emit(1, format, args);
+    va_end(args);
+    return n;
+}
+
+int pl_fprintf(FILE *stream, const char *format, ...)
+{
+    va_list args;
+    int n;
+    va_start(args, format);
+    if (stream == stdout || stream == stderr)
+        n = emit(stream == stderr ? 2 : 1, format, args);
+    else
+        n = vfprintf(stream, format, args);
+    va_end(args);
+    return n;
+}
+
+int pl_puts(const char *text)
+{
+    return pl_printf("%s\n", text);
+}
+
+int pl_putchar(int c)
+{
+    return pl_printf("%c", c) < 0 ? EOF : (unsigned char)c;
 }
 
 /* -- trampolines: status 0 and *out set, or a PL_* status with pl_diag filled in ------------ */
