@@ -492,8 +492,10 @@ class CEngine(types.ModuleType):
                 signame = signal.Signals(d.signal).name
             except ValueError:
                 signame = f"signal {d.signal}"
-            what = (f"{name}() crashed with {signame}, {_fault_words(d.signal, d.code, d.fault_addr, regs)}, "
-                    f"in {place}")
+            words = _fault_words(d.signal, d.code, d.fault_addr, regs)
+            if d.signal == signal.SIGSEGV and d.nframes >= 40 and len(mine) >= 3 and len({f.function for f in mine[:3]}) == 1:
+                words = "a stack overflow (a function that calls itself without end?)"
+            what = f"{name}() crashed with {signame}, {words}, in {place}"
             exc_type = CCrash
         what += "; the C code was stopped there, so the engine may be half-updated"
         exc = exc_type(what)

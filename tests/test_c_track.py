@@ -333,3 +333,19 @@ def test_printf_reaches_python_and_exit_ends_only_the_call(tmp_path, capsys):
     with pytest.raises(ctrack.CExit, match=r"exit\(3\) in append_kv, llm_memory\.c:\d+"):
         mm.append_kv(engine, 1, 13)
     assert mm.llm_destroy(engine) == 0  # the process, and the engine, are still there
+
+
+@pytest.mark.parametrize(("bug", "words"), [
+    ("if (seq_id == 77) return free_sequence(engine, seq_id) + 1;", "a stack overflow"),
+    ("if (seq_id == 77) return 5 / (seq_id - 77);", "SIGFPE, an arithmetic error"),
+])
+def test_stack_overflow_and_division_by_zero_are_named(tmp_path, bug, words):
+    text = c_mutants.SOLUTION.read_text().replace(
+        "int free_sequence(LLMEngine *engine, int seq_id)\n{\n",
+        f"int free_sequence(LLMEngine *engine, int seq_id)\n{{\n    {bug}\n")
+    mm = load("memory_manager", impl=_folder(tmp_path, text))
+    pool = Pool(64 * 4)
+    engine = mm.llm_init(pool.addr, pool.size)
+    with pytest.raises(ctrack.CCrash, match=words):
+        mm.free_sequence(engine, 77)
+    assert mm.create_sequence(engine, 1, 3) is not None and mm.llm_destroy(engine) == 0
