@@ -202,15 +202,16 @@ def _heap_hook(kind, ptr, count, size, file, line, func, out):
         where = f"{os.path.basename(filename)}:{line} in {function}"
         try:
             if kind == HEAP_MALLOC:
-                out[0] = cmem.malloc(size, where=where)
+                out[0] = _guarded(cmem.malloc(size, where=where), size)
             elif kind == HEAP_CALLOC:
                 if size and count > (1 << 62) // size:
                     raise MemoryError("calloc size overflows")
-                out[0] = cmem.calloc(count, size, where=where)
+                out[0] = _guarded(cmem.calloc(count, size, where=where), count * size)
             elif kind == HEAP_REALLOC:
                 out[0] = _realloc(ptr or 0, size, where)
             else:
                 _expect_not_poison(ptr or 0, "free")
+                _expect_guard(ptr or 0, where)
                 cmem.free(ptr or 0, where=where)
         except MemoryError:
             out[0] = None  # what C's allocator says when it cannot: NULL
@@ -234,17 +235,56 @@ def _expect_not_poison(ptr: int, call: str) -> None:
                                f"memory never written)")
 
 
+# The slack libc leaves after a block (malloc_usable_size - size) is filled with GUARD_BYTE when C
+# code allocates it and checked when it is freed: an off-by-one write past the end of an L2 table
+# (`i <= L2_PT_SIZE`) is reported at free time with the block's C line, before it can corrupt
+# libc's heap. Writes beyond the slack are not caught here (ASan does: pagedlab.cnative).
+GUARD_BYTE = 0xFB
+_guards: dict[int, tuple] = {}  # address -> (size, slack, allocation) of blocks C code allocated
+try:
+    _usable = ctypes.CDLL(None).malloc_usable_size
+    _usable.argtypes, _usable.restype = [ctypes.c_void_p], ctypes.c_size_t
+except AttributeError:  # not glibc: no slack guard
+    _usable = None
+
+
+def _guarded(addr: int | None, size: int) -> int | None:
+    if addr and _usable is not None:
+        slack = min(_usable(addr) - size, 64)
+        if slack > 0:
+            ctypes.memset(addr + size, GUARD_BYTE, slack)
+            _guards[addr] = (size, slack, cmem.allocation_at(addr))
+    return addr
+
+
+def _expect_guard(addr: int, where: str) -> None:
+    guard = _guards.pop(addr, None)
+    # A stale entry (the harness freed the block and the address came back from Python) is not ours.
+    if guard is None or cmem.allocation_at(addr) is not guard[2]:
+        return
+    size, slack, _ = guard
+    tail = ctypes.string_at(addr + size, slack)
+    if tail != bytes([GUARD_BYTE]) * slack:
+        last = max(i for i, b in enumerate(tail) if b != GUARD_BYTE)
+        block = cmem.allocation_at(addr)
+        raise cmem.InvalidAccess(
+            f"heap buffer overflow: up to {last + 1} bytes were written past the end of the block "
+            f"{block} (found when it was freed at {where}); an index one past the end, "
+            f"e.g. `i <= L2_PT_SIZE` instead of `i < L2_PT_SIZE`?")
+
+
 def _realloc(ptr: int, size: int, where: str) -> int | None:
     _expect_not_poison(ptr, "realloc")
+    _expect_guard(ptr, where)
     if not ptr:
-        return cmem.malloc(size, where=where)
+        return _guarded(cmem.malloc(size, where=where), size)
     old = cmem.allocation_at(ptr)
     if old is None:
         cmem.free(ptr, where=where)  # raises the right error (double free / never allocated)
     if size == 0:
         cmem.free(ptr, where=where)
         return None
-    new = cmem.malloc(size, where=where)
+    new = _guarded(cmem.malloc(size, where=where), size)
     ctypes.memmove(new, ptr, min(old.size, size))
     cmem.free(ptr, where=where)
     return new
