@@ -35,6 +35,7 @@ FENCES = {  # suffix -> (comment prefix, default stub template)
     ".py": ("###", 'raise NotImplementedError("{label}")'),
     ".cu": ("//", "return;"),
     ".cuh": ("//", "return;"),
+    ".c": ("//", "return;"),  # C track: every fence names its stub (return NULL; / return -1;)
 }
 _DEF = re.compile(r"^\s*(?:def|class)\s+(\w+)|^\s*(?:__global__|__device__)[^()]*?\b(\w+)\s*\(")
 
@@ -78,7 +79,7 @@ def make_exercise(text: str, filename: str) -> str:
             label = label or enclosing
             stub = stub or default_stub.format(label=label.replace('"', "'"))
             out.append(f"{indent}{prefix[:2] if prefix == '//' else '#'} YOUR CODE HERE ({label})\n")
-            if suffix != ".py" and not stub.startswith("//"):
+            if suffix in (".cu", ".cuh") and not stub.startswith("//"):
                 out.append(f"{indent}// Until this part is written the kernel leaves its output unwritten.\n")
             out.append(f"{indent}{stub}\n")
         elif end:

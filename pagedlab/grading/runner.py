@@ -259,7 +259,10 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, cwd: Path, output_
 
 
 def missing_files(row: manifest.Task, impl_dir: Path) -> list[str]:
-    return [name for name in row.files if not (impl_dir / name).is_file()]
+    from ..ctrack import ALTERNATE_FILES  # llm_memory.c stands in for memory_manager.py
+
+    return [name for name in row.files if not (impl_dir / name).is_file()
+            and not any((impl_dir / alt).is_file() for alt in ALTERNATE_FILES.get(name, ()))]
 
 
 # The child's record of a task may not exceed this (a flood of fake observations is a failure).
