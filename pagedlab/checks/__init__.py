@@ -30,6 +30,8 @@ TASKS: dict[str, str] = {
     "task10": "Task 10 · the CUDA paged-attention kernel",
     "task11": "Task 11 · prefix caching with an LRU free queue",
     "task12": "Task 12 · a buddy allocator (the contiguous baseline)",
+    "task13": "Task 13 · swapping a sequence group to CPU memory, and copy_blocks",
+    "task14": "Task 14 · the v2 split-K kernel for long contexts (paged_attention_v2)",
 }
 
 # Modules that register checks when imported (kept lazy: torch is slow to import).
@@ -39,6 +41,8 @@ CHECK_MODULES = {
     "task10": "kernel",
     "task11": "prefix",
     "task12": "utilization",
+    "task13": "swap",
+    "task14": "paged_attention_v2",
 }
 
 
