@@ -24,9 +24,11 @@ PAGED_ATTENTION = "paged_attention.py"
 KERNEL = "paged_attention.cu"
 PREFIX_CACHE = "prefix_cache.py"
 BUDDY = "buddy.py"
+SWAP = "swap.py"
+KERNEL_V2 = "paged_attention_v2.cu"
 
 # The files a student submits (their copy of exercises/).
-SUBMISSION_FILES = (MEMORY_MANAGER, PAGED_ATTENTION, KERNEL, PREFIX_CACHE, BUDDY)
+SUBMISSION_FILES = (MEMORY_MANAGER, PAGED_ATTENTION, KERNEL, PREFIX_CACHE, BUDDY, SWAP, KERNEL_V2)
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,9 @@ TABLE: tuple[GradedTask, ...] = (
     # Part D: prefix caching and the contiguous baseline's buddy allocator (10 points)
     GradedTask("task11", 6, 30,  (PREFIX_CACHE,)),
     GradedTask("task12", 4, 30,  (BUDDY,)),
+    # Part E: serving under memory pressure, swap and the v2 kernel (10 points; total 110)
+    GradedTask("task13", 5, 30,  (SWAP,)),
+    GradedTask("task14", 5, 150, (KERNEL_V2,)),
 )
 # fmt: on
 
