@@ -1,4 +1,4 @@
-"""Bridge from the HW3 engine to tensors (spec §4.4): sequences → a kernel block table.
+"""Bridge from the HW3 engine to tensors: sequences → a kernel block table.
 
 The paged-attention kernel of Part C reads `block_tables: int32 [num_seqs, max_blocks_per_seq]`
 (row i lists the physical blocks of sequence i in logical order, padded with -1) and

@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--notebooks", action="store_true", help="also run nbval over each notebook")
     p.add_argument("--gradescope", action="store_true", help="read /autograder/submission, write /autograder/results/results.json")
     p.add_argument("--tasks", default=None, metavar="LIST", help="only these tasks, e.g. task1,task3 or 1,3")
+    p.add_argument("--hidden", default=None, metavar="DIR", help="folder of hidden checks (default: grading/hidden/ when present)")
+    p.add_argument("--no-hidden", action="store_true", help="public checks only")
     p.set_defaults(func=_grade)
 
     args = parser.parse_args(argv)

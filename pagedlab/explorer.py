@@ -1,4 +1,4 @@
-"""An interactive explorer of the memory manager, for instructor demos (spec §8).
+"""An interactive explorer of the memory manager, for instructor demos.
 
 Buttons call the HW3 API one step at a time (create / fork / append / free) and the picture
 updates live: the pool as a block map (owners, ref counts) above the block table of the

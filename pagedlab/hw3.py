@@ -81,7 +81,7 @@ def container_of(node, struct_type=Sequence, member: str = "node"):
 
 
 def naive_cast(node):
-    """What `(Sequence *)node` reads: the node's own bytes taken as a Sequence (the §4.3 bug).
+    """What `(Sequence *)node` reads: the node's own bytes taken as a Sequence (the naive-cast bug of notebook 03).
 
     Its `seq_id` is the low half of `node.prev`, its `block_table` is `node.next`.
     """

@@ -1,4 +1,4 @@
-"""How many blocks do fork and copy-on-write save? Parallel sampling and beam search (spec §7).
+"""How many blocks do fork and copy-on-write save? Parallel sampling and beam search.
 
 Both decoding methods run several sequences that start from one prompt:
 

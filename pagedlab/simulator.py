@@ -1,4 +1,4 @@
-"""How much KV memory holds real tokens? Contiguous reservation against paging (spec §7).
+"""How much KV memory holds real tokens? Contiguous reservation against paging.
 
 The simulator replays a stream of requests through a serving loop with a fixed KV budget of
 `memory_tokens` slots and iteration-level scheduling (every running request generates one

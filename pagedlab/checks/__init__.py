@@ -1,180 +1,80 @@
 """Graded checks: one registry serves the notebooks, pytest and `pagedlab grade`.
 
-A check is a function ``fn(impl)`` that loads what it needs with ``pagedlab.load(name, impl)``
-and raises `CheckFailure` saying which rule was broken, what was expected and what the
-student's code did. Checks are grouped by task ("task1" ... ); `run` prints one line per check
-and raises a short `CheckFailure` (no 40-line traceback in Jupyter), `results` returns plain
-records for the grader.
+A check is a *driver* ``fn(run)`` (see `framework`): it loads the student's module with
+``run.load(name)``, calls it and records what it saw with `expect` / `expect_equal` /
+``run.see``. Drivers run in a child process; the *judge* (`judge`) compares the record with the
+trusted one in the process that asked. `run` is the notebook entry: one ✓/✗ line per check and,
+under every ✗, what rule was broken, what was expected and what the student's code did.
+Which checks exist, and what each task is worth, comes from the task manifest (`tasks.toml`).
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
-import traceback
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable
 
-# Task id -> title. Numbering follows the course: HW3 Tasks 1-5, then Parts B-D.
-TASKS: dict[str, str] = {
-    "task1": "Task 1 · engine initialization (llm_init)",
-    "task2": "Task 2 · sequence creation and deletion (create_sequence, free_sequence)",
-    "task3": "Task 3 · fork with reference counts (fork_sequence)",
-    "task4": "Task 4 · address translation, copy-on-write and append (append_kv)",
-    "task5": "Task 5 · engine destruction, no leaks (llm_destroy)",
-    "task6": "Task 6 · slot mapping",
-    "task7": "Task 7 · writing K/V into the paged cache",
-    "task8": "Task 8 · gathering a sequence's K/V through its block table",
-    "task9": "Task 9 · paged attention in torch",
-    "task10": "Task 10 · the CUDA paged-attention kernel",
-    "task11": "Task 11 · prefix caching with an LRU free queue",
-    "task12": "Task 12 · a buddy allocator (the contiguous baseline)",
-    "task13": "Task 13 · swapping a sequence group to CPU memory, and copy_blocks",
-    "task14": "Task 14 · the v2 split-K kernel for long contexts (paged_attention_v2)",
-}
+from ..manifest import TASKS
+from .framework import Check, CheckFailure, check, checks_of, drive, expect, expect_equal
 
-# Modules that register checks when imported (kept lazy: torch is slow to import).
-CHECK_MODULES = {
-    "task1": "hw3", "task2": "hw3", "task3": "hw3", "task4": "hw3", "task5": "hw3",
-    "task6": "attention", "task7": "attention", "task8": "attention", "task9": "attention",
-    "task10": "kernel",
-    "task11": "prefix",
-    "task12": "utilization",
-    "task13": "swap",
-    "task14": "paged_attention_v2",
-}
-
-
-class CheckFailure(AssertionError):
-    """A graded check failed: which rule, what was expected, what happened."""
-
-    def __init__(self, what: str, *, rule: str = "", expected=None, actual=None, hint: str = ""):
-        self.what, self.rule, self.expected, self.actual, self.hint = what, rule, expected, actual, hint
-        super().__init__(self.report())
-
-    def report(self) -> str:
-        lines = [self.what]
-        if self.rule:
-            lines.append(f"  rule:     {self.rule}")
-        if self.expected is not None:
-            lines.append(f"  expected: {self.expected}")
-        if self.actual is not None:
-            lines.append(f"  yours:    {self.actual}")
-        if self.hint:
-            lines.append(f"  hint:     {self.hint}")
-        return "\n".join(lines)
-
-
-def expect(condition: bool, what: str, **details) -> None:
-    """Raise `CheckFailure(what, **details)` unless `condition` holds."""
-    if not condition:
-        raise CheckFailure(what, **details)
-
-
-def expect_equal(actual, expected, what: str, *, rule: str = "", hint: str = "") -> None:
-    if actual != expected:
-        raise CheckFailure(what, rule=rule, expected=expected, actual=actual, hint=hint)
-
-
-@dataclass
-class Check:
-    task: str
-    name: str
-    fn: Callable
-    rule: str = ""
+__all__ = ["TASKS", "Check", "CheckFailure", "Result", "check", "checks_of", "drive", "expect",
+           "expect_equal", "results", "run"]
 
 
 @dataclass
 class Result:
     task: str
     name: str
-    passed: bool
+    passed: bool | None  # None: never ran (the task's time was used up before it)
     message: str = ""
 
 
-_REGISTRY: dict[str, list[Check]] = {}
-_loaded: set[str] = set()
+def _outcome(task: str, impl=None):
+    from .. import loader, manifest
+    from ..grading.runner import run_task
 
-
-def check(task: str, name: str, rule: str = ""):
-    """Register ``fn(impl)`` as a graded check of `task`."""
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
-
-    def register(fn):
-        _REGISTRY.setdefault(task, []).append(Check(task, name, fn, rule))
-        return fn
-
-    return register
-
-
-def checks_of(task: str) -> list[Check]:
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
-    module = CHECK_MODULES[task]
-    if module not in _loaded:
-        importlib.import_module(f"{__name__}.{module}")
-        _loaded.add(module)
-    return list(_REGISTRY.get(task, []))
-
-
-def _explain(exc: BaseException) -> str:
-    if isinstance(exc, CheckFailure):
-        return exc.report()
-    if isinstance(exc, NotImplementedError):
-        return f"not implemented yet: {exc or 'the stub still raises NotImplementedError'}"
-    # An unexpected exception in the student's code: show where, in a few lines.
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = next((f for f in reversed(frames) if _is_student_file(f.filename)), frames[-1] if frames else None)
-    at = f" at {where.filename}:{where.lineno} ({where.name}): {where.line}" if where else ""
-    return f"your code raised {type(exc).__name__}: {exc}{at}"
-
-
-_LIBRARY_DIRS = tuple(str(Path(p).resolve()) for p in {Path(__file__).parent.parent, sys.prefix, sys.base_prefix})
-
-
-def _is_student_file(filename: str) -> bool:
-    """Student code is whatever runs outside pagedlab and the Python installation."""
-    path = str(Path(filename).resolve()) if not filename.startswith("<") else filename
-    return not filename.startswith("<") and not path.startswith(_LIBRARY_DIRS)
-
-
-def run_one(c: Check, impl=None) -> Result:
-    """Run one check; a student's bug (even `sys.exit()`) becomes a failed Result, never a raise."""
-    try:
-        c.fn(impl)
-    except Exception as exc:  # noqa: BLE001 - any failure of student code is a failed check
-        return Result(c.task, c.name, False, _explain(exc))
-    except SystemExit as exc:  # sys.exit() in student code must not end the caller silently
-        return Result(c.task, c.name, False, f"your code called sys.exit({exc.code!r})")
-    return Result(c.task, c.name, True)
+    row = manifest.task(task)
+    folder = loader.impl_dir(impl)
+    impl_arg = str(impl) if impl is not None else (loader.os.environ.get(loader.ENV_VAR) or "exercises")
+    if impl_arg not in loader.NAMED_IMPLS:
+        impl_arg = str(folder)
+    return row, run_task(row, impl_arg, folder)
 
 
 def results(task: str, impl=None) -> list[Result]:
-    """Run every check of `task` against `impl`; never raises for a student's bug."""
-    return [run_one(c, impl) for c in checks_of(task)]
+    """Run every public check of `task` against `impl` in a child process; judge them here."""
+    row, outcome = _outcome(task, impl)
+    found = [Result(row.id, c.name, c.passed, c.message) for c in outcome.checks]
+    if not found and outcome.problem:
+        found = [Result(row.id, "the task could not run", False, outcome.problem)]
+    return found
 
 
 def run(task: str, impl=None, *, quiet: bool = False) -> None:
-    """Notebook entry: print ✓/✗ per check and raise a short `CheckFailure` if any failed.
-
-    Returns nothing, so a graded cell shows only the check lines (use `results` for records).
-    """
+    """Notebook entry: print ✓/✗ per check, each ✗ explained, and raise a short `CheckFailure`
+    if any failed. The student's code runs in a child process with the grader's limits, so an
+    infinite loop or a segfault fails a check and the notebook's kernel lives on."""
     _short_tracebacks_in_ipython()
-    res = results(task, impl)
+    row, outcome = _outcome(task, impl)
+    lines = [row.label]
+    for c in outcome.checks:
+        mark = "✓" if c.passed else ("-" if c.passed is None else "✗")
+        note = "" if c.scored else "  (feedback only: shown, no points)"
+        lines.append(f"  {mark} {c.name}{note}")
+        if not c.passed and c.message:
+            lines += [f"      {line}" for line in c.message.splitlines()]
+    if outcome.problem and not outcome.checks:
+        lines.append(f"  ✗ {outcome.problem}")
     if not quiet:
-        print(TASKS[task])
-        for r in res:
-            print(f"  {'✓' if r.passed else '✗'} {r.name}")
-    failed = [r for r in res if not r.passed]
-    if failed:
-        first = failed[0]
-        raise CheckFailure(
-            f"{len(failed)} of {len(res)} checks failed for {TASKS[task]}. First: {first.name}\n{first.message}"
-        )
+        print("\n".join(lines))
+    failed = [c for c in outcome.checks if not c.passed]
+    scored = [c for c in outcome.checks if c.scored]
+    if failed or not outcome.checks:
+        where = row.cite()
+        raise CheckFailure(f"{len(failed)} of {len(outcome.checks)} checks did not pass for {row.label} "
+                           f"(read {where}; each ✗ above says why)")
     if not quiet:
-        print(f"All {len(res)} checks passed.")
+        extra = len(outcome.checks) - len(scored)
+        print(f"All {len(outcome.checks)} checks passed"
+              + (f" ({len(scored)} graded, {extra} feedback only)." if extra else "."))
 
 
 _installed = False

@@ -18,16 +18,14 @@ import numpy as np
 
 from .. import cmem, hw3
 from ..hw3 import BLOCK_SIZE
-from ..loader import load
 from ..pool import Pool
-from . import CheckFailure, check, expect, expect_equal
+from .framework import CheckFailure, check, expect, expect_equal
 
-R_MOVE = "§7b swap: a sequence group moves as a unit, each distinct block once, first-fit on the target"
-R_REFS = "§7b swap: shared blocks stay shared; each block keeps its ref count"
-R_BYTES = "§7b swap: every KV record is copied intact; only the target blocks are written"
-R_FAIL = "§7b swap: capacity is checked before anything moves; a failed swap changes nothing"
-R_COPY = "§7b copy_blocks: 64 bytes per (src, dst) pair, every pair checked before any byte moves"
-SECTION = "notebook 10, section 'Swapping a sequence group'"
+R_MOVE = "notebook 10, Task 13 · swap: a sequence group moves as a unit, each distinct block once, first-fit on the target"
+R_REFS = "notebook 10, Task 13 · swap: shared blocks stay shared; each block keeps its ref count"
+R_BYTES = "notebook 10, Task 13 · swap: every KV record is copied intact; only the target blocks are written"
+R_FAIL = "notebook 10, Task 13 · swap: capacity is checked before anything moves; a failed swap changes nothing"
+R_COPY = "notebook 10, Task 13 · copy_blocks: 64 bytes per (src, dst) pair, every pair checked before any byte moves"
 
 
 # --- the rig: two engines over two pools, built by the harness --------------------------------
@@ -201,8 +199,9 @@ def _expect_nothing_changed(rig, before, call):
         now = hw3.state(rig.engine(side))
         expect_equal(summary(now), summary(before[side]), f"{side} engine after {call}", rule=R_FAIL,
                      hint="check the target's capacity and ids before unlinking or remapping anything")
-        expect_equal([s.address for s in now.seqs], [s.address for s in before[side].seqs],
-                     f"{side} engine's Sequence structs after {call}", rule=R_FAIL)
+        expect([s.address for s in now.seqs] == [s.address for s in before[side].seqs],
+               f"{side} engine keeps the same Sequence structs after {call}", rule=R_FAIL,
+               hint="a refused swap must not replace (or free) any Sequence")
         diff = rig.pool(side).diff(before[f"{side}_pool"])
         expect(not diff, f"{call} wrote the {side} pool", rule=R_FAIL, expected="pool unchanged",
                actual=str(diff))
@@ -211,16 +210,16 @@ def _expect_nothing_changed(rig, before, call):
            expected="no heap activity left behind", actual=str(heap))
 
 
-def _swap(impl):
-    return load("swap", impl)
+def _swap(run):
+    return run.load("swap")
 
 
 # --- checks ------------------------------------------------------------------------------------
 
 
 @check("task13", "swap_out moves one sequence: records intact, source freed, first-fit on the CPU", rule=R_MOVE)
-def swap_out_single(impl):
-    sw = _swap(impl)
+def swap_out_single(run):
+    sw = _swap(run)
     with Rig(48, 40, seed=1301) as rig:
         hw3.build_sequence(rig.gpu, 7, 40, [5, 2, 9])
         # 20 logical blocks over two L2 tables, with an L1 hole before the second table.
@@ -232,14 +231,16 @@ def swap_out_single(impl):
         heap = cmem.live_bytes()
         run_move(rig, sw, "swap_out", 8, "(20 blocks, L1 hole)")
         run_move(rig, sw, "swap_out", 7, "(3 blocks)")
-        expect_equal(cmem.live_bytes(), heap, "live heap bytes after two swaps", rule=R_MOVE,
-                     hint="a swap needs no new memory: relink the Sequence and rewrite its tables, or "
-                          "free whatever you replaced")
+        leaked = cmem.live_bytes() - heap
+        expect(leaked == 0, "no heap bytes gained or lost over two swaps", rule=R_MOVE,
+               expected="0 bytes", actual=f"{leaked:+d} bytes",
+               hint="a swap needs no new memory: relink the Sequence and rewrite its tables, or "
+                    "free whatever you replaced")
 
 
 @check("task13", "a forked group moves as a unit: shared blocks move once and stay shared", rule=R_REFS)
-def swap_out_group(impl):
-    sw = _swap(impl)
+def swap_out_group(run):
+    sw = _swap(run)
     with Rig(32, 32, seed=1302) as rig:
         hw3.build_sequence(rig.gpu, 1, 50, [3, 6, 1, 8])         # the parent
         hw3.build_sequence(rig.gpu, 2, 20, [0])                  # unrelated
@@ -252,8 +253,8 @@ def swap_out_group(impl):
 
 
 @check("task13", "swap_in brings a group back: new GPU blocks first-fit, records and sharing intact", rule=R_MOVE)
-def swap_round_trip(impl):
-    sw = _swap(impl)
+def swap_round_trip(run):
+    sw = _swap(run)
     with Rig(24, 24, seed=1303) as rig:
         hw3.build_sequence(rig.gpu, 10, 64, [4, 5, 6, 7])
         hw3.build_sequence(rig.gpu, 11, 64, [4, 5, 6, 9])
@@ -271,8 +272,8 @@ def swap_round_trip(impl):
 
 
 @check("task13", "a swap that does not fit, or names a missing or taken id, changes nothing (byte-exact)", rule=R_FAIL)
-def swap_refused(impl):
-    sw = _swap(impl)
+def swap_refused(run):
+    sw = _swap(run)
     with Rig(32, 8, seed=1304) as rig:
         hw3.build_sequence(rig.gpu, 1, 80, [0, 1, 2, 3, 4])
         hw3.build_sequence(rig.gpu, 2, 80, [0, 1, 2, 3, 5])  # group of 6 distinct blocks
@@ -293,8 +294,8 @@ def swap_refused(impl):
 
 
 @check("task13", "move with exactly enough room, and a chain of siblings (A-B-C sharing)", rule=R_MOVE)
-def swap_exact_fit(impl):
-    sw = _swap(impl)
+def swap_exact_fit(run):
+    sw = _swap(run)
     rnd = random.Random(1305)
     with Rig(40, 12, seed=1305) as rig:
         hw3.build_sequence(rig.gpu, 21, 40, [7, 8, 9])
@@ -306,8 +307,8 @@ def swap_exact_fit(impl):
 
 
 @check("task13", "copy_blocks copies 64 bytes per pair (one source to several destinations) and nothing else", rule=R_COPY)
-def copy_blocks_copies(impl):
-    sw = _swap(impl)
+def copy_blocks_copies(run):
+    sw = _swap(run)
     with Rig(16, 1, seed=1306) as rig:
         hw3.build_sequence(rig.gpu, 1, 40, [2, 3, 4])
         hw3.build_sequence(rig.gpu, 2, 40, [2, 3, 7])
@@ -331,8 +332,8 @@ def copy_blocks_copies(impl):
 
 
 @check("task13", "copy_blocks checks every pair before copying any", rule=R_COPY)
-def copy_blocks_refuses(impl):
-    sw = _swap(impl)
+def copy_blocks_refuses(run):
+    sw = _swap(run)
     with Rig(16, 1, seed=1307) as rig:
         before = rig.observe()
         for pairs, why in (([(1, 2), (3, 16)], "block 16 is outside the 16-block pool"),

@@ -4,7 +4,7 @@ Students, CI and most graders have no GPU. This package gives CuPy's call shape,
 ``RawKernel(code, name)(grid, block, args, shared_mem=...)``, on top of either CuPy (a GPU is
 present) or a small CPU executor that enforces CUDA's rules instead of hiding them.
 
-Design (spec §6.3):
+Design:
 
 * Build. The source is compiled unchanged by the system C++ compiler (C++20; g++ >= 12 or
   clang) with a force-included ``prelude.h`` that maps CUDA keywords, built-in variables,

@@ -1,4 +1,4 @@
-"""The autograder behind `pagedlab grade` (spec §9).
+"""The autograder behind `pagedlab grade`.
 
 Every task of `points.TABLE` runs in its own process with a time limit (`runner`), so a
 segfault, an infinite loop or an import error in the student's code fails that task and only

@@ -18,6 +18,7 @@ import traceback
 from pathlib import Path
 
 from .. import loader
+from ..checks import framework
 from . import points, report, submission
 from .notebooks import notebook_paths, run_notebook
 from .runner import run_task, sandbox_user
@@ -44,16 +45,28 @@ def _resolve_impl(impl: str | None, workdir: Path, sandbox) -> tuple[str, Path, 
         impl = os.environ.get(loader.ENV_VAR) or "exercises"
     if impl in loader.NAMED_IMPLS:
         return impl, loader.impl_dir(impl), ""
-    folder, found = submission.prepare(Path(impl), workdir / "submission", copy=sandbox is not None)
+    folder, found = submission.prepare(Path(impl), workdir / "submission")
     return str(folder), folder, found
 
 
 def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks: bool = False,
-          json_path: str | os.PathLike | None = None, echo=_say) -> dict:
-    """Grade `impl` and return the results.json dict (also written to `json_path` if given)."""
+          json_path: str | os.PathLike | None = None, echo=_say, hidden: bool | str | os.PathLike = True,
+          hidden_seed: int | None = None) -> dict:
+    """Grade `impl` and return the results.json dict (also written to `json_path` if given).
+
+    `hidden`: True runs the instructor's hidden checks when this edition has them (grading/hidden/),
+    a path names another folder of them, False runs the public checks only.
+    """
     began = time.perf_counter()
     rows = points.select(tasks)
     sandbox = sandbox_user()
+    hidden_from = None
+    if hidden and not isinstance(hidden, bool):
+        hidden_from = Path(hidden)
+        if not hidden_from.is_dir():
+            raise FileNotFoundError(f"--hidden {hidden_from}: no such folder of hidden checks")
+    elif hidden:
+        hidden_from = framework.hidden_dir()
     with tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir:
         Path(workdir).chmod(0o711)  # the tasks' user reaches the submission copy inside
         impl_arg, folder, found = _resolve_impl(impl, Path(workdir), sandbox)
@@ -63,12 +76,16 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
              f"({len(rows)} task{'s' if len(rows) != 1 else ''}, each in its own process)")
         if found:
             echo(found)
+        if hidden and hidden_from is None:
+            echo("(no hidden checks: they are instructor-only and not part of this edition; "
+                 "public checks only)")
         outcomes = []
         for row in rows:
-            outcome = run_task(row, impl_arg, folder, sandbox=sandbox)
+            outcome = run_task(row, impl_arg, folder, sandbox=sandbox, hidden=hidden_from is not None,
+                               hidden_seed=hidden_seed, hidden_from=hidden_from)
             outcomes.append(outcome)
             mark = "✓" if outcome.passed else "✗"
-            echo(f"{mark} {row.task:<6} {outcome.score:g}/{row.points:g}  ({outcome.seconds:.1f}s)  {row.title}")
+            echo(f"{mark} {row.id:<6} {outcome.score:g}/{row.points:g}  ({outcome.seconds:.1f}s)  {row.label}")
             if not outcome.passed:
                 echo(report.indent(report.task_output(outcome), "      "))
         nb_outcomes = []
@@ -132,7 +149,8 @@ def main(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        grade(impl, tasks=tasks, notebooks=args.notebooks, json_path=json_path)
+        hidden = False if getattr(args, "no_hidden", False) else (getattr(args, "hidden", None) or True)
+        grade(impl, tasks=tasks, notebooks=args.notebooks, json_path=json_path, hidden=hidden)
     except (FileNotFoundError, ValueError) as exc:
         if json_path is not None:
             what = "No submission to grade" if isinstance(exc, FileNotFoundError) else "Grader misconfigured"

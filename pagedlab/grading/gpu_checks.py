@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 
-from ..checks import CheckFailure, check
+from ..checks.framework import CheckFailure, check
 
 FORCE_ENV = "PAGEDLAB_GRADE_GPU"  # "1": always add the GPU check; "0": never; unset: when usable
-RULE = "§6.1 paged_attention_v1 equals dense attention, on the GPU through cupy.RawKernel"
+RULE = "notebook 08, The GPU path: paged_attention_v1 equals dense attention, on the GPU through cupy.RawKernel"
 
 
 def gpu_usable() -> bool:
@@ -30,37 +30,45 @@ def wanted() -> bool:
 
 
 def _cases():
+    yield "MHA, head 128, lengths 1, 15, 16, 17, 511", dict(
+        seq_lens=[1, 15, 16, 17, 511], num_heads=4, head_size=128, block_size=16, seed=310), None
+    yield "GQA 8/2, block size 32, scale 0.05", dict(
+        seq_lens=[33, 200, 64], num_heads=8, num_kv_heads=2, head_size=64, block_size=32, seed=311), 0.05
+    yield "a 2048-token sequence, head 256, shared blocks", dict(
+        seq_lens=[2048, 40], num_heads=2, num_kv_heads=1, head_size=256, block_size=16, shared_blocks=2,
+        seed=312), None
+
+
+def _label(context: str) -> str:
+    return f"GPU kernel output ({context})"
+
+
+def _expected(run):
+    from ..checks.paged_attention_cu import TOL
     from ..reference import make_paged_batch
 
-    yield "MHA, head 128, lengths 1, 15, 16, 17, 511", make_paged_batch(
-        [1, 15, 16, 17, 511], num_heads=4, head_size=128, block_size=16, seed=310), None
-    yield "GQA 8/2, block size 32, scale 0.05", make_paged_batch(
-        [33, 200, 64], num_heads=8, num_kv_heads=2, head_size=64, block_size=32, seed=311), 0.05
-    yield "a 2048-token sequence, head 256, shared blocks", make_paged_batch(
-        [2048, 40], num_heads=2, num_kv_heads=1, head_size=256, block_size=16, shared_blocks=2, seed=312), None
+    return [(_label(c), make_paged_batch(**kw).expected(scale).numpy(), TOL) for c, kw, scale in _cases()]
 
 
 def register() -> None:
-    @check("task10", "the same kernel on the GPU (CuPy RawKernel)", rule=RULE)
-    def kernel_on_gpu(impl):
-        from ..checks.kernel import TOL
+    @check("task10", "the same kernel on the GPU (CuPy RawKernel)", rule=RULE, expected=_expected)
+    def kernel_on_gpu(run):
+        from ..checks.paged_attention_cu import TOL
         from ..kernels import paged_attention_decode
-        from ..reference import max_relative_error
+        from ..reference import make_paged_batch
 
         if not gpu_usable():
             raise CheckFailure("no usable GPU: CuPy cannot launch kernels on this grader", rule=RULE,
                                hint=f"unset {FORCE_ENV} on machines without an NVIDIA GPU")
-        for context, batch, scale in _cases():
+        for context, kwargs, scale in _cases():
             try:
-                out = paged_attention_decode(*batch.numpy(), scale=scale, impl=impl, backend="cupy")
-            except (ValueError, TypeError):
-                raise
+                out = paged_attention_decode(*make_paged_batch(**kwargs).numpy(), scale=scale, impl=run.impl,
+                                             backend="cupy")
+                out = out.get() if hasattr(out, "get") else out
             except Exception as exc:  # noqa: BLE001 - compile or launch errors of the student's kernel
-                raise CheckFailure(f"the kernel failed to run on the GPU ({context})", rule=RULE,
-                                   actual=f"{type(exc).__name__}: {exc}") from None
-            err = max_relative_error(out, batch.expected(scale))
-            if not err <= TOL:
-                raise CheckFailure(f"GPU kernel output differs from dense attention ({context})", rule=RULE,
-                                   expected=f"max relative error <= {TOL:g}", actual=f"{err:.3g}",
-                                   hint="passes on the CPU executor but not on the GPU: look for a race "
-                                        "(a missing __syncthreads) or reads past the sequence")
+                run.see(_label(context), "failed to run", shown=f"the kernel failed to run on the GPU: "
+                                                                f"{type(exc).__name__}: {exc}")
+                continue
+            run.see_array(_label(context), out, tol=TOL,
+                          hint="passes on the CPU executor but not on the GPU: look for a race "
+                               "(a missing __syncthreads) or reads past the sequence")

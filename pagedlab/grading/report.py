@@ -24,39 +24,51 @@ def status(outcome: TaskOutcome) -> str:
     return "passed" if outcome.passed else "failed"
 
 
+def _check_lines(checks) -> list[str]:
+    lines = []
+    for c in checks:
+        if c.passed is None:
+            lines.append(f"  - {c.name} (not run)")
+        else:
+            lines.append(f"  {'✓' if c.passed else '✗'} {c.name}" + ("" if c.scored else "  (feedback only, no points)"))
+        if not c.passed and c.message:
+            lines.append(indent(_clip(c.message, 1500), "      "))
+    return lines
+
+
 def task_output(outcome: TaskOutcome) -> str:
-    """What a student reads for one task: each check ✓/✗, then why the first failure failed."""
+    """What a student reads for one task: each public check ✓/✗ with its explanation, and the
+    hidden checks as a count (their names and scenarios stay the instructor's)."""
     row = outcome.row
     lines = [f"{_fmt(outcome.score)}/{_fmt(row.points)} points · "
              + ("all-or-nothing: every check must pass" if not row.partial
                 else "partial credit: points × passed checks / all checks")]
-    if outcome.checks:
-        unscored = len(outcome.checks) - len(outcome.scored_checks)
-        lines.append(f"{outcome.passed_checks} of {len(outcome.scored_checks)} checks passed"
-                     + (f" (+{unscored} feedback-only)" if unscored else "") + ":")
-        for c in outcome.checks:
-            if c.passed is None:  # the process died or hung in this check, or never reached it
-                reached = not c.message.startswith("not run")
-                lines.append(f"  {'✗' if reached else '-'} {c.name} ({'stopped here' if reached else 'not run'})")
-            else:
-                lines.append(f"  {'✓' if c.passed else '✗'} {c.name}"
-                             + ("" if c.scored else "  (feedback only, no points)"))
+    public = [c for c in outcome.checks if not c.hidden]
+    hidden = [c for c in outcome.checks if c.hidden]
+    if public:
+        scored = [c for c in public if c.scored]
+        unscored = len(public) - len(scored)
+        lines.append(f"{sum(1 for c in scored if c.passed)} of {len(scored)} checks passed"
+                     + (f" (+{unscored} feedback-only)" if unscored else "") + f" · rules: {row.cite()}")
+        lines += _check_lines(public)
+    if hidden:
+        ok = sum(1 for c in hidden if c.passed)
+        lines.append(f"hidden checks: {ok} of {len(hidden)} passed"
+                     + ("" if ok == len(hidden) else " (new scenarios drawn at grading time; their details "
+                        "are released with the grades)"))
     if outcome.problem:
         lines.append("")
         lines.append(outcome.problem)
-    failed = [c for c in outcome.checks if c.passed is False and c.scored]
-    failed += [c for c in outcome.checks if c.passed is False and not c.scored]
-    if failed:
-        first = failed[0]
-        lines.append("")
-        lines.append(f"First failure: {first.name}" + ("" if first.scored else " (feedback only, no points)"))
-        lines.append(indent(_clip(first.message)))
-        for other in failed[1:]:
-            lines.append(f"Also failed: {other.name}: {_clip(other.message.splitlines()[0] if other.message else '', 300)}")
     if outcome.note:
         lines.append("")
         lines.append(outcome.note)
     return "\n".join(lines)
+
+
+def hidden_output(outcome: TaskOutcome) -> str:
+    """The hidden checks in full, for Gradescope to show once grades are published."""
+    hidden = [c for c in outcome.checks if c.hidden]
+    return "\n".join([f"{outcome.row.label}: hidden checks"] + _check_lines(hidden))
 
 
 def score_table(outcomes: list[TaskOutcome], notebooks: list[NotebookOutcome] = ()) -> str:
@@ -65,7 +77,7 @@ def score_table(outcomes: list[TaskOutcome], notebooks: list[NotebookOutcome] = 
         checks = f"{o.passed_checks}/{len(o.scored_checks)}" if o.checks else "-"
         mark = "✓" if o.passed else "✗"
         rows.append((o.task, f"{_fmt(o.score)}/{_fmt(o.row.points)}", checks, f"{o.seconds:.1f}s",
-                     f"{mark} {o.row.title}"))
+                     f"{mark} {o.row.label}"))
     total = sum(o.score for o in outcomes)
     maximum = sum(o.row.points for o in outcomes)
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
@@ -85,7 +97,7 @@ def results_json(outcomes: list[TaskOutcome], notebooks: list[NotebookOutcome], 
     tests = []
     for o in outcomes:
         tests.append({
-            "name": o.row.title,
+            "name": o.row.label,
             "number": str(o.row.number),
             "score": o.score,
             "max_score": float(o.row.points),
@@ -93,6 +105,16 @@ def results_json(outcomes: list[TaskOutcome], notebooks: list[NotebookOutcome], 
             "output": task_output(o),
             "visibility": o.row.visibility,
         })
+        if any(c.hidden for c in o.checks):
+            tests.append({
+                "name": f"{o.row.label} · hidden checks (details)",
+                "number": f"{o.row.number}h",
+                "score": 0.0,
+                "max_score": 0.0,
+                "status": "passed" if all(c.passed for c in o.checks if c.hidden) else "failed",
+                "output": _clip(hidden_output(o), 6000),
+                "visibility": "after_published",
+            })
     for index, nb in enumerate(notebooks, start=1):
         tests.append({
             "name": f"Notebook {nb.name} runs top to bottom (nbval)",

@@ -1,54 +1,121 @@
-"""Find a student's files in what they uploaded.
+"""Take a student's files out of what they uploaded, safely.
 
 Students upload their `exercises/` files, but not always flat: a zipped `exercises/` folder, a
-repository checkout, macOS resource forks. The grader takes each expected file from the
-shallowest place it appears and says what it found.
+repository checkout, macOS resource forks. The grader takes each expected file, by name, from
+the shallowest place it appears, and copies it into a folder of its own.
+
+The upload is hostile ground: a zip or a repository can carry symbolic links (a link named
+`memory_manager.py` pointing at the private solutions once scored full marks), FIFOs that block a
+reader, devices, or gigabytes. So nothing is ever read through a link (`O_NOFOLLOW`, and folders
+are walked without following links), only regular files are taken, each at most MAX_FILE_BYTES,
+and every refusal is reported with its reason.
 """
 
 from __future__ import annotations
 
-import shutil
+import os
+import stat
 from pathlib import Path
 
 from .points import SUBMISSION_FILES
 
+MAX_FILE_BYTES = 1024 * 1024
 _SKIP_PARTS = {"__MACOSX", ".ipynb_checkpoints", "__pycache__", ".git", "solutions"}
 
 
-def _candidates(root: Path, name: str) -> list[Path]:
-    found = [p for p in root.rglob(name)
-             if p.is_file() and not any(part in _SKIP_PARTS or part.startswith(".")
-                                        for part in p.relative_to(root).parts[:-1])]
-    # Shallowest first; among equals prefer a folder called exercises, then by path for stability.
-    return sorted(found, key=lambda p: (len(p.relative_to(root).parts), p.parent.name != "exercises", str(p)))
+class Refused(Exception):
+    pass
 
 
-def find(root: Path) -> dict[str, Path | None]:
-    """Expected file name -> where it is under `root` (None when absent)."""
-    return {name: next(iter(_candidates(root, name)), None) for name in SUBMISSION_FILES}
+def _walk(root: Path):
+    """(relative path, lstat) of every entry under `root`, never following links."""
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        rel_folder = Path(folder).relative_to(root)
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_PARTS and not d.startswith("."))
+        for name in sorted(files) + [d for d in os.listdir(folder) if d in SUBMISSION_FILES and d in dirs]:
+            path = Path(folder) / name
+            yield rel_folder / name, os.lstat(path)
 
 
-def prepare(root: Path, workdir: Path, *, copy: bool = False) -> tuple[Path, str]:
-    """A folder holding the submission's files flat, and a report of what was found.
+def _kind(st: os.stat_result) -> str:
+    mode = st.st_mode
+    if stat.S_ISLNK(mode):
+        return "a symbolic link (links are never followed: upload the file itself)"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device file"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if not stat.S_ISREG(mode):
+        return "not a regular file"
+    if st.st_size > MAX_FILE_BYTES:
+        return f"{st.st_size / 2**20:.1f} MB, over the {MAX_FILE_BYTES // 2**20} MB limit for one file"
+    return ""
 
-    Returns `root` itself when every file it has sits at its top level (and `copy` is false);
-    otherwise copies the files it found into `workdir`, readable by everyone (the tasks may run
-    as another user).
-    """
-    root = Path(root).resolve()
-    if not root.is_dir():
-        raise FileNotFoundError(f"submission folder {root} does not exist")
-    located = find(root)
-    lines = []
-    for name, path in located.items():
-        lines.append(f"  {name:<22} {path.relative_to(root) if path else 'MISSING'}")
-    report = "Submission files:\n" + "\n".join(lines)
-    if not copy and all(path is None or path.parent == root for path in located.values()):
-        return root, report
+
+def find(root: Path) -> tuple[dict[str, Path | None], list[str]]:
+    """Expected file name -> its path relative to `root` (None when absent), and the refusals."""
+    candidates: dict[str, list[tuple[Path, os.stat_result]]] = {name: [] for name in SUBMISSION_FILES}
+    for rel, st in _walk(root):
+        if rel.name in candidates:
+            candidates[rel.name].append((rel, st))
+    chosen, refused = {}, []
+    for name, found in candidates.items():
+        # Shallowest first; among equals prefer a folder called exercises, then by path.
+        found.sort(key=lambda item: (len(item[0].parts), item[0].parent.name != "exercises", str(item[0])))
+        chosen[name] = None
+        for rel, st in found:
+            why = _kind(st)
+            if why:
+                refused.append(f"  refused {rel}: {why}")
+                continue
+            chosen[name] = rel
+            break
+    return chosen, refused
+
+
+def _copy_regular(src: Path, dst: Path) -> None:
+    """Copy without ever following a link or blocking on a special file."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(src, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+            raise Refused(f"{src.name} changed while it was being read")
+        data = os.read(fd, MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise Refused(f"{src.name} is over the size limit")
+    finally:
+        os.close(fd)
+    out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        os.write(out, data)
+    finally:
+        os.close(out)
+
+
+def prepare(root: Path, workdir: Path, *, copy: bool = True) -> tuple[Path, str]:
+    """A folder of the grader's own holding the submission's files flat, and a report of what was
+    found and what was refused. (`copy` is kept for callers; the files are always copied.)"""
+    root = Path(os.path.abspath(root))
+    if root.is_symlink() or not root.is_dir():
+        raise FileNotFoundError(f"submission folder {root} does not exist (or is a link)")
+    located, refused = find(root)
+    lines = [f"  {name:<22} {rel if rel else 'MISSING'}" for name, rel in located.items()]
     workdir.mkdir(parents=True, exist_ok=True)
     workdir.chmod(0o755)
-    for name, path in located.items():
-        if path is not None:
-            shutil.copyfile(path, workdir / name)
-            (workdir / name).chmod(0o644)
+    for name, rel in located.items():
+        if rel is None:
+            continue
+        try:
+            _copy_regular(root / rel, workdir / name)
+        except (Refused, OSError) as exc:
+            refused.append(f"  refused {rel}: {exc}")
+            lines = [line if not line.lstrip().startswith(name) else f"  {name:<22} REFUSED" for line in lines]
+    report = "Submission files:\n" + "\n".join(lines)
+    if refused:
+        report += "\nNot taken from the submission:\n" + "\n".join(refused)
     return workdir, report

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import random
 
-from ..loader import load
 from ..simulator import Buddy as ReferenceBuddy
-from . import CheckFailure, check, expect, expect_equal
+from .framework import CheckFailure, check, expect, expect_equal
 
-RULE = "§7 buddy allocator"
+RULE = "notebook 09, the buddy allocator"
 
 
-def _new(impl, total):
-    return load("buddy", impl).BuddyAllocator(total)
+def _new(run, total):
+    return run.load("buddy").BuddyAllocator(total)
 
 
 def _state(a) -> dict:
@@ -52,8 +51,8 @@ TRACE_16 = [
 
 
 @check("task12", "a hand-traced sequence of splits and merges", rule=f"{RULE}: split on alloc, merge on free")
-def hand_trace(impl):
-    a = _new(impl, 16)
+def hand_trace(run):
+    a = _new(run, 16)
     done = []
     for call, arg, result, free in TRACE_16:
         got = getattr(a, call)(arg)
@@ -70,8 +69,8 @@ def hand_trace(impl):
 
 @check("task12", "the buddy is found by XOR, merging never crosses a block boundary",
        rule=f"{RULE}: buddy = offset ^ size")
-def xor_buddy(impl):
-    a = _new(impl, 8)
+def xor_buddy(run):
+    a = _new(run, 8)
     offsets = [a.alloc(2) for _ in range(4)]
     expect_equal(offsets, [0, 2, 4, 6], "offsets of four alloc(2) on 8 slots", rule=f"{RULE}: lowest address first")
     steps = [(4, [(4, 2)]), (2, [(2, 2), (4, 2)]), (0, [(0, 4), (4, 2)]), (6, [(0, 8)])]
@@ -87,8 +86,8 @@ def xor_buddy(impl):
 
 
 @check("task12", "lowest address first among free blocks of one size", rule=f"{RULE}: deterministic placement")
-def lowest_address(impl):
-    a = _new(impl, 16)
+def lowest_address(run):
+    a = _new(run, 16)
     got = [a.alloc(4) for _ in range(4)]
     expect_equal(got, [0, 4, 8, 12], "offsets of four alloc(4) on 16 slots", rule=f"{RULE}: lowest address first")
     a.free(12)
@@ -103,8 +102,8 @@ def lowest_address(impl):
 
 
 @check("task12", "takes the smallest free block that fits", rule=f"{RULE}: split as little as possible")
-def smallest_fit(impl):
-    a = _new(impl, 16)
+def smallest_fit(run):
+    a = _new(run, 16)
     expect_equal([a.alloc(8), a.alloc(2)], [0, 8], "offsets of alloc(8), alloc(2) on 16 slots",
                  rule=f"{RULE}: lowest address first")
     expect_equal(a.free_blocks(), [(10, 2), (12, 4)], "free blocks after alloc(8), alloc(2)",
@@ -117,8 +116,8 @@ def smallest_fit(impl):
 
 
 @check("task12", "sizes are rounded up to a power of two", rule=f"{RULE}: a block holds 2**k slots")
-def rounding(impl):
-    a = _new(impl, 64)
+def rounding(run):
+    a = _new(run, 64)
     calls = [(3, 0), (5, 8), (1, 4), (16, 16), (33, None), (32, 32)]
     done = []
     for n, offset in calls:
@@ -134,10 +133,10 @@ def rounding(impl):
 
 @check("task12", "freeing everything, in any order, merges back to one block",
        rule=f"{RULE}: no free buddies stay unmerged")
-def full_merge(impl):
+def full_merge(run):
     for seed in range(30):
         rng = random.Random(seed)
-        a = _new(impl, 256)
+        a = _new(run, 256)
         live = []
         while True:
             offset = a.alloc(rng.randint(1, 40))
@@ -160,10 +159,10 @@ def full_merge(impl):
 
 @check("task12", "agrees with the simulator's buddy allocator on random traces",
        rule=f"{RULE}: the contiguous baseline of the utilization study")
-def matches_reference(impl):
+def matches_reference(run):
     for seed in range(10):
         rng = random.Random(100 + seed)
-        a, ref = _new(impl, 512), ReferenceBuddy(512)
+        a, ref = _new(run, 512), ReferenceBuddy(512)
         live: dict[int, int] = {}  # offset -> requested size
         history = []
         for _ in range(300):
@@ -188,8 +187,8 @@ def matches_reference(impl):
 
 
 @check("task12", "rejects bad input and changes nothing", rule=f"{RULE}: ValueError on bad input, state unchanged")
-def bad_input(impl):
-    mod = load("buddy", impl)
+def bad_input(run):
+    mod = run.load("buddy")
     for total in (0, 12, -8):
         try:
             mod.BuddyAllocator(total)

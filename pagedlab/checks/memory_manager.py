@@ -13,31 +13,30 @@ import ctypes
 from dataclasses import dataclass
 
 from .. import cmem, hw3
-from ..loader import load
 from ..pool import Pool
-from . import CheckFailure, check, expect, expect_equal
+from .framework import CheckFailure, check, expect, expect_equal
 
 # Rules, quoted in every failure message.
-R_NULL = "§4.2 global rule: engine None → None / −1 before anything else"
-R_UNCHANGED = ("§4.2 global rule (check before allocate): a failing call leaves pool bytes, ref "
+R_NULL = "notebook 05, Check before allocate: engine None → None / −1 before anything else"
+R_UNCHANGED = ("notebook 05, Check before allocate: a failing call leaves pool bytes, ref "
                "counts, free count, registry and heap exactly unchanged")
-R_FIRST_FIT = "§4.2 global rule: first-fit takes the lowest block index with ref_count == 0"
-R_POOL = ("§4.2 global rule: only append_kv writes the pool (the 4-byte record, plus the "
+R_FIRST_FIT = "notebook 05, First-fit after holes: first-fit takes the lowest block index with ref_count == 0"
+R_POOL = ("notebook 02, Task 2: only append_kv writes the pool (the 4-byte record, plus the "
           "64-byte CoW copy); create_sequence must not memset or write blocks")
-R_FREE_COUNT = "§4.2 global rule: free_local_blocks always equals the number of blocks with ref_count 0"
-R_REFS = "§4.2: a block's ref_count is the number of block-table entries (over all sequences) that map it"
-R_LEAK = "§4.2 global rule: after llm_destroy the tracked heap holds no live allocation (0 bytes lost)"
-R_INIT = "§4.2 llm_init"
-R_CREATE = "§4.2 create_sequence"
-R_FREE = "§4.2 free_sequence"
-R_FORK = "§4.2 fork_sequence"
-R_APPEND = "§4.2 append_kv"
-R_DESTROY = "§4.2 llm_destroy"
-R_LIST = "§4.1/§4.3: active_seqs is a circular doubly linked list; new sequences go at the tail (head->prev)"
+R_FREE_COUNT = "notebook 02, Task 2: free_local_blocks always equals the number of blocks with ref_count 0"
+R_REFS = "notebook 04, Fork: a block's ref_count is the number of block-table entries (over all sequences) that map it"
+R_LEAK = "notebook 05, Teardown and leaks: after llm_destroy the tracked heap holds no live allocation (0 bytes lost)"
+R_INIT = "notebook 02, Task 1 · llm_init"
+R_CREATE = "notebook 02, Task 2 · create_sequence"
+R_FREE = "notebook 02, Task 2 · free_sequence"
+R_FORK = "notebook 04, Task 3 · fork_sequence"
+R_APPEND = "notebook 04, Task 4 · append_kv"
+R_DESTROY = "notebook 05, Task 5 · llm_destroy"
+R_LIST = "notebook 03, The intrusive registry: active_seqs is a circular doubly linked list; new sequences go at the tail (head->prev)"
 
 
-def _mm(impl):
-    return load("memory_manager", impl)
+def _mm(run):
+    return run.load("memory_manager")
 
 
 @dataclass
@@ -50,8 +49,8 @@ class Observation:
 class Bench:
     """A pool, an engine and the student's module, with before/after comparisons."""
 
-    def __init__(self, impl, num_blocks: int = 32, *, engine: bool = True, pool_bytes: int | None = None):
-        self.mm = _mm(impl)
+    def __init__(self, run, num_blocks: int = 32, *, engine: bool = True, pool_bytes: int | None = None):
+        self.mm = _mm(run)
         self.pool = Pool(pool_bytes if pool_bytes is not None else num_blocks * hw3.BLOCK_SIZE)
         self.heap_at_start = cmem.snapshot()
         self.engine = hw3.new_engine(self.pool.addr, self.pool.size) if engine else None
@@ -105,7 +104,7 @@ class Bench:
             for logical, block in s.mapping:
                 expect(0 <= block < st.total,
                        f"after {after}: sequence {s.seq_id} maps logical block {logical} to {block}, "
-                       f"outside the pool", rule="§4.2: L2 entries hold a block id or −1",
+                       f"outside the pool", rule="notebook 02, Why two levels?: L2 entries hold a block id or −1",
                        expected=f"0..{st.total - 1} or −1", actual=block)
                 users[block] += 1
         for b, (r, u) in enumerate(zip(st.refs, users, strict=True)):
@@ -156,11 +155,25 @@ def _expect_returned_seq(result, engine, seq_id, call: str, rule: str):
     expect(_is_seq(result), f"{call} should return the new Sequence", rule=rule,
            expected="a Sequence view", actual=repr(result))
     expect(cmem.is_live(result), f"{call} returned a Sequence that is not a tracked heap allocation",
-           rule="§4.1: structs live in cmem memory (cmem.new(Sequence))", actual=hex(ctypes.addressof(result)))
+           rule="notebook 02: structs live in cmem memory (cmem.new(Sequence))", actual=hex(ctypes.addressof(result)))
     reg = hw3.find(engine, seq_id)
     expect(reg is not None and ctypes.addressof(reg) == ctypes.addressof(result),
            f"{call}: the returned Sequence is not the one on active_seqs with id {seq_id}", rule=rule)
     return result
+
+
+def _describe_address(address: int, engine=None) -> str:
+    """An address in words a student can use: NULL, the head, a live block, or garbage."""
+    if not address:
+        return "NULL"
+    if engine is not None and address == ctypes.addressof(engine.active_seqs):
+        return "&engine->active_seqs"
+    block = cmem.allocation_at(address)
+    if block is not None:
+        return f"the start of a live heap block of {block.size} bytes ({block.where})"
+    if address & 0xFFFFFFFF in (0xCDCDCDCD, 0xDDDDDDDD):
+        return f"{address:#x}: garbage from uninitialised (0xCD) or freed (0xDD) memory"
+    return f"{address:#x}, not the start of any live allocation"
 
 
 def _hex(words) -> str:
@@ -175,8 +188,8 @@ def _raw_l2(seq, l1: int) -> list[int]:
 # Task 1: llm_init
 # ============================================================================================
 @check("task1", "llm_init rejects a NULL pool and a pool smaller than one block", rule=R_INIT)
-def _init_rejects(impl):
-    mm = _mm(impl)
+def _init_rejects(run):
+    mm = _mm(run)
     pool = Pool(4096)
     for args, why in [((None, 4096), "pool_addr None"), ((0, 4096), "pool_addr 0"),
                       ((pool.addr, 63), "pool_size 63 < BLOCK_SIZE"), ((pool.addr, 0), "pool_size 0")]:
@@ -190,8 +203,8 @@ def _init_rejects(impl):
 
 
 @check("task1", "llm_init counts whole blocks and stores the pool address", rule=R_INIT)
-def _init_counts(impl):
-    mm = _mm(impl)
+def _init_counts(run):
+    mm = _mm(run)
     for size, blocks in [(64, 1), (1000, 15), (4096, 64), (64 * 100 + 63, 100)]:
         pool = Pool(size)
         engine = mm.llm_init(pool.addr, size)
@@ -202,14 +215,15 @@ def _init_counts(impl):
                          rule=R_INIT + ": total = pool_size // BLOCK_SIZE")
             expect_equal(engine.free_local_blocks, blocks, f"free_local_blocks for a {size}-byte pool",
                          rule=R_INIT + ": free = total at start")
-            expect_equal(engine.pool_base_ptr, pool.addr, "pool_base_ptr", rule=R_INIT + ": store pool_addr")
+            expect(engine.pool_base_ptr == pool.addr, "pool_base_ptr", rule=R_INIT + ": store pool_addr",
+                   expected="the pool's address", actual=_describe_address(engine.pool_base_ptr or 0, engine))
         finally:
             hw3.teardown(engine)
 
 
 @check("task1", "ref_count is a zeroed heap array of total_local_blocks ints (calloc)", rule=R_INIT)
-def _init_refs(impl):
-    mm = _mm(impl)
+def _init_refs(run):
+    mm = _mm(run)
     pool = Pool(64 * 40)
     engine = mm.llm_init(pool.addr, pool.size)
     try:
@@ -227,24 +241,25 @@ def _init_refs(impl):
 
 
 @check("task1", "active_seqs starts as an empty circular list (prev == next == &head)", rule=R_INIT)
-def _init_list(impl):
-    mm = _mm(impl)
+def _init_list(run):
+    mm = _mm(run)
     pool = Pool(64 * 8)
     engine = mm.llm_init(pool.addr, pool.size)
     try:
         expect(engine is not None, "llm_init returned None for a valid pool", rule=R_INIT)
         head = ctypes.addressof(engine.active_seqs)
-        expect_equal(hex(cmem.address(engine.active_seqs.next)), hex(head), "active_seqs.next of an empty list",
-                     rule=R_INIT + ": the dummy head's next points to itself")
-        expect_equal(hex(cmem.address(engine.active_seqs.prev)), hex(head), "active_seqs.prev of an empty list",
-                     rule=R_INIT + ": the dummy head's prev points to itself")
+        for field in ("next", "prev"):
+            target = cmem.address(getattr(engine.active_seqs, field))
+            expect(target == head, f"active_seqs.{field} of an empty list",
+                   rule=R_INIT + f": the dummy head's {field} points to itself",
+                   expected="&engine->active_seqs (the head itself)", actual=_describe_address(target, engine))
     finally:
         hw3.teardown(engine)
 
 
 @check("task1", "llm_init allocates exactly the engine and the ref array, and leaves the pool alone", rule=R_INIT)
-def _init_heap(impl):
-    mm = _mm(impl)
+def _init_heap(run):
+    mm = _mm(run)
     pool = Pool(64 * 16)
     before_pool, heap = pool.snapshot(), cmem.snapshot()
     engine = mm.llm_init(pool.addr, pool.size)
@@ -253,7 +268,7 @@ def _init_heap(impl):
         diff = pool.diff(before_pool)
         expect(not diff, "llm_init wrote the pool", rule=R_POOL, actual=str(diff))
         expect(cmem.is_live(engine), "the engine is not a tracked heap allocation",
-               rule="§4.1: the engine lives on the C heap (cmem.new(LLMEngine))", actual=hex(ctypes.addressof(engine)))
+               rule="notebook 02: the engine lives on the C heap (cmem.new(LLMEngine))", actual=hex(ctypes.addressof(engine)))
         blocks = cmem.changes_since(heap).allocated
         expected = {ctypes.addressof(engine), cmem.address(engine.ref_count)}
         expect({b.address for b in blocks} == expected and len(blocks) == 2,
@@ -267,9 +282,9 @@ def _init_heap(impl):
 # Task 2: create_sequence, free_sequence
 # ============================================================================================
 @check("task2", "create_sequence maps ceil(len/16) blocks, first-fit, ref 1, L2 tables on demand", rule=R_CREATE)
-def _create_maps(impl):
+def _create_maps(run):
     for length in (1, 16, 17, 40, 256, 257, 613):
-        with Bench(impl, 48) as b:
+        with Bench(run, 48) as b:
             needed = -(-length // 16)
             seq = b.mm.create_sequence(b.engine, 7, length)
             _expect_returned_seq(seq, b.engine, 7, f"create_sequence(engine, 7, {length})", R_CREATE)
@@ -289,8 +304,8 @@ def _create_maps(impl):
 
 
 @check("task2", "create_sequence never writes the pool (no memset)", rule=R_POOL)
-def _create_no_pool(impl):
-    with Bench(impl, 40) as b:
+def _create_no_pool(run):
+    with Bench(run, 40) as b:
         before = b.observe()
         for sid, length in [(1, 40), (2, 1), (3, 300)]:
             expect(b.mm.create_sequence(b.engine, sid, length) is not None,
@@ -299,8 +314,8 @@ def _create_no_pool(impl):
 
 
 @check("task2", "create_sequence rejects initial_kv_len <= 0 and changes nothing", rule=R_UNCHANGED)
-def _create_bad_len(impl):
-    with Bench(impl, 16) as b:
+def _create_bad_len(run):
+    with Bench(run, 16) as b:
         expect(b.mm.create_sequence(b.engine, 1, 20) is not None, "create_sequence(engine, 1, 20) failed", rule=R_CREATE)
         for length in (0, -1, -100):
             before = b.observe()
@@ -312,8 +327,8 @@ def _create_bad_len(impl):
 
 
 @check("task2", "create_sequence rejects an id that is already active and changes nothing", rule=R_UNCHANGED)
-def _create_dup(impl):
-    with Bench(impl, 16) as b:
+def _create_dup(run):
+    with Bench(run, 16) as b:
         for sid in (4, 9):
             expect(b.mm.create_sequence(b.engine, sid, 20) is not None, f"create_sequence(engine, {sid}, 20) failed", rule=R_CREATE)
         for sid in (4, 9):
@@ -325,8 +340,8 @@ def _create_dup(impl):
 
 
 @check("task2", "create_sequence refuses more than 256 blocks (4096 records) per sequence", rule=R_CREATE)
-def _create_256(impl):
-    with Bench(impl, 300) as b:
+def _create_256(run):
+    with Bench(run, 300) as b:
         before = b.observe()
         got = b.mm.create_sequence(b.engine, 1, 4097)
         expect(got is None, "create_sequence(len=4097) needs 257 blocks and must return None",
@@ -341,8 +356,8 @@ def _create_256(impl):
 
 
 @check("task2", "create_sequence checks free blocks before allocating anything (OOM)", rule=R_UNCHANGED)
-def _create_oom(impl):
-    with Bench(impl, 10) as b:
+def _create_oom(run):
+    with Bench(run, 10) as b:
         expect(b.mm.create_sequence(b.engine, 1, 80) is not None, "create_sequence(engine, 1, 80) failed", rule=R_CREATE)
         for length in (81, 96, 160):
             before = b.observe()
@@ -357,8 +372,8 @@ def _create_oom(impl):
 
 
 @check("task2", "create_sequence appends at the tail of active_seqs", rule=R_LIST)
-def _create_tail(impl):
-    with Bench(impl, 16) as b:
+def _create_tail(run):
+    with Bench(run, 16) as b:
         for sid in (30, 10, 20):
             expect(b.mm.create_sequence(b.engine, sid, 3) is not None, f"create_sequence(engine, {sid}, 3) failed", rule=R_CREATE)
             expect_equal([s.seq_id for s in b.state().seqs][-1], sid,
@@ -368,8 +383,8 @@ def _create_tail(impl):
 
 
 @check("task2", "first-fit reuses the lowest freed blocks after holes", rule=R_FIRST_FIT)
-def _create_first_fit(impl):
-    with Bench(impl, 16) as b:
+def _create_first_fit(run):
+    with Bench(run, 16) as b:
         for sid, length in [(1, 32), (2, 16), (3, 32), (4, 16)]:   # blocks 0-1, 2, 3-4, 5
             expect(b.mm.create_sequence(b.engine, sid, length) is not None, f"create_sequence({sid}, {length}) failed", rule=R_CREATE)
         for sid in (1, 3):
@@ -382,8 +397,8 @@ def _create_first_fit(impl):
 
 
 @check("task2", "free_sequence releases the blocks, unlinks and frees the tables", rule=R_FREE)
-def _free_basic(impl):
-    with Bench(impl, 32) as b:
+def _free_basic(run):
+    with Bench(run, 32) as b:
         expect(b.mm.create_sequence(b.engine, 1, 20) is not None, "create_sequence(engine, 1, 20) failed", rule=R_CREATE)
         before = b.observe()
         for sid, length in [(2, 300), (3, 5)]:
@@ -400,8 +415,8 @@ def _free_basic(impl):
 
 
 @check("task2", "free_sequence of an unknown id returns -1 and changes nothing", rule=R_UNCHANGED)
-def _free_unknown(impl):
-    with Bench(impl, 16) as b:
+def _free_unknown(run):
+    with Bench(run, 16) as b:
         expect(b.mm.create_sequence(b.engine, 1, 20) is not None, "create_sequence(engine, 1, 20) failed", rule=R_CREATE)
         before = b.observe()
         for sid in (2, -1):
@@ -412,8 +427,8 @@ def _free_unknown(impl):
 
 
 @check("task2", "free_sequence visits all 16 L1 slots (a NULL slot before a mapped one)", rule=R_FREE)
-def _free_all_slots(impl):
-    with Bench(impl, 48) as b:
+def _free_all_slots(run):
+    with Bench(run, 48) as b:
         expect(b.mm.create_sequence(b.engine, 1, 40) is not None, "create_sequence(engine, 1, 40) failed", rule=R_CREATE)
         expect(b.mm.create_sequence(b.engine, 2, 300) is not None, "create_sequence(engine, 2, 300) failed", rule=R_CREATE)
         # Scatter the tables the way a long-lived sequence can end up: holes before mapped slots.
@@ -437,8 +452,8 @@ def _free_all_slots(impl):
 
 
 @check("task2", "free_sequence keeps a shared block (ref > 1) allocated", rule=R_FREE)
-def _free_shared(impl):
-    with Bench(impl, 8) as b:
+def _free_shared(run):
+    with Bench(run, 8) as b:
         expect(b.mm.create_sequence(b.engine, 1, 40) is not None, "create_sequence(engine, 1, 40) failed", rule=R_CREATE)
         # Another owner of blocks 0 and 2 (as after a fork): the harness adds the references.
         hw3.build_sequence(b.engine, 2, 40, {0: 0, 2: 2})
@@ -455,8 +470,8 @@ def _free_shared(impl):
 # Task 3: fork_sequence
 # ============================================================================================
 @check("task3", "fork_sequence shares every block and counts the new owner", rule=R_FORK)
-def _fork_shares(impl):
-    with Bench(impl, 64) as b:
+def _fork_shares(run):
+    with Bench(run, 64) as b:
         hw3.build_sequence(b.engine, 1, 300, [5, 9, 2] + list(range(20, 36)))   # 19 blocks
         before = b.observe()
         child = b.mm.fork_sequence(b.engine, 1, 2)
@@ -474,8 +489,8 @@ def _fork_shares(impl):
 
 
 @check("task3", "the child gets its own L1 and L2 tables (-1 where unmapped, NULL where the parent has NULL)", rule=R_FORK)
-def _fork_tables(impl):
-    with Bench(impl, 64) as b:
+def _fork_tables(run):
+    with Bench(run, 64) as b:
         parent = hw3.build_sequence(b.engine, 1, 600, {0: 3, 1: 4, 2: 8, 80: 11, 81: 12})  # L1[0], L1[5]
         child = b.mm.fork_sequence(b.engine, 1, 2)
         _expect_returned_seq(child, b.engine, 2, "fork_sequence(engine, 1, 2)", R_FORK)
@@ -497,8 +512,8 @@ def _fork_tables(impl):
 
 
 @check("task3", "fork_sequence appends the child at the tail; forks of forks count every owner", rule=R_FORK)
-def _fork_tail(impl):
-    with Bench(impl, 16) as b:
+def _fork_tail(run):
+    with Bench(run, 16) as b:
         hw3.build_sequence(b.engine, 1, 20, [0, 1])
         hw3.build_sequence(b.engine, 2, 5, [2])
         for parent, new in [(1, 3), (3, 4), (2, 5)]:
@@ -511,8 +526,8 @@ def _fork_tail(impl):
 
 
 @check("task3", "fork of a full 256-block sequence copies all 16 L2 tables", rule=R_FORK)
-def _fork_full(impl):
-    with Bench(impl, 260) as b:
+def _fork_full(run):
+    with Bench(run, 260) as b:
         layout = [(i * 37) % 256 for i in range(256)]
         hw3.build_sequence(b.engine, 1, 4096, layout)
         before = b.observe()
@@ -532,8 +547,8 @@ def _fork_full(impl):
 
 
 @check("task3", "fork_sequence rejects a missing parent or a used id, and changes nothing", rule=R_UNCHANGED)
-def _fork_rejects(impl):
-    with Bench(impl, 16) as b:
+def _fork_rejects(run):
+    with Bench(run, 16) as b:
         hw3.build_sequence(b.engine, 1, 20, [0, 1])
         hw3.build_sequence(b.engine, 2, 5, [2])
         for parent, new, why in [(9, 3, "parent 9 does not exist"), (1, 2, "id 2 is in use"),
@@ -556,8 +571,8 @@ def _expect_append_ok(b: Bench, seq_id: int, value: int, call_note: str = "") ->
 
 
 @check("task4", "append_kv translates record 613 to block_table[2][6], slot 5 (the handout's example)", rule=R_APPEND)
-def _append_613(impl):
-    with Bench(impl, 40) as b:
+def _append_613(run):
+    with Bench(run, 40) as b:
         layout = [(i + 4) % 39 for i in range(39)]        # logical 38 -> physical block 3
         hw3.build_sequence(b.engine, 1, 613, layout)
         before = b.observe()
@@ -576,8 +591,8 @@ def _append_613(impl):
 
 
 @check("task4", "append_kv writes in place while the block is exclusively owned (ref 1)", rule=R_APPEND)
-def _append_in_place(impl):
-    with Bench(impl, 8) as b:
+def _append_in_place(run):
+    with Bench(run, 8) as b:
         hw3.build_sequence(b.engine, 1, 20, [6, 2])
         before = b.observe()
         for k in range(12):
@@ -592,8 +607,8 @@ def _append_in_place(impl):
 
 
 @check("task4", "a full block makes append_kv map a new page, first-fit", rule=R_FIRST_FIT)
-def _append_new_page(impl):
-    with Bench(impl, 8) as b:
+def _append_new_page(run):
+    with Bench(run, 8) as b:
         hw3.build_sequence(b.engine, 1, 48, [0, 1, 3])
         hw3.build_sequence(b.engine, 2, 32, [5, 2])
         before = b.observe()
@@ -610,8 +625,8 @@ def _append_new_page(impl):
 
 
 @check("task4", "append_kv allocates a missing L2 table (record 256 → L1[1])", rule=R_APPEND)
-def _append_new_l2(impl):
-    with Bench(impl, 20) as b:
+def _append_new_l2(run):
+    with Bench(run, 20) as b:
         hw3.build_sequence(b.engine, 1, 256, list(range(16)))
         before = b.observe()
         _expect_append_ok(b, 1, 5, " when L1[1] is NULL")
@@ -628,8 +643,8 @@ def _append_new_l2(impl):
 
 
 @check("task4", "copy-on-write: exactly 64 bytes copied to the first free block, then the record", rule=R_APPEND)
-def _append_cow(impl):
-    with Bench(impl, 8) as b:
+def _append_cow(run):
+    with Bench(run, 8) as b:
         hw3.build_sequence(b.engine, 1, 20, [4, 1])
         hw3.build_sequence(b.engine, 2, 20, [4, 1])              # a fork: blocks 4 and 1 shared
         hw3.build_sequence(b.engine, 3, 8, [2])
@@ -664,8 +679,8 @@ def _append_cow(impl):
 
 
 @check("task4", "OOM for a new page: -1 and nothing changes", rule=R_UNCHANGED)
-def _append_oom_page(impl):
-    with Bench(impl, 4) as b:
+def _append_oom_page(run):
+    with Bench(run, 4) as b:
         hw3.build_sequence(b.engine, 1, 48, [3, 1, 0])
         hw3.build_sequence(b.engine, 2, 7, [2])
         before = b.observe()
@@ -676,8 +691,8 @@ def _append_oom_page(impl):
 
 
 @check("task4", "OOM for copy-on-write: -1 and nothing changes", rule=R_UNCHANGED)
-def _append_oom_cow(impl):
-    with Bench(impl, 2) as b:
+def _append_oom_cow(run):
+    with Bench(run, 2) as b:
         hw3.build_sequence(b.engine, 1, 20, [0, 1])
         hw3.build_sequence(b.engine, 2, 20, [0, 1])
         for sid in (2, 1):
@@ -688,8 +703,8 @@ def _append_oom_cow(impl):
 
 
 @check("task4", "OOM when the L2 table itself is missing: -1, no L2 allocated", rule=R_UNCHANGED)
-def _append_oom_l2(impl):
-    with Bench(impl, 16) as b:
+def _append_oom_l2(run):
+    with Bench(run, 16) as b:
         hw3.build_sequence(b.engine, 1, 256, list(range(16)))
         before = b.observe()
         expect_equal(b.mm.append_kv(b.engine, 1, 1), -1, "append_kv of record 256 (L1[1] NULL) with 0 free blocks",
@@ -698,8 +713,8 @@ def _append_oom_l2(impl):
 
 
 @check("task4", "append_kv refuses a 257th logical block; fills the last slot of the 256th", rule=R_APPEND)
-def _append_256(impl):
-    with Bench(impl, 300) as b:
+def _append_256(run):
+    with Bench(run, 300) as b:
         hw3.build_sequence(b.engine, 1, 4096, list(range(256)))
         hw3.build_sequence(b.engine, 2, 700, [256 + i for i in range(44)])
         before = b.observe()
@@ -710,8 +725,8 @@ def _append_256(impl):
 
 
 @check("task4", "append_kv at kv_count 4095 writes the last record of logical block 255", rule=R_APPEND)
-def _append_last(impl):
-    with Bench(impl, 260) as b:
+def _append_last(run):
+    with Bench(run, 260) as b:
         hw3.build_sequence(b.engine, 1, 4095, [(i * 7) % 256 for i in range(256)])
         before = b.observe()
         _expect_append_ok(b, 1, 0x4095, " at kv_count 4095")
@@ -723,8 +738,8 @@ def _append_last(impl):
 
 
 @check("task4", "append_kv of an unknown sequence returns -1 and changes nothing", rule=R_UNCHANGED)
-def _append_unknown(impl):
-    with Bench(impl, 8) as b:
+def _append_unknown(run):
+    with Bench(run, 8) as b:
         hw3.build_sequence(b.engine, 1, 16, [0])
         before = b.observe()
         expect_equal(b.mm.append_kv(b.engine, 2, 1), -1, "append_kv(engine, 2, 1) with no sequence 2",
@@ -735,11 +750,11 @@ def _append_unknown(impl):
 
 
 @check("task4", "appended records read back exactly through the block table (forks and CoW included)", rule=R_APPEND)
-def _append_readback(impl):
+def _append_readback(run):
     import random
 
     rng = random.Random(110)
-    with Bench(impl, 64) as b:
+    with Bench(run, 64) as b:
         hw3.build_sequence(b.engine, 1, 5, [9])
         written = {1: {}}
         for step in range(400):
@@ -776,8 +791,8 @@ def _populated(b: Bench) -> None:
 
 
 @check("task5", "llm_destroy frees every sequence, the ref array and the engine: 0 bytes lost", rule=R_LEAK)
-def _destroy_no_leak(impl):
-    b = Bench(impl, 32)
+def _destroy_no_leak(run):
+    b = Bench(run, 32)
     _populated(b)
     before_pool = b.pool.snapshot()
     got = b.mm.llm_destroy(b.engine)
@@ -791,8 +806,8 @@ def _destroy_no_leak(impl):
 
 
 @check("task5", "llm_destroy on an engine with no sequences, and on None", rule=R_DESTROY)
-def _destroy_empty(impl):
-    b = Bench(impl, 4)
+def _destroy_empty(run):
+    b = Bench(run, 4)
     expect_equal(b.mm.llm_destroy(None), -1, "llm_destroy(None)", rule=R_NULL)
     expect_equal(b.mm.llm_destroy(b.engine), 0, "llm_destroy of an empty engine", rule=R_DESTROY)
     changes = cmem.changes_since(b.heap_at_start)
@@ -801,8 +816,8 @@ def _destroy_empty(impl):
 
 
 @check("task5", "a whole session with your own functions ends with 0 bytes lost", rule=R_LEAK)
-def _destroy_session(impl):
-    mm = _mm(impl)
+def _destroy_session(run):
+    mm = _mm(run)
     pool = Pool(64 * 24)
     heap = cmem.snapshot()
     engine = mm.llm_init(pool.addr, pool.size)
@@ -819,7 +834,7 @@ def _destroy_session(impl):
             ok = mm.append_kv(engine, a, x) == 0
         else:
             ok = mm.free_sequence(engine, a) == 0
-        expect(ok, f"{op} step ({a}, {x}) failed during the session", rule="§4.2")
+        expect(ok, f"{op} step ({a}, {x}) failed during the session", rule="notebook 05, Teardown and leaks")
     expect_equal(mm.llm_destroy(engine), 0, "llm_destroy(engine) after the session", rule=R_DESTROY)
     changes = cmem.changes_since(heap)
     expect(not changes.allocated, "memory is still allocated after the session and llm_destroy", rule=R_LEAK,

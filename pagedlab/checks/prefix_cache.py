@@ -1,4 +1,4 @@
-"""Graded checks for Task 11: prefix caching with an intrusive LRU free queue (spec §7).
+"""Graded checks for Task 11: prefix caching with an intrusive LRU free queue.
 
 The checks drive the student's `prefix_cache` module through its public classes and compare it
 with a walkthrough traced by hand (notebook 09) and with a small list-based model that keys its
@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import random
 
-from ..loader import load
-from . import CheckFailure, check, expect, expect_equal
+from .framework import CheckFailure, check, expect, expect_equal
 
-RULE = "§7 prefix caching"
+RULE = "notebook 09, Prefix caching"
 
 
-def _mod(impl):
-    return load("prefix_cache", impl)
+def _mod(run):
+    return run.load("prefix_cache")
 
 
 def _state(mgr) -> dict:
@@ -32,8 +31,8 @@ def _state(mgr) -> dict:
 
 
 @check("task11", "full blocks get chained hashes; a partial block gets none", rule=f"{RULE}: hash(parent_hash, block tokens)")
-def chained_hashes(impl):
-    m = _mod(impl)
+def chained_hashes(run):
+    m = _mod(run)
     tokens = list(range(40, 50))  # 10 tokens, block size 4: two full blocks and a partial one
     got = m.hash_full_blocks(tokens, 4)
     h0 = m.hash_block_tokens(m.ROOT_HASH, tuple(tokens[0:4]))
@@ -77,8 +76,8 @@ def _queue_links_ok(q, ids_expected, what):
 
 
 @check("task11", "free queue: append at the tail, popleft at the head, remove from the middle", rule=f"{RULE}: intrusive list with sentinels")
-def free_queue_ops(impl):
-    m = _mod(impl)
+def free_queue_ops(run):
+    m = _mod(run)
     blocks = [m.KVCacheBlock(i) for i in range(6)]
     q = m.FreeBlockQueue(blocks)
     _queue_links_ok(q, [0, 1, 2, 3, 4, 5], "a new queue of blocks 0..5")
@@ -109,8 +108,8 @@ def free_queue_ops(impl):
 
 
 @check("task11", "remove() from the middle is O(1): it reads a few links, it does not walk the list", rule=f"{RULE}: O(1) removal")
-def remove_is_constant_time(impl):
-    m = _mod(impl)
+def remove_is_constant_time(run):
+    m = _mod(run)
     reads = [0]
     next_slot, prev_slot = m.KVCacheBlock.next_free, m.KVCacheBlock.prev_free
 
@@ -193,8 +192,8 @@ WALKTHROUGH = [
 
 
 @check("task11", "the hand-traced walkthrough of notebook 09 (10 blocks, shared system prompt)", rule=f"{RULE}: hits, LRU order, lazy eviction, tail-first free")
-def walkthrough(impl):
-    m = _mod(impl)
+def walkthrough(run):
+    m = _mod(run)
     for (label, result, mgr), (want_label, want_result, want_queue, want_tables, want_cached) in zip(
             walkthrough_steps(m), WALKTHROUGH, strict=True):
         assert label == want_label
@@ -216,8 +215,8 @@ def walkthrough(impl):
 
 
 @check("task11", "lookups verify the tokens: a hash collision never hands out someone else's block", rule=f"{RULE}: no silent collision")
-def collisions_are_detected(impl):
-    m = _mod(impl)
+def collisions_are_detected(run):
+    m = _mod(run)
     mgr = m.PrefixCacheManager(num_blocks=8, block_size=4, hash_fn=lambda parent, tokens: 42)
     expect_equal(mgr.allocate("x", [1, 2, 3, 4, 5]), 0, "first request, every hash equal to 42", rule=RULE)
     got = mgr.allocate("y", [9, 9, 9, 9, 5])
@@ -239,8 +238,8 @@ def collisions_are_detected(impl):
 
 
 @check("task11", "a request that does not fit changes nothing (hits on idle blocks count against the free space)", rule=f"{RULE}: check before allocate")
-def no_partial_allocation(impl):
-    m = _mod(impl)
+def no_partial_allocation(run):
+    m = _mod(run)
     mgr = m.PrefixCacheManager(num_blocks=4, block_size=4)
     expect_equal(mgr.allocate("a", list(range(12))), 0, "allocate 12 tokens in a 4-block pool", rule=RULE)
     mgr.free("a")  # blocks 0..2 idle but cached, block 3 never used
@@ -257,8 +256,8 @@ def no_partial_allocation(impl):
 
 
 @check("task11", "blocks are freed tail first and cached blocks survive until reused", rule=f"{RULE}: tail-first free, lazy eviction")
-def tail_first_and_lazy(impl):
-    m = _mod(impl)
+def tail_first_and_lazy(run):
+    m = _mod(run)
     mgr = m.PrefixCacheManager(num_blocks=8, block_size=2)
     mgr.allocate("r", [1, 2, 3, 4, 5, 6])  # blocks 0, 1, 2: a chain of three full blocks
     mgr.free("r")
@@ -283,8 +282,8 @@ def tail_first_and_lazy(impl):
 
 
 @check("task11", "a fully cached prompt still recomputes its last token (at most len - 1 tokens hit)", rule=f"{RULE}: the last prompt token is always computed")
-def last_token_recomputed(impl):
-    m = _mod(impl)
+def last_token_recomputed(run):
+    m = _mod(run)
     mgr = m.PrefixCacheManager(num_blocks=8, block_size=4)
     mgr.allocate("a", list(range(8)))  # two full blocks, both cached
     got = mgr.allocate("b", list(range(8)))
@@ -418,8 +417,8 @@ def replay(m, seed, num_blocks=12, block_size=3):
 
 
 @check("task11", "model-based random test: 3 seeded streams of allocate/append/free against a list-based model", rule=f"{RULE}: same behaviour as the reference model")
-def model_based(impl):
-    m = _mod(impl)
+def model_based(run):
+    m = _mod(run)
     for seed in (1, 2, 3):
         for call, what, got, want in replay(m, seed):
             if got != want:

@@ -9,21 +9,20 @@ from __future__ import annotations
 
 import torch
 
-from ..loader import load
-from ..reference import make_paged_batch, max_relative_error
-from . import CheckFailure, check, expect
+from ..reference import make_paged_batch
+from .framework import CheckFailure, check, expect, see
 
-RULE_SLOT = "§5 slot(p) = block_table[p // block_size] * block_size + p % block_size"
-RULE_WRITE = "§5 writing K/V scatters the new tokens into the flattened cache at their slots"
-RULE_GATHER = "§5 a sequence's K/V is read back through its block table, in token order"
-RULE_ATTN = "§5 paged attention equals dense attention over the sequence's tokens (GQA: h // (H / H_kv))"
+RULE_SLOT = "notebook 06, The slot of a token: slot(p) = block_table[p // block_size] * block_size + p % block_size"
+RULE_WRITE = "notebook 06, Task 7 · write_kv: writing K/V scatters the new tokens into the flattened cache at their slots"
+RULE_GATHER = "notebook 07, Gather: a sequence's K/V is read back through its block table, in token order"
+RULE_ATTN = "notebook 07, Attention with grouped-query heads: paged attention equals dense attention over the sequence's tokens (GQA: h // (H / H_kv))"
 
 TOL = {torch.float32: 2e-5, torch.float64: 1e-10}
 LENGTHS = lambda bs: [1, bs - 1, bs, bs + 1, 511]  # noqa: E731 - the edge cases of a block
 
 
-def _module(impl):
-    return load("paged_attention", impl)
+def _module(run):
+    return run.load("paged_attention")
 
 
 def _shuffled_table(num_logical: int, num_blocks: int, seed: int, pad: int = 2) -> torch.Tensor:
@@ -36,8 +35,8 @@ def _shuffled_table(num_logical: int, num_blocks: int, seed: int, pad: int = 2) 
 
 
 @check("task6", "slot of every position follows the block table (block sizes 8, 16, 32)", rule=RULE_SLOT)
-def slots_follow_the_table(impl):
-    pa = _module(impl)
+def slots_follow_the_table(run):
+    pa = _module(run)
     for block_size in (8, 16, 32):
         table = _shuffled_table(5, 12, seed=block_size)
         positions = torch.arange(5 * block_size)
@@ -46,8 +45,8 @@ def slots_follow_the_table(impl):
 
 
 @check("task6", "positions in any order, int32 tables, first and last token of a block", rule=RULE_SLOT)
-def slots_any_order(impl):
-    pa = _module(impl)
+def slots_any_order(run):
+    pa = _module(run)
     block_size = 16
     table = _shuffled_table(4, 9, seed=7)
     positions = torch.tensor([63, 0, 15, 16, 17, 31, 32, 48, 5], dtype=torch.int32)
@@ -64,6 +63,7 @@ def _expect_slots(got, table, positions, block_size, context):
            expected=f"integer tensor of shape {tuple(positions.shape)}",
            actual=f"{got.dtype} tensor of shape {tuple(got.shape)}")
     got = got.tolist()
+    see(f"slots of positions {positions.tolist()[:12]}{' …' if len(positions) > 12 else ''} ({context})", got)
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         if g != w:
             p = int(positions[i])
@@ -83,6 +83,7 @@ def _new_cache(num_blocks, block_size, num_kv_heads, head_size, dtype):
 
 def _expect_cache(cache, slots, rows, name, context):
     """`cache` holds `rows[i]` at `slots[i]` (slots >= 0) and NaN in every other slot."""
+    see(f"{name} after write_kv ({context})", cache)
     flat = cache.view(-1, *cache.shape[2:])
     written = torch.zeros(flat.shape[0], dtype=torch.bool)
     for i, slot in enumerate(slots.tolist()):
@@ -102,8 +103,8 @@ def _expect_cache(cache, slots, rows, name, context):
 
 
 @check("task7", "each new token's K and V land in its slot, nothing else changes", rule=RULE_WRITE)
-def write_lands_in_slots(impl):
-    pa = _module(impl)
+def write_lands_in_slots(run):
+    pa = _module(run)
     gen = torch.Generator().manual_seed(70)
     for dtype, (num_kv_heads, head_size) in ((torch.float32, (2, 64)), (torch.float64, (1, 32))):
         k_cache, v_cache = _new_cache(10, 16, num_kv_heads, head_size, dtype)
@@ -119,8 +120,8 @@ def write_lands_in_slots(impl):
 
 
 @check("task7", "negative slots are padding and are skipped", rule=RULE_WRITE)
-def write_skips_padding(impl):
-    pa = _module(impl)
+def write_skips_padding(run):
+    pa = _module(run)
     gen = torch.Generator().manual_seed(71)
     k_cache, v_cache = _new_cache(4, 8, 2, 16, torch.float32)
     slots = torch.tensor([5, -1, 17, 3, -1, 30])
@@ -137,8 +138,8 @@ def write_skips_padding(impl):
 
 @check("task8", "gathered K/V equal the sequence's tokens in order (lengths 1, bs-1, bs, bs+1, 511)",
        rule=RULE_GATHER)
-def gather_in_order(impl):
-    pa = _module(impl)
+def gather_in_order(run):
+    pa = _module(run)
     for block_size in (8, 16):
         batch = make_paged_batch(LENGTHS(block_size), num_heads=2, num_kv_heads=2, head_size=32,
                                  block_size=block_size, seed=80 + block_size)
@@ -150,8 +151,8 @@ def gather_in_order(impl):
 
 
 @check("task8", "gather follows shared blocks (after a fork) and float64 caches", rule=RULE_GATHER)
-def gather_shared(impl):
-    pa = _module(impl)
+def gather_shared(run):
+    pa = _module(run)
     batch = make_paged_batch([40, 45, 33], num_heads=4, num_kv_heads=2, head_size=16, block_size=16,
                              dtype=torch.float64, shared_blocks=2, seed=81)
     for s, n in enumerate(batch.seq_lens.tolist()):
@@ -166,6 +167,7 @@ def _expect_tokens(got, want, name, context):
            f"gathered {name} has the wrong shape ({context})", rule=RULE_GATHER,
            expected=f"[seq_len, num_kv_heads, head_size] = {list(want.shape)}",
            actual=list(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__)
+    see(f"gathered {name} ({context})", got.to(want.dtype))
     if not torch.equal(got.to(want.dtype), want):
         bad = int(torch.nonzero((got.to(want.dtype) != want).flatten(1).any(1))[0])
         nan = bool(got[bad].isnan().any())
@@ -178,49 +180,51 @@ def _expect_tokens(got, want, name, context):
 # --- Task 9 -----------------------------------------------------------------------------------
 
 
-def _expect_attention(pa, batch, context, scale=None):
-    out = pa.paged_attention(batch.q, batch.k_cache, batch.v_cache, batch.block_tables,
-                             batch.seq_lens, scale=scale)
-    expect(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(batch.q.shape),
-           f"paged_attention returns out shaped like q ({context})", rule=RULE_ATTN,
-           expected=list(batch.q.shape),
-           actual=list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__)
-    want = batch.expected(scale)
-    tol = TOL[batch.q.dtype]
-    err = max_relative_error(out, want)
-    if err > tol:
-        diff = (out.double() - want).abs().nan_to_num(float("inf")).amax(-1)
-        s, h = (int(x) for x in torch.nonzero(diff == diff.max())[0])
-        raise CheckFailure(
-            f"paged_attention differs from dense attention ({context})", rule=RULE_ATTN,
-            expected=f"max relative error <= {tol:g}",
-            actual=f"{err:.3g}, worst at sequence {s} (length {int(batch.seq_lens[s])}), head {h}",
-            hint="NaN means an unused cache slot was read" if err == float("inf") else
-                 "check the softmax scale, the kv head of each query head and the sequence length")
+def _attention_label(context: str) -> str:
+    return f"paged_attention output ({context})"
 
 
-@check("task9", "MHA in float64 and float32, lengths 1, bs-1, bs, bs+1, 511", rule=RULE_ATTN)
-def attention_mha(impl):
-    pa = _module(impl)
-    for dtype in (torch.float64, torch.float32):
-        batch = make_paged_batch(LENGTHS(16), num_heads=4, head_size=64, block_size=16, dtype=dtype, seed=90)
-        _expect_attention(pa, batch, f"{dtype}, 4 heads, head_size 64, block_size 16")
+def drive_attention(run, cases) -> None:
+    pa = _module(run)
+    for context, kwargs, scale in cases:
+        batch = make_paged_batch(**kwargs)
+        out = pa.paged_attention(batch.q, batch.k_cache, batch.v_cache, batch.block_tables,
+                                 batch.seq_lens, scale=scale)
+        expect(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(batch.q.shape),
+               f"paged_attention returns out shaped like q ({context})", rule=RULE_ATTN,
+               expected=list(batch.q.shape),
+               actual=list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__)
+        run.see_array(_attention_label(context), out.detach().double(), tol=TOL[batch.q.dtype], rule=RULE_ATTN,
+                      hint=ATTN_HINT)
 
 
-@check("task9", "grouped-query attention: 8/2, 12/4, 16/1 heads", rule=RULE_ATTN)
-def attention_gqa(impl):
-    pa = _module(impl)
-    for num_heads, num_kv_heads, head_size in ((8, 2, 64), (12, 4, 32), (16, 1, 80)):
-        batch = make_paged_batch([17, 100, 33], num_heads=num_heads, num_kv_heads=num_kv_heads,
-                                 head_size=head_size, block_size=16, seed=91 + num_heads)
-        _expect_attention(pa, batch, f"{num_heads} query heads over {num_kv_heads} kv heads, head_size {head_size}")
+ATTN_HINT = ("NaN means an unused cache slot was read; otherwise check the softmax scale, the kv head "
+             "of each query head and the sequence length")
 
 
-@check("task9", "blocks shared between sequences, block sizes 8 and 32, a custom scale", rule=RULE_ATTN)
-def attention_shared_and_scale(impl):
-    pa = _module(impl)
-    batch = make_paged_batch([64, 70, 40], num_heads=8, num_kv_heads=4, head_size=32, block_size=8,
-                             shared_blocks=4, seed=92)
-    _expect_attention(pa, batch, "block_size 8, first 4 blocks shared with sequence 0")
-    batch = make_paged_batch([31, 32, 33, 200], num_heads=4, head_size=96, block_size=32, seed=93)
-    _expect_attention(pa, batch, "block_size 32, scale 0.3", scale=0.3)
+def expected_attention(cases):
+    def expected(run):
+        return [(_attention_label(context), make_paged_batch(**kwargs).expected(scale).numpy(),
+                 TOL[kwargs.get("dtype", torch.float32)]) for context, kwargs, scale in cases]
+    return expected
+
+
+MHA = [(f"{dtype}, 4 heads, head_size 64, block_size 16",
+        dict(seq_lens=LENGTHS(16), num_heads=4, head_size=64, block_size=16, dtype=dtype, seed=90), None)
+       for dtype in (torch.float64, torch.float32)]
+GQA = [(f"{h} query heads over {kv} kv heads, head_size {hs}",
+        dict(seq_lens=[17, 100, 33], num_heads=h, num_kv_heads=kv, head_size=hs, block_size=16, seed=91 + h), None)
+       for h, kv, hs in ((8, 2, 64), (12, 4, 32), (16, 1, 80))]
+SHARED_AND_SCALE = [
+    ("block_size 8, first 4 blocks shared with sequence 0",
+     dict(seq_lens=[64, 70, 40], num_heads=8, num_kv_heads=4, head_size=32, block_size=8, shared_blocks=4, seed=92),
+     None),
+    ("block_size 32, scale 0.3", dict(seq_lens=[31, 32, 33, 200], num_heads=4, head_size=96, block_size=32, seed=93),
+     0.3),
+]
+
+for _name, _cases in (("MHA in float64 and float32, lengths 1, bs-1, bs, bs+1, 511", MHA),
+                      ("grouped-query attention: 8/2, 12/4, 16/1 heads", GQA),
+                      ("blocks shared between sequences, block sizes 8 and 32, a custom scale", SHARED_AND_SCALE)):
+    check("task9", _name, rule=RULE_ATTN, hint=ATTN_HINT, expected=expected_attention(_cases))(
+        lambda run, cases=_cases: drive_attention(run, cases))

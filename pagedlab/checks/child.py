@@ -1,0 +1,66 @@
+"""The child process that runs check drivers against a student's code.
+
+    python -m pagedlab.checks.child EVENTS  < request.json
+
+The request names the task, the implementation, and the checks to run with their seeds. Each
+driver's record is appended to EVENTS as one JSON line, flushed at once, after a `begin` line,
+so when the student's code kills this process the parent knows which check it died in. Nothing
+written here is trusted: the parent's judge compares every record with the trusted one.
+faulthandler prints the Python stack on a fatal signal and just before the time limit, so the
+parent can say where the student's code was.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+
+# Test and instructor hook: a Python file imported before the checks run.
+PLUGIN_ENV = "PAGEDLAB_GRADING_PLUGIN"
+
+
+def _emit(out, **event) -> None:
+    out.write(json.dumps(event) + "\n")
+    out.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    request = json.load(sys.stdin)
+    faulthandler.enable(all_threads=True)
+    if request.get("dump_after"):
+        faulthandler.dump_traceback_later(float(request["dump_after"]), exit=True)
+    impl = request["impl"]
+    os.environ["PAGEDLAB_IMPL"] = impl
+    out = open(argv[0], "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    plugin = os.environ.get(PLUGIN_ENV)
+    if plugin:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("pagedlab_grading_plugin", plugin)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    from . import framework
+
+    try:
+        wanted = [(framework.find(request["task"], key), seed) for key, seed in request["checks"]]
+    except Exception as exc:  # noqa: BLE001 - reported as the grader's problem, not the student's
+        _emit(out, event="grader_error", message=f"loading the checks failed: {type(exc).__name__}: {exc}")
+        return 3
+    _emit(out, event="start")
+    for index, (c, seed) in enumerate(wanted):
+        _emit(out, event="begin", index=index)
+        stream = framework.drive(c, impl, seed)
+        _emit(out, event="record", index=index, record=stream.to_json())
+    _emit(out, event="done")
+    out.close()
+    sys.stdout.flush()
+    # Skip interpreter teardown: a student's half-broken heap must not turn a finished run into a
+    # crash report (and atexit hooks of student code get no say).
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,425 @@
+"""Graded checks as a driver and a judge.
+
+A check's *driver* runs where the student's code runs (a child process, sandboxed when grading):
+it builds the scenario, calls the student's functions and records what it saw as plain data —
+return values, ref counts, block tables, which pool words changed, digests of tensors. It never
+decides anything: in Python, code that runs in a process can rewrite everything else in it.
+
+The *judge* runs in a process where no student code ever ran (the grader, or the notebook's
+kernel): it compares that record, observation by observation, with the record of the same
+scenario produced by trusted code — the reference solution run by the instructor (committed as
+`expected.json` for the public checks, run at grading time for the hidden ones) or, for numeric
+checks, pagedlab's float64 dense attention. The first difference is the failure, explained with
+the rule, the expected value and the student's value.
+
+Drivers keep the readable `expect(...)` / `expect_equal(...)` style: in a driver each call
+records an observation (its value, plus the text shown to the student) and stops the check at the
+first value the driver itself finds wrong — continuing past a wrong block table only produces
+noise. The verdict is still the judge's: a forged record must equal the reference's, and the
+hidden checks' scenarios are drawn at grading time.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib
+import random
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .. import manifest
+
+
+class CheckFailure(AssertionError):
+    """A graded check failed: which rule, what was expected, what happened."""
+
+    def __init__(self, what: str, *, rule: str = "", expected=None, actual=None, hint: str = ""):
+        self.what, self.rule, self.expected, self.actual, self.hint = what, rule, expected, actual, hint
+        super().__init__(self.report())
+
+    def report(self) -> str:
+        lines = [self.what]
+        if self.rule:
+            lines.append(f"  rule:     {self.rule}")
+        if self.expected is not None:
+            lines.append(f"  expected: {self.expected}")
+        if self.actual is not None:
+            lines.append(f"  yours:    {self.actual}")
+        if self.hint:
+            lines.append(f"  hint:     {self.hint}")
+        return "\n".join(lines)
+
+
+class Stop(Exception):
+    """Raised inside a driver after it recorded a value it knows is wrong: the check ends there."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class Check:
+    task: str
+    name: str
+    driver: Callable
+    rule: str = ""
+    hint: str = ""
+    hidden: bool = False
+    # Trusted expectations for numeric checks: fn(run) -> [(label, ndarray, tol)], computed in the
+    # judge's process. None: the expected record comes from the reference solution.
+    expected: Callable | None = None
+    module: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.task}/{'hidden/' if self.hidden else ''}{self.name}"
+
+
+_REGISTRY: dict[str, list[Check]] = {}
+_loaded: set[str] = set()
+
+
+def check(task: str, name: str, rule: str = "", *, hint: str = "", hidden: bool = False,
+          expected: Callable | None = None):
+    """Register a driver ``fn(run)`` as a graded check of `task`."""
+    if task not in manifest.TASKS:
+        raise ValueError(f"unknown task {task!r}; known: {', '.join(manifest.TASKS)}")
+
+    def register(fn):
+        module = getattr(fn, "__module__", "")
+        found = Check(task, name, fn, rule, hint, hidden, expected, module)
+        bucket = _REGISTRY.setdefault(task, [])
+        bucket[:] = [c for c in bucket if c.key != found.key]  # re-registering replaces
+        bucket.append(found)
+        return fn
+
+    return register
+
+
+HIDDEN_DIR_ENV = "PAGEDLAB_HIDDEN_CHECKS"
+
+
+def hidden_dir() -> Path | None:
+    """The instructor's hidden checks (grading/hidden/ in the instructor edition), or None."""
+    import os
+
+    from ..loader import ROOT
+
+    configured = os.environ.get(HIDDEN_DIR_ENV)
+    path = Path(configured) if configured else ROOT / "grading" / "hidden"
+    return path if path.is_dir() else None
+
+
+def _import_module(name: str) -> None:
+    if name in _loaded:
+        return
+    if name.startswith("hidden:"):
+        path = Path(name.removeprefix("hidden:"))
+        spec = importlib.util.spec_from_file_location(f"pagedlab_hidden_checks.{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    else:
+        importlib.import_module(f"pagedlab.checks.{name}")
+    _loaded.add(name)
+
+
+def checks_of(task: str, *, hidden: bool | None = False, hidden_from: Path | None = None) -> list[Check]:
+    """The checks of `task`: public ones (hidden=False), hidden ones (True) or both (None)."""
+    row = manifest.task(task)
+    _import_module(row.checks)
+    if hidden is not False:
+        folder = hidden_from or hidden_dir()
+        if folder is not None and (folder / f"{row.checks}.py").is_file():
+            _import_module(f"hidden:{folder / f'{row.checks}.py'}")
+    found = _REGISTRY.get(task, [])
+    if hidden is None:
+        return list(found)
+    return [c for c in found if c.hidden == hidden]
+
+
+def find(task: str, key: str) -> Check:
+    for c in checks_of(task, hidden=None):
+        if c.key == key:
+            return c
+    raise KeyError(f"no check {key!r} in {task}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Observations and their data
+# ---------------------------------------------------------------------------------------------
+MAX_DEPTH = 24
+
+
+def to_data(value, depth: int = 0):
+    """Plain JSON data for an observed value; tensors become digests or raw buffers."""
+    if depth > MAX_DEPTH:
+        raise ValueError("observation nested too deeply")
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, dict):
+        return {str(k): to_data(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_data(v, depth + 1) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(to_data(v, depth + 1) for v in value)
+    array = _as_numpy(value)
+    if array is not None:
+        return digest(array)
+    return repr(value)
+
+
+def _as_numpy(value):
+    if isinstance(value, np.ndarray):
+        return value
+    if type(value).__module__.startswith("torch"):
+        return value.detach().cpu().numpy()
+    return None
+
+
+def digest(array) -> dict:
+    """What an exact comparison needs of an array: dtype, shape and a hash of its bytes."""
+    array = np.ascontiguousarray(_as_numpy(array))
+    return {"__digest__": hashlib.sha256(array.tobytes()).hexdigest(), "dtype": str(array.dtype),
+            "shape": list(array.shape)}
+
+
+def encode_array(array) -> dict:
+    array = np.ascontiguousarray(_as_numpy(array))
+    return {"__array__": base64.b64encode(array.tobytes()).decode("ascii"), "dtype": str(array.dtype),
+            "shape": list(array.shape)}
+
+
+ALLOWED_DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"}
+
+
+def decode_array(data: dict) -> np.ndarray:
+    """An encoded array back, refusing anything but plain numeric dtypes of a consistent size."""
+    dtype = str(data.get("dtype"))
+    shape = data.get("shape")
+    if dtype not in ALLOWED_DTYPES or not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
+        raise ValueError("malformed array observation")
+    raw = base64.b64decode(str(data.get("__array__", "")), validate=True)
+    count = int(np.prod(shape)) if shape else 1
+    if len(raw) != count * np.dtype(dtype).itemsize:
+        raise ValueError("array observation has the wrong number of bytes for its shape")
+    return np.frombuffer(raw, dtype=dtype).reshape(shape)
+
+
+@dataclass
+class Stream:
+    """What one run of a driver recorded, and how it ended."""
+
+    obs: list = field(default_factory=list)   # dicts: w(hat) v(alue) k(ind) [s(hown) x r h tol]
+    status: str = "completed"                  # completed | stopped | raised | crashed | timeout | ...
+    error: dict | None = None                  # for raised/crashed: type, message, where, text
+
+    def to_json(self) -> dict:
+        return {"obs": self.obs, "status": self.status, "error": self.error}
+
+    @classmethod
+    def from_json(cls, data) -> Stream:
+        if not isinstance(data, dict) or not isinstance(data.get("obs"), list):
+            raise ValueError("malformed check record")
+        obs = []
+        for item in data["obs"]:
+            if not isinstance(item, dict) or not isinstance(item.get("w"), str):
+                raise ValueError("malformed observation")
+            obs.append(item)
+        status = data.get("status")
+        if not isinstance(status, str):
+            raise ValueError("malformed check status")
+        error = data.get("error")
+        if error is not None and not isinstance(error, dict):
+            raise ValueError("malformed error record")
+        return cls(obs, status, error)
+
+
+class Run:
+    """What a driver works with: the implementation, the scenario's seed, and the record."""
+
+    def __init__(self, impl=None, seed: int = 0, params: dict | None = None):
+        self.impl = impl
+        self.seed = int(seed)
+        self.params = dict(params or {})
+        self.rng = random.Random(self.seed)
+        self.np_rng = np.random.default_rng(self.seed)
+        self.stream = Stream()
+
+    def load(self, name: str):
+        from ..loader import load
+
+        return load(name, self.impl)
+
+    def kernel_source(self, filename: str) -> str:
+        from ..loader import kernel_source
+
+        return kernel_source(filename, self.impl)
+
+    # -- recording --------------------------------------------------------------------------
+    def _record(self, what, value, kind, *, rule="", hint="", shown=None, expected_shown=None, tol=None):
+        item = {"w": str(what), "v": value, "k": kind}
+        if rule:
+            item["r"] = str(rule)
+        if hint:
+            item["h"] = str(hint)
+        if shown is not None:
+            item["s"] = _short(shown)
+        if expected_shown is not None:
+            item["x"] = _short(expected_shown)
+        if tol is not None:
+            item["tol"] = float(tol)
+        self.stream.obs.append(item)
+
+    def see(self, what: str, value, *, rule: str = "", hint: str = "", shown=None) -> None:
+        """Record `value` (plain data; tensors as digests) under the label `what`."""
+        self._record(what, to_data(value), "eq", rule=rule, hint=hint, shown=shown)
+
+    def see_array(self, what: str, array, *, tol: float, rule: str = "", hint: str = "") -> None:
+        """Record a numeric array in full, to be compared within relative tolerance `tol`."""
+        self._record(what, encode_array(array), "array", rule=rule, hint=hint, tol=tol)
+
+    def see_condition(self, ok: bool, what: str, *, rule="", expected=None, actual=None, hint="") -> None:
+        self._record(what, bool(ok), "cond", rule=rule, hint=hint,
+                     shown=None if ok or actual is None else actual,
+                     expected_shown=None if expected is None else expected)
+        if not ok:
+            raise Stop
+
+    def see_equal(self, actual, expected, what: str, *, rule="", hint="") -> None:
+        value = to_data(actual)
+        self._record(what, value, "eq", rule=rule, hint=hint)
+        if value != to_data(expected):
+            raise Stop
+
+    def see_failure(self, failure: CheckFailure) -> None:
+        self._record(failure.what, False, "cond", rule=failure.rule, hint=failure.hint,
+                     shown=failure.actual, expected_shown=failure.expected)
+
+
+def _short(value, limit: int = 2000) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit] + " …"
+
+
+# The driver being run in this process; expect()/expect_equal() record into it.
+_current: Run | None = None
+
+
+def current() -> Run:
+    if _current is None:
+        raise RuntimeError("expect()/expect_equal() record into a running check: call them from a driver")
+    return _current
+
+
+def expect(condition: bool, what: str, **details) -> None:
+    """In a driver: record whether `condition` held; a False ends the check there."""
+    current().see_condition(bool(condition), what, **details)
+
+
+def see(what: str, value, **details) -> None:
+    """In a driver: record `value` for the judge (tensors as digests)."""
+    current().see(what, value, **details)
+
+
+def expect_equal(actual, expected, what: str, *, rule: str = "", hint: str = "") -> None:
+    """In a driver: record `actual`; the judge compares it with the reference's value. A value the
+    driver already knows is wrong (it differs from `expected`) ends the check there."""
+    current().see_equal(actual, expected, what, rule=rule, hint=hint)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a driver (in whatever process calls this)
+# ---------------------------------------------------------------------------------------------
+def drive(c: Check, impl=None, seed: int = 0) -> Stream:
+    """Run the driver of `c` against `impl` and return its record; never raises for student bugs."""
+    global _current
+    run = Run(impl, seed)
+    previous, _current = _current, run
+    try:
+        c.driver(run)
+    except Stop:
+        run.stream.status = "stopped"
+    except CheckFailure as exc:
+        run.see_failure(exc)
+        run.stream.status = "stopped"
+    except SystemExit as exc:
+        run.stream.status = "raised"
+        run.stream.error = {"type": "SystemExit", "message": f"your code called sys.exit({exc.code!r})",
+                            "text": f"your code called sys.exit({exc.code!r})"}
+    except BaseException as exc:  # noqa: BLE001 - any failure of student code is recorded
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        run.stream.status = "raised"
+        run.stream.error = explain_exception(exc, c)
+    finally:
+        _current = previous
+    return run.stream
+
+
+def expected_stream(c: Check, seed: int = 0) -> Stream:
+    """For checks with trusted numeric expectations: the record a correct implementation makes."""
+    run = Run(None, seed)
+    for what, array, tol in c.expected(run):
+        run.see_array(what, array, tol=tol, rule=c.rule, hint=c.hint)
+    return run.stream
+
+
+# ---------------------------------------------------------------------------------------------
+# Student-facing explanations of exceptions
+# ---------------------------------------------------------------------------------------------
+_LIBRARY_DIRS = tuple(str(Path(p).resolve()) for p in {Path(__file__).parent.parent, sys.prefix, sys.base_prefix})
+
+
+def is_student_file(filename: str) -> bool:
+    """Student code is whatever runs outside pagedlab and the Python installation."""
+    if filename.startswith("<"):
+        return False
+    return not str(Path(filename).resolve()).startswith(_LIBRARY_DIRS)
+
+
+def given_functions(path: str) -> set[str]:
+    """Functions of a course file the student did not write: those without a solution fence in
+    the reference file of the same name (list helpers, lookups, ...). The names are recorded in
+    expected.json when it is generated, so the student edition knows them too."""
+    from . import golden
+
+    return set(golden.given_functions().get(Path(path).name, ()))
+
+
+def student_frame(frames):
+    """The frame to show: the innermost one in the student's file in code the student wrote; a
+    crash inside given helper code (a list pop) is the caller's bug, so point at the caller."""
+    mine = [f for f in frames if is_student_file(f.filename)]
+    if not mine:
+        return frames[-1] if frames else None
+    for frame in reversed(mine):
+        try:
+            given = given_functions(frame.filename)
+        except Exception:  # noqa: BLE001 - without the reference, every function counts as theirs
+            given = set()
+        if frame.name not in given:
+            return frame
+    return mine[-1]
+
+
+def explain_exception(exc: BaseException, c: Check | None = None) -> dict:
+    if isinstance(exc, NotImplementedError):
+        text = f"not implemented yet: {exc or 'the stub still raises NotImplementedError'}"
+        return {"type": "NotImplementedError", "message": str(exc), "text": text, "where": ""}
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = student_frame(frames)
+    at = f" at {where.filename}:{where.lineno} ({where.name}): {where.line}" if where else ""
+    text = f"your code raised {type(exc).__name__}: {exc}{at}"
+    return {"type": type(exc).__name__, "message": _short(str(exc), 500), "text": _short(text, 1500),
+            "where": f"{where.filename}:{where.lineno}" if where else ""}

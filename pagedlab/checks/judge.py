@@ -1,0 +1,208 @@
+"""The judge: compare a student's record with the trusted one and explain the first difference.
+
+Runs only in processes where no student code ran (the grader, a notebook's kernel). The labels,
+rules and hints shown come from the trusted record; from the student's record only the values
+(and the text describing them) are taken, so a forged record can at best reproduce the
+reference's values — which, for scenarios drawn at grading time, takes a working implementation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..pool import MAGIC_TAG
+from .framework import Stream, decode_array
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    message: str = ""
+    grader_problem: bool = False  # the trusted record itself is broken: not the student's fault
+
+
+_PATTERNS = (
+    (0xCDCDCDCD, "0xCDCDCDCD = uninitialised memory from malloc (did you fill the new table, "
+                 "e.g. a new L2 table with -1, before reading it?)"),
+    (0xDDDDDDDD, "0xDDDDDDDD = freed memory (a pointer used after cmem.free?)"),
+)
+
+
+def decode_patterns(value, found: list | None = None, depth: int = 0) -> list[str]:
+    """Explanations for recognisable memory patterns anywhere in an observed value."""
+    found = [] if found is None else found
+    if depth > 8 or len(found) >= 3:
+        return found
+    if isinstance(value, bool):
+        return found
+    if isinstance(value, int):
+        word = value & 0xFFFFFFFF
+        for pattern, text in _PATTERNS:
+            if word == pattern and text not in found:
+                found.append(text)
+        if word & 0xFF000000 == MAGIC_TAG and value not in (0, -1):
+            text = (f"{word:#010x} is the pool's never-written pattern (block {(word & 0xFFFFFF) // 16}, "
+                    f"word {(word & 0xFFFFFF) % 16}): read from pool memory nothing wrote")
+            if not any(t.startswith(f"{word:#010x}") for t in found):
+                found.append(text)
+    elif isinstance(value, list):
+        for item in value[:4096]:
+            decode_patterns(item, found, depth + 1)
+    elif isinstance(value, dict):
+        for item in list(value.values())[:4096]:
+            decode_patterns(item, found, depth + 1)
+    return found
+
+
+def show(value) -> str:
+    """A value as a student reads it: digests and arrays by shape, everything else as data."""
+    if isinstance(value, dict) and "__digest__" in value:
+        return f"a {value.get('dtype')} tensor of shape {tuple(value.get('shape', ()))}"
+    if isinstance(value, dict) and "__array__" in value:
+        return f"a {value.get('dtype')} array of shape {tuple(value.get('shape', ()))}"
+    text = repr(value)
+    return text if len(text) <= 600 else text[:600] + " …"
+
+
+def _report(what, rule="", expected=None, actual=None, hint="", extra=()) -> str:
+    lines = [what]
+    if rule:
+        lines.append(f"  rule:     {rule}")
+    if expected is not None:
+        lines.append(f"  expected: {expected}")
+    if actual is not None:
+        lines.append(f"  yours:    {actual}")
+    for line in extra:
+        lines.append(f"  {line}")
+    if hint:
+        lines.append(f"  hint:     {hint}")
+    return "\n".join(lines)
+
+
+def _compare_arrays(want: dict, got, tol: float, shown=None) -> tuple[bool, list[str]]:
+    """Within relative tolerance `tol` of the largest expected magnitude; NaN never matches."""
+    try:
+        expected = decode_array(want).astype(np.float64)
+    except (ValueError, TypeError):
+        return False, ["the trusted array could not be read"]
+    if not isinstance(got, dict) or "__array__" not in got:
+        return False, [f"yours:    {shown if isinstance(shown, str) else show(got)}"]
+    try:
+        mine = decode_array(got).astype(np.float64)
+    except (ValueError, TypeError) as exc:
+        return False, [f"yours:    an array that could not be read ({exc})"]
+    if mine.shape != expected.shape:
+        return False, [f"expected: shape {expected.shape}", f"yours:    shape {mine.shape}"]
+    scale = max(float(np.max(np.abs(expected))) if expected.size else 0.0, 1e-30)
+    nan = np.isnan(mine)
+    error = np.where(nan, np.inf, np.abs(mine - expected)) / scale
+    worst = float(error.max()) if error.size else 0.0
+    if worst <= tol:
+        return True, []
+    index = np.unravel_index(int(np.argmax(error)), error.shape)
+    rows = int(np.prod(mine.shape[:-1])) if mine.ndim > 1 else 1
+    lines = [f"expected: max relative error <= {tol:g}"]
+    if nan.all():
+        lines.append("yours:    never written (every element still holds the NaN it was filled with)")
+    elif nan.any():
+        bad_rows = int(nan.reshape(rows, -1).any(1).sum()) if mine.ndim > 1 else int(nan.sum())
+        first = np.unravel_index(int(np.argmax(nan)), nan.shape)
+        lines.append(f"yours:    NaN in {bad_rows} of {rows} rows, first at index {tuple(int(i) for i in first)} "
+                     f"(NaN means never written, or read from something never written)")
+    else:
+        lines.append(f"yours:    max relative error {worst:.3g} at index {tuple(int(i) for i in index)} "
+                     f"(expected {expected[index]:.6g}, yours {mine[index]:.6g})")
+    return False, lines
+
+
+def _same(want: dict, got: dict) -> tuple[bool, list[str]]:
+    if want.get("k") == "array":
+        return _compare_arrays(want.get("v"), got.get("v"), float(want.get("tol", 0.0)), got.get("s"))
+    return want.get("v") == got.get("v"), []
+
+
+def _failure_text(item: dict) -> str:
+    return _report(item.get("w", "?"), item.get("r", ""), item.get("x"), item.get("s"), item.get("h", ""))
+
+
+def _outputs_only(expected: Stream, got: Stream):
+    """For checks judged on outputs against trusted numbers: keep the student's outputs in the
+    expected order; a check the driver itself failed (wrong shape, ...) is reported as it said."""
+    failed = next((o for o in got.obs if o.get("k") == "cond" and o.get("v") is False), None)
+    if failed is not None:
+        return Verdict(False, _failure_text(failed))
+    labels = {o["w"] for o in expected.obs}
+    kept = [o for o in got.obs if o.get("w") in labels]
+    return Stream(kept, got.status, got.error)
+
+
+def judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdict:
+    """Pass when `got` recorded exactly the trusted values, in order, and finished normally.
+
+    `problem` describes how the student's process ended when it did not finish the check
+    (a crash, a timeout, an unreadable record): that is then the explanation.
+    """
+    if expected.status != "completed":
+        why = (expected.error or {}).get("text") or (expected.obs[-1]["w"] if expected.obs else expected.status)
+        return Verdict(False, f"the reference solution does not pass this check ({why}); tell your instructor",
+                       grader_problem=True)
+    if got is None:
+        return Verdict(False, problem or "the check produced no record")
+    if expected.obs and all(o.get("k") == "array" for o in expected.obs):
+        got = _outputs_only(expected, got)
+        if isinstance(got, Verdict):
+            return got
+    failures = []
+    for index, want in enumerate(expected.obs):
+        if index >= len(got.obs):
+            break
+        mine = got.obs[index]
+        if mine.get("w") != want["w"]:
+            failures.append(_report(f"the check took a different path at: {want['w']}", want.get("r", ""),
+                                    hint="your code's results sent the check down another branch "
+                                         f"(your run recorded {mine.get('w')!r} here)"))
+            break
+        ok, lines = _same(want, mine)
+        if ok:
+            continue
+        if want.get("k") == "array":
+            failures.append(_report(want["w"], want.get("r", ""), hint=want.get("h", ""), extra=lines))
+            continue  # arrays do not change the path: report every one that differs
+        expected_text = want.get("x", show(want.get("v")))
+        actual_text = mine.get("s") if isinstance(mine.get("s"), str) else show(mine.get("v"))
+        decoded = decode_patterns(mine.get("v"))
+        extra = [f"decoded:  {d}" for d in decoded]
+        following = got.obs[index + 1] if index + 1 < len(got.obs) else None
+        if following and following.get("k") == "cond" and following.get("v") is False and following.get("s"):
+            extra.append(f"detail:   {following['w']}: {following['s']}")
+            if following.get("h"):
+                extra.append(f"          {following['h']}")
+        failures.append(_report(want["w"], want.get("r", ""), expected_text, actual_text,
+                                want.get("h", ""), extra))
+        break
+    if failures:
+        first, rest = failures[0], failures[1:]
+        if rest:
+            others = "; ".join(f.splitlines()[0] for f in rest[:3]) + (" …" if len(rest) > 3 else "")
+            first += f"\n  also wrong ({len(rest)} more): {others}"
+        arrays = [o["w"] for o in expected.obs if o.get("k") == "array"]
+        if len(arrays) > 1:
+            wrong = {f.splitlines()[0] for f in failures}
+            right = [w for w in arrays[:len(got.obs)] if w not in wrong]
+            first += f"\n  right: {len(right)} of {len(arrays)} outputs" + (
+                f" ({'; '.join(right[:4])}{' …' if len(right) > 4 else ''})" if right else "")
+        return Verdict(False, first)
+    if len(got.obs) < len(expected.obs) or got.status != "completed":
+        if problem:
+            return Verdict(False, problem)
+        error = got.error or {}
+        if error.get("text"):
+            return Verdict(False, str(error["text"]))
+        step = expected.obs[len(got.obs)]["w"] if len(got.obs) < len(expected.obs) else "the end of the check"
+        return Verdict(False, f"the check stopped before {step!r} ({got.status})")
+    if len(got.obs) > len(expected.obs):
+        return Verdict(False, f"the check recorded {len(got.obs) - len(expected.obs)} more observations "
+                              "than the reference: your code sent it down another path")
+    return Verdict(True)

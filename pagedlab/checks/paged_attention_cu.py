@@ -1,0 +1,120 @@
+"""Graded checks for Part C: the CUDA kernel in `paged_attention.cu` (Task 10).
+
+The student's kernel text runs unchanged on pagedlab's CPU executor, under several thread
+schedules (a missing barrier often hides under one order and shows under another). The output
+is filled with NaN before every launch and unused cache slots are NaN too, so an element the
+kernel never writes, or a slot it should not read, cannot pass. The driver records every output
+in full; the judge compares it with dense attention in float64 (`pagedlab.reference`), computed
+in its own process: float32 kernels must agree within 2e-5 relative error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from ..kernels import KERNEL_FILE, decode_on_executor
+from ..reference import make_paged_batch
+from .framework import check
+
+RULE = "notebook 08, Task 10 · the kernel: paged_attention_v1 equals dense attention over each sequence's tokens"
+TOL = 2e-5
+LAUNCH_TIMEOUT = 20.0  # seconds per launch (a correct one takes well under 1 s)
+_HUNG: dict[str, str] = {}  # kernel source hash -> timeout message: don't wait for it twice
+
+
+def check_schedules() -> tuple[str, ...]:
+    """The executor schedules every kernel check runs under: all of them (round-robin,
+    warp 0 first, reversed, seeded random). Each launch takes a fraction of a second."""
+    from .. import cuda
+
+    return tuple(cuda.SCHEDULES)
+
+
+def kernel_label(context: str, schedule: str) -> str:
+    return f"kernel output ({context}, schedule {schedule})"
+
+
+def drive_kernel(run, cases, schedules=None) -> None:
+    """Launch the kernel of the run's implementation on every case under every schedule and
+    record each output in full (float32); the judge compares them with float64 dense attention."""
+    from ..cuda import KernelTimeout
+
+    source = hashlib.sha256(run.kernel_source(KERNEL_FILE).encode()).hexdigest()
+    for context, kwargs, scale in cases:
+        batch = make_paged_batch(**kwargs)
+        args = batch.numpy()
+        for schedule in schedules or check_schedules():
+            label = kernel_label(context, schedule)
+            if source in _HUNG:
+                run.see(label, "not launched", shown=f"not launched: the kernel hung earlier ({_HUNG[source]})")
+                continue
+            try:
+                out = decode_on_executor(*args, scale=scale, impl=run.impl, schedule=schedule,
+                                         timeout=LAUNCH_TIMEOUT)
+            except Exception as exc:  # noqa: BLE001 - compile errors, barrier errors, crashes
+                text = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, KernelTimeout):
+                    _HUNG[source] = text.splitlines()[0]
+                run.see(label, "failed to run", shown=f"the kernel failed to run: {text}")
+                continue
+            run.see_array(label, out, tol=TOL, hint=HINT)
+
+
+def expected_outputs(cases, schedules=None):
+    """The trusted side: float64 dense attention for every case, once per schedule label."""
+    def expected(run):
+        found = []
+        for context, kwargs, scale in cases(run) if callable(cases) else cases:
+            want = make_paged_batch(**kwargs).expected(scale).numpy()
+            found += [(kernel_label(context, s), want, TOL) for s in schedules or check_schedules()]
+        return found
+    return expected
+
+
+HINT = ("NaN means something never written was read or left: out itself, a cache slot outside the "
+        "sequence (unused slots hold NaN) or shared memory read before a __syncthreads(). If only some "
+        "schedules fail, a barrier is missing; if only GQA fails, check the kv head; if only some "
+        "lengths fail, check the loop bounds and the block table row")
+
+
+def _batch(lens, **kwargs):
+    return {"seq_lens": list(lens), **kwargs}
+
+
+HEAD_SIZES = [(f"2 heads, head_size {hs}, block_size 16", _batch([1, 15, 16, 17], num_heads=2, head_size=hs,
+                                                                 block_size=16, seed=100 + i), None)
+              for i, hs in enumerate((32, 64, 80, 96, 112, 128, 256))]
+GQA = [(f"{h} query heads over {kv} kv heads, head_size {hs}",
+        _batch([37, 150], num_heads=h, num_kv_heads=kv, head_size=hs, block_size=16, seed=110 + h), None)
+       for h, kv, hs in ((8, 2, 64), (12, 4, 32), (16, 1, 128))]
+BLOCK_SIZES = [(f"block_size {bs}, 4 query heads over 2 kv heads",
+                _batch([bs - 1, bs, bs + 1, 511], num_heads=4, num_kv_heads=2, head_size=64, block_size=bs,
+                       seed=120 + bs), None) for bs in (8, 16, 32)]
+LONG = [("lengths 2048 and 1, head_size 256, block_size 16",
+         _batch([2048, 1], num_heads=2, num_kv_heads=1, head_size=256, block_size=16, seed=130), None)]
+SHARED = [("first 3 blocks shared with sequence 0",
+           _batch([80, 96, 70, 33], num_heads=4, num_kv_heads=4, head_size=64, block_size=16, shared_blocks=3,
+                  seed=140), None),
+          ("scale 0.05", _batch([50, 200], num_heads=4, num_kv_heads=2, head_size=96, block_size=16, seed=141), 0.05)]
+
+
+def _register(name: str, cases) -> None:
+    check("task10", name, rule=RULE, hint=HINT, expected=expected_outputs(cases))(lambda run: drive_kernel(run, cases))
+
+
+_register("MHA, head sizes 32 to 256, lengths 1, bs-1, bs, bs+1", HEAD_SIZES)
+_register("grouped-query attention: 8/2, 12/4, 16/1 heads", GQA)
+_register("block sizes 8, 16, 32 with lengths bs-1, bs, bs+1 and 511", BLOCK_SIZES)
+_register("a 2048-token sequence with head_size 256, next to a 1-token one", LONG)
+_register("physical blocks shared between sequences (after a fork) and a custom scale", SHARED)
+
+
+def _register_gpu() -> None:
+    """Task 10 on a real GPU, when CuPy can launch kernels there (or PAGEDLAB_GRADE_GPU=1)."""
+    from ..grading import gpu_checks
+
+    if gpu_checks.wanted():
+        gpu_checks.register()
+
+
+_register_gpu()
