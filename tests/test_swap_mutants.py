@@ -71,3 +71,10 @@ def test_mutant_is_caught(tmp_path, name):
     old, new, must_fail = MUTANTS[name]
     mutation.assert_caught(tmp_path / "submission", "swap.py", SOLUTION, "task13", name, old, new, must_fail,
                            message_markers=("expected", "raised", "yours"))
+
+
+def test_every_check_fails_on_the_untouched_exercise():
+    from pagedlab import checks
+
+    results = checks.results("task13", "exercises")
+    assert results and not any(r.passed for r in results), [r.name for r in results if r.passed]

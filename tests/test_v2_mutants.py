@@ -71,3 +71,8 @@ def test_mutant_is_caught(name, tmp_path):
 
 def test_at_least_eight_mutants():
     assert len(MUTANTS) >= 8
+
+
+def test_every_check_fails_on_the_untouched_exercise():
+    results = checks.results("task14", "exercises")
+    assert results and not any(r.passed for r in results), [r.name for r in results if r.passed]
