@@ -41,6 +41,16 @@ class Task:
     visibility: str = "visible"
 
     @property
+    def task(self) -> str:
+        return self.id
+
+    def limit(self) -> float:
+        """The time limit after PAGEDLAB_GRADE_TIME_SCALE."""
+        from .grading.points import time_scale
+
+        return self.time_limit * time_scale()
+
+    @property
     def number(self) -> int:
         return int(self.id.removeprefix("task"))
 

@@ -80,7 +80,7 @@ def test_notebook_draws_the_sequence_the_checks_replay():
     import json
     import re
 
-    from pagedlab.checks.utilization import TRACE_16
+    from pagedlab.checks.buddy import TRACE_16
 
     nb = json.loads((ROOT / "notebooks" / "09_prefix_caching_and_utilization.ipynb").read_text())
     cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]

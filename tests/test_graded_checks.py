@@ -1,45 +1,63 @@
-"""Every graded check passes on solutions/ and fails on the untouched exercises/ (spec §3).
+"""Every graded check passes on solutions/ and fails on the untouched exercises/ — public and
+hidden, judged exactly as the grader judges (spec §3).
 
 This is what makes a score honest: a check that passes on the stubs grades nothing, and a check
-that fails on the reference grades the wrong thing.
+that fails on the reference grades the wrong thing. Drivers run in-process here (the suite is the
+instructor's, not a student's); the verdict is the judge's, against the trusted record.
 """
+
+from pathlib import Path
 
 import pytest
 
-from pagedlab import checks
+from pagedlab import manifest
+from pagedlab.checks import framework, golden, judge
+
+HIDDEN = Path(__file__).resolve().parent.parent / "grading" / "hidden"
 
 
 def _all_checks():
     params = []
-    for task in checks.TASKS:
+    for task in manifest.TASKS:
         try:
-            found = checks.checks_of(task)
+            found = framework.checks_of(task, hidden=None, hidden_from=HIDDEN)
         except ImportError:
-            # A task whose check module does not import fails loudly below, never silently.
             params.append(pytest.param(task, None, id=f"{task}-unloadable"))
             continue
-        params += [pytest.param(task, c.name, id=f"{task}-{c.name}") for c in found]
+        params += [pytest.param(task, c.key, id=c.key) for c in found]
     return params
 
 
-def _result(task, name, impl):
-    check = next(c for c in checks.checks_of(task) if c.name == name)
-    try:
-        check.fn(impl)
-    except Exception as exc:  # noqa: BLE001
-        return exc
-    return None
+def _trusted(c, seed):
+    if c.expected is not None:
+        return framework.expected_stream(c, seed)
+    if not c.hidden:
+        return golden.record(c.key)
+    return framework.drive(c, "solutions", seed)
 
 
-@pytest.mark.parametrize("task, name", _all_checks())
-def test_check_passes_on_solutions_and_fails_on_exercises(task, name):
-    assert checks.checks_of(task), f"{task} has no registered checks"
-    assert name is not None
-    error = _result(task, name, "solutions")
-    assert error is None, f"fails on solutions/: {checks._explain(error)}"
-    assert _result(task, name, "exercises") is not None, "passes on the untouched exercises/: it grades nothing"
+@pytest.mark.parametrize("task, key", _all_checks())
+def test_check_passes_on_solutions_and_fails_on_exercises(task, key):
+    assert key is not None, f"{task}'s check module does not import"
+    c = framework.find(task, key)
+    seeds = (0,) if not c.hidden else (1234567, 42)
+    for seed in seeds:
+        trusted = _trusted(c, seed)
+        assert trusted is not None, f"{key} has no committed record: run `pagedlab assign`"
+        ok = judge.judge(trusted, framework.drive(c, "solutions", seed))
+        assert ok.passed, f"fails on solutions/ (seed {seed}): {ok.message}"
+        stub = judge.judge(trusted, framework.drive(c, "exercises", seed))
+        assert not stub.passed, f"passes on the untouched exercises/ (seed {seed}): it grades nothing"
 
 
-def test_every_task_has_checks_registered():
-    empty = [t for t in checks.TASKS if not checks.checks_of(t)]
-    assert not empty, f"tasks without graded checks: {empty}"
+def test_every_task_has_public_and_hidden_checks():
+    for task in manifest.TASKS:
+        assert framework.checks_of(task, hidden=False), f"{task} has no public checks"
+        assert framework.checks_of(task, hidden=True, hidden_from=HIDDEN), f"{task} has no hidden checks"
+
+
+def test_committed_records_are_current():
+    """expected.json is what the reference records today (regenerate with `pagedlab assign`)."""
+    assert not golden.stale(), "solutions/ or the checks changed since expected.json: run `pagedlab assign`"
+    fresh = golden.generate()
+    assert fresh["records"] == golden.load()["records"]

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pagedlab.checks as checks
-from pagedlab.checks import prefix as pc
+from pagedlab.checks import prefix_cache as pc
 from pagedlab.loader import load
 
 m = load("prefix_cache", "solutions")

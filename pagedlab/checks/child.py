@@ -17,10 +17,6 @@ import json
 import os
 import sys
 
-# Test and instructor hook: a Python file imported before the checks run.
-PLUGIN_ENV = "PAGEDLAB_GRADING_PLUGIN"
-
-
 def _emit(out, **event) -> None:
     out.write(json.dumps(event) + "\n")
     out.flush()
@@ -35,13 +31,6 @@ def main(argv: list[str] | None = None) -> int:
     impl = request["impl"]
     os.environ["PAGEDLAB_IMPL"] = impl
     out = open(argv[0], "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
-    plugin = os.environ.get(PLUGIN_ENV)
-    if plugin:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("pagedlab_grading_plugin", plugin)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
     from . import framework
 
     try:

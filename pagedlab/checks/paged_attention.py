@@ -63,7 +63,8 @@ def _expect_slots(got, table, positions, block_size, context):
            expected=f"integer tensor of shape {tuple(positions.shape)}",
            actual=f"{got.dtype} tensor of shape {tuple(got.shape)}")
     got = got.tolist()
-    see(f"slots of positions {positions.tolist()[:12]}{' …' if len(positions) > 12 else ''} ({context})", got)
+    see(f"slots of positions {positions.tolist()[:12]}{' …' if len(positions) > 12 else ''} ({context})", got,
+        rule=RULE_SLOT)
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         if g != w:
             p = int(positions[i])
@@ -83,7 +84,7 @@ def _new_cache(num_blocks, block_size, num_kv_heads, head_size, dtype):
 
 def _expect_cache(cache, slots, rows, name, context):
     """`cache` holds `rows[i]` at `slots[i]` (slots >= 0) and NaN in every other slot."""
-    see(f"{name} after write_kv ({context})", cache)
+    see(f"{name} after write_kv ({context})", cache, rule=RULE_WRITE)
     flat = cache.view(-1, *cache.shape[2:])
     written = torch.zeros(flat.shape[0], dtype=torch.bool)
     for i, slot in enumerate(slots.tolist()):
@@ -167,7 +168,7 @@ def _expect_tokens(got, want, name, context):
            f"gathered {name} has the wrong shape ({context})", rule=RULE_GATHER,
            expected=f"[seq_len, num_kv_heads, head_size] = {list(want.shape)}",
            actual=list(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__)
-    see(f"gathered {name} ({context})", got.to(want.dtype))
+    see(f"gathered {name} ({context})", got.to(want.dtype), rule=RULE_GATHER)
     if not torch.equal(got.to(want.dtype), want):
         bad = int(torch.nonzero((got.to(want.dtype) != want).flatten(1).any(1))[0])
         nan = bool(got[bad].isnan().any())

@@ -429,6 +429,9 @@ def _student_frames(dump: str) -> str:
     return "\n".join(f"    {line}" for line in lines[:8])
 
 
+REFERENCE_ENV = "PAGEDLAB_REFERENCE"  # another reference implementation (tests of the grader)
+
+
 def _trusted_records(task: str, plan: list[tuple[str, int]], checks: list, *, env: dict | None,
                      limit: float) -> tuple[dict, str]:
     """The expected record of every planned check: computed expectations, committed records of
@@ -451,13 +454,14 @@ def _trusted_records(task: str, plan: list[tuple[str, int]], checks: list, *, en
         return expected, ""
     from ..loader import impl_dir
 
+    reference = os.environ.get(REFERENCE_ENV) or "solutions"
     try:
-        impl_dir("solutions")
+        impl_dir(reference)
     except FileNotFoundError:
         return expected, ("the reference solutions are not part of this edition, so these checks "
                           "cannot be judged here")
     sub_plan = [plan[i] for i in need_reference]
-    records, problems, grader_problem, _ = _run_children(task, "solutions", sub_plan, limit=limit, env=env,
+    records, problems, grader_problem, _ = _run_children(task, reference, sub_plan, limit=limit, env=env,
                                                          sandbox=None)
     if grader_problem:
         return expected, f"running the reference solution failed: {grader_problem}"
