@@ -151,3 +151,21 @@ def test_v2_takes_contexts_that_v1_cannot_hold_in_shared_memory():
     out = paged_attention_decode(*batch.numpy(), impl="solutions", backend="cpu", version="v2")
     assert max_relative_error(out, batch.expected()) <= TOL
     assert PARTITION_SIZE == 512
+
+
+# --- on a GPU (skipped on machines without CuPy and a device) ----------------------------------
+
+needs_gpu = pytest.mark.skipif(not cuda.cupy_available(), reason="needs CuPy and a CUDA GPU")
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_cupy_backend_runs_v2_and_auto():
+    import cupy
+
+    batch = make_paged_batch([9000, 3, 513], num_heads=8, num_kv_heads=2, head_size=128, block_size=16, seed=40)
+    device_args = [cupy.asarray(a) for a in batch.numpy()]
+    out = paged_attention_decode(*device_args, impl="solutions", backend="cupy", version="v2")
+    assert isinstance(out, cupy.ndarray) and max_relative_error(cupy.asnumpy(out), batch.expected()) <= TOL
+    auto = paged_attention_decode(*batch.numpy(), impl="solutions", backend="cupy", version="auto")  # > 8192: v2
+    assert max_relative_error(auto, batch.expected()) <= TOL
