@@ -54,7 +54,8 @@ print("swap loaded from", swap.__name__)
 # %% [markdown]
 # ## Part 1 · When the cache runs out
 #
-# A step of a continuous-batching server (vLLM's v0 engine, which the seeds walk through) goes:
+# A step of a continuous-batching server goes like this (the order of vLLM's v0 scheduler as seed
+# 003 walks through it; `pagedlab.scheduler`'s docstring lists where the simulation simplifies):
 #
 # 1. **running** sequences, oldest first: each needs a slot for the token it writes this step. A
 #    sequence whose last block is full needs a new block. If none is free, the scheduler
@@ -62,8 +63,8 @@ print("swap loaded from", swap.__name__)
 #    first-come-first-served loses least. It may end up preempting the very sequence that asked.
 # 2. **swapped** sequences come back (swap in), oldest first, if no one was preempted this step.
 # 3. **waiting** requests are prefilled, oldest first, while their prompts fit, and only when
-#    nothing is swapped out and nothing was preempted (otherwise a new request could steal the
-#    blocks an older, preempted one is waiting for).
+#    nothing is swapped out and nothing was preempted in this step (otherwise a new request could
+#    take the blocks an older, preempted one is waiting for).
 # 4. The block copies decided above run (swap in, swap out, copy-on-write copies), *then* the
 #    model runs once over the whole batch.
 #

@@ -16,10 +16,14 @@ walks through `_schedule_running`, `_swap_out`, `_preempt_by_recompute`):
   swapped queue; swapped sequences come back (swap in) before any new request is admitted. If
   the swap space is full, the victim is recomputed instead, as vLLM does.
 
-Order inside a step follows vLLM v0: running sequences first (they may preempt), then swap-ins
-(only in a step without preemption), then new prefills (only when nothing is swapped out and
-nothing was preempted), then the model runs. Swaps are issued before the model runs and are not
-overlapped with it (vLLM v0 copies on the compute stream).
+Order inside a step is the one seed 003 walks through (vLLM v0's scheduler in its chunked-prefill
+mode, here without chunking): running sequences first (they may preempt), then swap-ins (only in
+a step without preemption), then new prefills, then the model runs. New prefills wait while
+anything is swapped out (vLLM v0's default scheduler has that rule too) or was preempted in this
+step: a newcomer must not take the blocks an older, preempted sequence is waiting for. vLLM's
+default (non-chunked) mode differs in one way: a step that can admit prompts runs them alone
+and decodes nothing. No watermark is kept. Swaps are issued before the model runs and are not
+overlapped with it.
 
 Time is modelled, not measured (`CostModel`): a step costs a fixed overhead plus the larger of
 its memory time (read the weights once, plus the KV cache of every running sequence) and its
