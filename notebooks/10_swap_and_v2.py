@@ -353,11 +353,13 @@ plt.show()
 # the whole study: the cost model of Part 1, swaps not overlapped with compute, FCFS with the newest
 # sequence preempted, a swap space big enough (20,000 blocks) to never force a fallback.
 #
-# Second, memory size. With a bigger cache there is less to preempt, and the policy matters less.
+# Second, memory size, for 100 requests of about 800 + 250 tokens (6,600 blocks if all ran at
+# once). A bigger cache runs more sequences at once and preempts less; once everything fits
+# (7,000 blocks) nobody is preempted and the policy no longer matters.
 
 # %%
 reqs = sch.synthetic_requests(100, prompt_len=800, output_len=250, rate=40, seed=30)
-sizes = [600, 900, 1400, 2200, 4000]
+sizes = [600, 1000, 2000, 4000, 7000]
 fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.4))
 for policy, color in zip(sch.POLICIES, ("#d62728", "#1f77b4"), strict=True):
     reps = [sch.simulate(reqs, num_gpu_blocks=n, num_cpu_blocks=6000, policy=policy) for n in sizes]
