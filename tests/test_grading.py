@@ -237,7 +237,7 @@ def test_points_table_covers_every_task_once():
     from pagedlab.checks import TASKS
 
     assert [row.task for row in points.TABLE] == list(TASKS)
-    assert points.MAX_SCORE == 100
+    assert points.MAX_SCORE == 110
     assert [r.task for r in points.select(["3", "task1", "1"])] == ["task1", "task3"]
 
 

@@ -24,7 +24,7 @@ from pagedlab.grading.cli import grade
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "exercises"
-PY_FILES = ("memory_manager.py", "paged_attention.py", "prefix_cache.py", "buddy.py")
+PY_FILES = ("memory_manager.py", "paged_attention.py", "prefix_cache.py", "buddy.py", "swap.py")
 PY_TASKS = [r.id for r in manifest.TABLE if set(r.files) & set(PY_FILES)]
 
 # Appended to every Python exercise: forge a perfect record from the committed expected results
