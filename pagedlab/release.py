@@ -61,14 +61,7 @@ SHARED_IDIOMS = {
 }
 # Known findings waiting for a fix on another branch: (released path, line) -> why it is tolerated.
 # Remove an entry once its fix is merged; the leak test xfails exactly these.
-PENDING = {
-    ("notebooks/08_cuda_kernel.ipynb", "float row_sum = warp_sum(thread_sum);"):
-        "notebook 08's planted-barrier demo quotes the reference kernel; fixed on the notebooks branch",
-    ("pagedlab/checks/prefix_cache.py", "block.prev_free.next_free = block.next_free"):
-        "Task 11's hint quotes the solution line; reported to the lead",
-    ("pagedlab/checks/expected.json", "block.prev_free.next_free = block.next_free"):
-        "the same Task 11 hint, recorded in expected.json",
-}
+PENDING: dict = {}  # (file, line) -> why a known leak is tolerated for now; empty: none is
 _BEGIN = re.compile(r"^\s*(?:###|//)\s*BEGIN SOLUTION\b")
 _END = re.compile(r"^\s*(?:###|//)\s*END SOLUTION\b")
 

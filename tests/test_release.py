@@ -185,15 +185,6 @@ def test_no_line_of_a_solution_region_in_any_released_file(edition):
     assert not leaks, "\n".join(f"{f}: {line!r} (solutions/{sol})" for f, line, sol in leaks)
 
 
-@pytest.mark.xfail(reason="notebooks/08 quotes a line of the reference kernel for its planted-barrier "
-                          "demo: fixed on the notebooks branch; the Task 11 hint quotes a solution "
-                          "line (reported to the lead)", strict=False)
-def test_known_pending_leaks_are_gone(edition):
-    out, _ = edition
-    pending = [leak for leak in leaks_in(out) if leak[:2] in release.PENDING]
-    assert not pending, pending
-
-
 def test_shared_idioms_are_really_in_the_shipped_harness():
     """Each allowed line must be a line some shipped harness or demo needs; stale ones go."""
     shipped = "\n".join(p.read_text() for d in ("pagedlab", "notebooks") for p in (ROOT / d).rglob("*")
