@@ -169,6 +169,7 @@ pagedlab.checks.run("task2");
 # arrives. Predict before running: which physical blocks does sequence 4 get?
 
 # %%
+pagedlab.checks.require("task1", "task2")  # the demo below runs your engine in this kernel
 mm = pagedlab.load("memory_manager")  # pick up your latest edits
 pool = Pool(32 * hw3.BLOCK_SIZE)
 engine = mm.llm_init(pool.addr, pool.size)

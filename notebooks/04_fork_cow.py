@@ -183,6 +183,7 @@ pagedlab.checks.run("task4");
 # in for the prompt's KV data; prefill never writes the pool in HW3).
 
 # %%
+pagedlab.checks.require("task1", "task2", "task3", "task4")  # checked in a separate process first
 mm = pagedlab.load("memory_manager")  # pick up your latest edits
 pool = Pool(16 * hw3.BLOCK_SIZE)       # 16 blocks of 64 bytes
 engine = mm.llm_init(pool.addr, pool.size)

@@ -123,6 +123,7 @@ print("Tasks 1-4 pass: your engine is ready for this notebook.")
 #   allocation that was freed again before returning.
 
 # %%
+pagedlab.checks.require("task1", "task2", "task3", "task4")  # checked in a separate process first
 pool = Pool(8 * hw3.BLOCK_SIZE)            # 8 blocks
 engine = mm.llm_init(pool.addr, pool.size)
 mm.create_sequence(engine, 1, 40)          # 3 blocks

@@ -131,6 +131,7 @@ pagedlab.checks.run("task7");
 # and a K/V cache with as many blocks as the pool, starting as NaN (= never written).
 
 # %%
+pagedlab.checks.require("task1", "task2", "task6", "task7")  # checked in a separate process first
 mm = pagedlab.load("memory_manager")
 pa = pagedlab.load("paged_attention")
 pool = Pool(12 * hw3.BLOCK_SIZE)

@@ -257,6 +257,7 @@ plt.show()
 # sequence's own tokens.
 
 # %%
+pagedlab.checks.require("task1", "task2")  # your engine runs in this kernel below
 mm = pagedlab.load("memory_manager")
 pool = Pool(24 * hw3.BLOCK_SIZE)
 engine = mm.llm_init(pool.addr, pool.size)

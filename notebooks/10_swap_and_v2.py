@@ -2,11 +2,11 @@
 # jupyter:
 #   jupytext:
 #     formats: ipynb,py:percent
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -135,6 +135,7 @@ axes[-1].set_xlabel("model time (s)")
 fig.tight_layout()
 plt.show()
 
+
 # %% [markdown]
 # What to look for:
 #
@@ -243,6 +244,7 @@ pagedlab.checks.run("task13")
 # above:
 
 # %%
+pagedlab.checks.require("task13")  # your swap code runs in this kernel below
 mapping = swap.swap_out(gpu, cpu, 4)
 print("group moved:", [s.seq_id for s in hw3.sequences(cpu)][1:])
 print("mapping (gpu block -> cpu block):", mapping)
