@@ -70,6 +70,7 @@
 # | 07 | paged attention in torch (gather, then attend) | 8, 9 |
 # | 08 | the CUDA kernel (CPU executor, CuPy on a GPU) | 10 |
 # | 09 | prefix caching, the buddy allocator and the utilization study | 11, 12 |
+# | 10 | serving under memory pressure: swap, preemption, the v2 kernel | 13, 14 |
 
 # %% [markdown]
 # ## Is this machine ready?
