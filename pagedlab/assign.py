@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .loader import ROOT
+from .course import root as course_root
 
 FENCES = {  # suffix -> (comment prefix, default stub template)
     ".py": ("###", 'raise NotImplementedError("{label}")'),
@@ -90,8 +90,8 @@ def _source_files(solutions: Path) -> list[Path]:
 
 def plan(solutions: Path | None = None, exercises: Path | None = None) -> dict[Path, str]:
     """Map each exercise file to the text it should have."""
-    solutions = solutions or ROOT / "solutions"
-    exercises = exercises or ROOT / "exercises"
+    solutions = solutions or course_root() / "solutions"
+    exercises = exercises or course_root() / "exercises"
     wanted = {}
     for src in _source_files(solutions):
         rel = src.relative_to(solutions)
@@ -101,8 +101,8 @@ def plan(solutions: Path | None = None, exercises: Path | None = None) -> dict[P
 
 def stale(solutions: Path | None = None, exercises: Path | None = None) -> list[str]:
     """Exercise files that differ from what `assign` would write (missing, changed or extra)."""
-    solutions = solutions or ROOT / "solutions"
-    exercises = exercises or ROOT / "exercises"
+    solutions = solutions or course_root() / "solutions"
+    exercises = exercises or course_root() / "exercises"
     wanted = plan(solutions, exercises)
     problems = []
     for path, text in wanted.items():

@@ -1,4 +1,4 @@
-"""`pagedlab` command line: assign, doctor, grade."""
+"""`pagedlab` command line: assign, doctor, grade, link."""
 
 from __future__ import annotations
 
@@ -7,8 +7,18 @@ import sys
 
 
 def _assign(args) -> int:
-    from . import assign
+    from . import assign, course
 
+    try:
+        solutions = course.root() / "solutions"
+    except course.NoCourseFolder as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not solutions.is_dir():
+        # A student edition has no solutions/: nothing to generate from, and "up to date" would lie.
+        print(f"error: {solutions} does not exist, so exercises/ cannot be generated or checked "
+              "(assign is an instructor tool: run it in the instructor edition)", file=sys.stderr)
+        return 2
     try:
         if args.check:
             problems = assign.stale()
@@ -24,7 +34,7 @@ def _assign(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for path in changed:
-        print(f"wrote {path.relative_to(assign.ROOT)}")
+        print(f"wrote {path.relative_to(assign.course_root())}")
     if not changed:
         print("exercises/ already up to date")
     return 0
@@ -40,6 +50,17 @@ def _grade(args) -> int:
     from .grading import cli as grade_cli
 
     return grade_cli.main(args)
+
+
+def _link(args) -> int:
+    from .deploy import nbgitpuller_link
+
+    try:
+        print(nbgitpuller_link(args.hub, args.repo, branch=args.branch, path=args.path))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hidden", default=None, metavar="DIR", help="folder of hidden checks (default: grading/hidden/ when present)")
     p.add_argument("--no-hidden", action="store_true", help="public checks only")
     p.set_defaults(func=_grade)
+
+    p = sub.add_parser("link", help="print the nbgitpuller link that puts the course in each student's home")
+    p.add_argument("--hub", required=True, metavar="URL", help="the JupyterHub, e.g. https://hub.example.edu")
+    p.add_argument("--repo", required=True, metavar="URL", help="the student edition's git repository")
+    p.add_argument("--branch", default=None, help="branch to pull (default: the repository's default)")
+    p.add_argument("--path", default=None, help="file to open after pulling (default: notebooks/00_welcome.ipynb)")
+    p.set_defaults(func=_link)
 
     args = parser.parse_args(argv)
     return args.func(args)

@@ -112,6 +112,33 @@ def _torch() -> Row:
     return row
 
 
+def _course() -> list[Row]:
+    """Which course folder and implementation the notebooks and `grade` will use from here."""
+    from . import course, loader
+
+    folder = course.find()
+    if folder is None or not folder.is_dir():
+        why = f"{course.ENV_VAR} names no folder" if os.environ.get(course.ENV_VAR) else f"none found from {os.getcwd()}"
+        return [Row("course folder", MISSING, why,
+                    f"cd into your course folder (it holds {course.MARKER}) or set {course.ENV_VAR}")]
+    try:
+        kind = course.edition(folder)
+    except ValueError as exc:
+        return [Row("course folder", MISSING, str(folder), str(exc))]
+    rows = [Row("course folder", OK, f"{folder} ({kind} edition)")]
+    impl = os.environ.get(loader.ENV_VAR) or "exercises"
+    piece = f"implementation ({loader.ENV_VAR}={impl})" if os.environ.get(loader.ENV_VAR) else "implementation (exercises)"
+    try:
+        rows.append(Row(piece, OK, str(loader.impl_dir(impl))))
+    except FileNotFoundError as exc:
+        rows.append(Row(piece, MISSING, str(exc), f"unset {loader.ENV_VAR} or point it at your files"))
+        return rows
+    if not loader.impl_dir(impl).is_dir():
+        rows[-1] = Row(piece, MISSING, f"{loader.impl_dir(impl)} does not exist",
+                       "pull the course again (nbgitpuller link) or unset PAGEDLAB_IMPL")
+    return rows
+
+
 def rows() -> list[Row]:
     py = sys.version_info
     python = Row("Python >= 3.10", OK if py >= (3, 10) else MISSING, sys.version.split()[0],
@@ -127,7 +154,13 @@ def rows() -> list[Row]:
         _compiler(),
         _nvrtc(),
         _cupy(),
+        *_course(),
     ]
+
+
+def _clip(r: Row) -> str:
+    # A folder is shown whole: the student needs to see which copy of the course is in use.
+    return r.found if r.piece.startswith(("course folder", "implementation")) else r.found[:60]
 
 
 def format_table(table: list[Row]) -> str:
@@ -136,7 +169,7 @@ def format_table(table: list[Row]) -> str:
     lines = [f"{'piece'.ljust(width)}  {'status':8}  {'found'.ljust(found_width)}  what to do",
              "-" * (width + found_width + 24)]
     for r in table:
-        lines.append(f"{r.piece.ljust(width)}  {r.status:8}  {r.found[:60].ljust(found_width)}  {r.todo}".rstrip())
+        lines.append(f"{r.piece.ljust(width)}  {r.status:8}  {_clip(r).ljust(found_width)}  {r.todo}".rstrip())
     return "\n".join(lines)
 
 
