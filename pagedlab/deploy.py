@@ -13,7 +13,8 @@ DEFAULT_PATH = "notebooks/00_welcome.ipynb"
 
 
 def _folder_name(repo: str) -> str:
-    """The folder nbgitpuller clones into: the repository's last path part, without .git."""
+    """The repository's last path part without .git. nbgitpuller's own default keeps the .git, so
+    the link names the folder (targetpath) and opens the notebook inside it."""
     name = urlsplit(repo).path.rstrip("/").rsplit("/", 1)[-1]
     return name[:-4] if name.endswith(".git") else name
 
@@ -37,6 +38,7 @@ def nbgitpuller_link(hub: str, repo: str, *, branch: str | None = None, path: st
     query = {"repo": repo}
     if branch:
         query["branch"] = branch
+    query["targetpath"] = folder
     query["urlpath"] = f"lab/tree/{folder}/{inner}"
     base = hub.rstrip("/")
     if not base.endswith("/hub"):

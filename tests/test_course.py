@@ -137,7 +137,7 @@ def test_link_points_at_the_hubs_git_pull_route():
     url = nbgitpuller_link("https://hub.example.edu", "https://git.example.edu/cs/pagedlab-student.git",
                            branch="main")
     assert url == ("https://hub.example.edu/hub/user-redirect/git-pull?repo=https%3A%2F%2Fgit.example.edu"
-                   "%2Fcs%2Fpagedlab-student.git&branch=main"
+                   "%2Fcs%2Fpagedlab-student.git&branch=main&targetpath=pagedlab-student"
                    "&urlpath=lab%2Ftree%2Fpagedlab-student%2Fnotebooks%2F00_welcome.ipynb")
     assert "/hub/hub/" not in nbgitpuller_link("http://127.0.0.1:8000/hub/", "file:///srv/c.git")
     proc = _cli("link", "--hub", "hub.example.edu", "--repo", "https://x/y.git", cwd=REPO)
