@@ -90,6 +90,6 @@ def test_notebooks_02_and_08_run_under_nbval_with_the_students_solutions(student
     chown_tree(course, entry)
     proc = as_student(student, str(bin_dir / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
                       "--nbval-lax", "--nbval-sanitize-with", "nbval.cfg", *nbs, cwd=course / "notebooks")
-    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     cache = as_student(student, "du", "-sk", f"{entry.pw_dir}/.cache/pagedlab", cwd=course)
     assert cache.returncode == 0, "pagedlab's compile cache belongs in the student's own home"
