@@ -9,6 +9,7 @@ folder when npm is present) and JupyterHub + nbgitpuller (installed with the whe
 
 from __future__ import annotations
 
+import http.cookiejar
 import json
 import os
 import secrets
@@ -86,6 +87,7 @@ class Hub:
         self.port, self.hub_port, self.api_port = _free_port(), _free_port(), _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = secrets.token_hex(24)
+        self.password = secrets.token_hex(16)
         config = base / "jupyterhub_config.py"
         config.write_text(f"""
 c = get_config()  # noqa
@@ -104,7 +106,7 @@ c.Spawner.http_timeout = 120
 c.Spawner.environment = {{"GIT_CONFIG_SYSTEM": {str(gitconfig)!r}, "MPLBACKEND": "Agg"}}
 c.Authenticator.allowed_users = set({USERS!r})
 c.JupyterHub.authenticator_class = "jupyterhub.auth.DummyAuthenticator"
-c.DummyAuthenticator.password = {secrets.token_hex(16)!r}
+c.DummyAuthenticator.password = {self.password!r}
 c.JupyterHub.services = [{{"name": "course-test", "api_token": {self.token!r}}}]
 c.JupyterHub.load_roles = [{{"name": "course-test", "services": ["course-test"],
     "scopes": ["admin:users", "admin:servers", "tokens", "access:servers"]}}]
@@ -190,20 +192,25 @@ def hub():
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _pull(server: Hub, user: str, repo: Path) -> str:
-    """Follow the printed link as the student, then run the pull its page starts."""
-    _, _, text = server.api("POST", f"/hub/api/users/{user}/tokens", {"note": "course test"})
-    token = json.loads(text)["token"]
+def _pull(server: Hub, user: str, repo: Path) -> None:
+    """Log in as the student, open the link `pagedlab link` prints, run the pull its page starts."""
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    browser.open(f"{server.url}/hub/login", timeout=60).read()
+    jar = next(h.cookiejar for h in browser.handlers if isinstance(h, urllib.request.HTTPCookieProcessor))
+    xsrf = next((c.value for c in jar if c.name == "_xsrf"), "")
+    form = urllib.parse.urlencode({"username": user, "password": server.password, "_xsrf": xsrf}).encode()
+    browser.open(f"{server.url}/hub/login?_xsrf={xsrf}", data=form, timeout=60).read()
     link = nbgitpuller_link(server.url, f"file://{repo}", branch="main")
-    status, landed, page = server.api("GET", link[len(server.url):], token=token)
-    assert status == 200 and f"/user/{user}/git-pull" in landed, landed
+    with browser.open(link, timeout=120) as page:
+        landed = page.geturl()
+    assert f"/user/{user}/git-pull" in landed, landed
     query = urllib.parse.urlsplit(link).query
-    _, _, events = server.api("GET", f"/user/{user}/git-pull/api?{query}", token=token, timeout=120)
+    with browser.open(f"{server.url}/user/{user}/git-pull/api?{query}", timeout=180) as stream:
+        events = stream.read().decode()
     assert '"phase": "finished"' in events and '"phase": "error"' not in events, events[-2000:]
-    _, _, listing = server.api("GET", f"/user/{user}/api/contents/{FOLDER}/notebooks", token=token)
-    names = {item["name"] for item in json.loads(listing)["content"]}
+    with browser.open(f"{server.url}/user/{user}/api/contents/{FOLDER}/notebooks", timeout=60) as listing:
+        names = {item["name"] for item in json.loads(listing.read())["content"]}
     assert set(NOTEBOOKS) <= names, names
-    return token
 
 
 def _run_notebooks(user: str, entry, bin_dir: Path, runner: Path) -> list[dict]:
