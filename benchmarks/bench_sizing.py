@@ -60,6 +60,44 @@ def finish(proc: subprocess.Popen) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def server_rss_mb() -> float | None:
+    """Resident memory of an idle JupyterLab server (what each student's server costs before any
+    kernel), on loopback; None if it did not come up in 60 s."""
+    import secrets
+    import socket
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    token = secrets.token_hex(16)
+    with tempfile.TemporaryDirectory(prefix="pagedlab-sizing-server-") as home:
+        cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={home}"]
+        if os.geteuid() == 0:
+            cmd.append("--allow-root")
+        server = subprocess.Popen(cmd, env={**os.environ, "HOME": home, "JUPYTER_RUNTIME_DIR": home},
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=5).read()
+                    break
+                except OSError:
+                    time.sleep(0.5)
+            else:
+                return None
+            time.sleep(2)  # let start-up settle
+            for line in Path(f"/proc/{server.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+            return None
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notebooks", nargs="+", default=["02", "08"], help="notebook numbers")
@@ -91,8 +129,11 @@ def main() -> int:
               f"{span:.1f} s wall vs {alone:.1f} s alone = {span / alone:.2f}x; "
               f"peak {max(t['peak_mb'] for t in together):.0f} MB per kernel")
     peak = max(max(c["peak_mb"], w["peak_mb"]) for _, c, w, _ in rows)
-    print(f"\nsuggested per-student memory: guarantee {_round_up(peak + 250)} MB, limit {_round_up(2 * peak + 250)} MB "
-          "(kernel peak + ~250 MB for the Jupyter server; the limit leaves room for a second kernel)")
+    server = server_rss_mb()
+    print(f"idle JupyterLab server: {server:.0f} MB" if server else "idle JupyterLab server: did not start")
+    server = server or 250.0
+    print(f"\nsuggested per-student memory: guarantee {_round_up(peak + server)} MB (one kernel at its peak + "
+          f"the server), limit {_round_up(2 * peak + server)} MB (room for a second kernel)")
     return 0
 
 
