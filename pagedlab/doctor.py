@@ -125,18 +125,17 @@ def _course() -> list[Row]:
         kind = course.edition(folder)
     except ValueError as exc:
         return [Row("course folder", MISSING, str(folder), str(exc))]
-    rows = [Row("course folder", OK, f"{folder} ({kind} edition)")]
+    found = [Row("course folder", OK, f"{folder} ({kind} edition)")]
     impl = os.environ.get(loader.ENV_VAR) or "exercises"
     piece = f"implementation ({loader.ENV_VAR}={impl})" if os.environ.get(loader.ENV_VAR) else "implementation (exercises)"
     try:
-        rows.append(Row(piece, OK, str(loader.impl_dir(impl))))
+        where = loader.impl_dir(impl)
     except FileNotFoundError as exc:
-        rows.append(Row(piece, MISSING, str(exc), f"unset {loader.ENV_VAR} or point it at your files"))
-        return rows
-    if not loader.impl_dir(impl).is_dir():
-        rows[-1] = Row(piece, MISSING, f"{loader.impl_dir(impl)} does not exist",
-                       "pull the course again (nbgitpuller link) or unset PAGEDLAB_IMPL")
-    return rows
+        return found + [Row(piece, MISSING, str(exc), f"unset {loader.ENV_VAR} or point it at your files")]
+    if not where.is_dir():
+        return found + [Row(piece, MISSING, f"{where} does not exist",
+                            f"pull the course again (the nbgitpuller link) or unset {loader.ENV_VAR}")]
+    return found + [Row(piece, OK, str(where))]
 
 
 def rows() -> list[Row]:
@@ -154,8 +153,15 @@ def rows() -> list[Row]:
         _compiler(),
         _nvrtc(),
         _cupy(),
+        *_c_track(),
         *_course(),
     ]
+
+
+def _c_track() -> list[Row]:
+    from .cnative import doctor_rows  # C compiler, Valgrind, ASan for llm_memory.c (optional)
+
+    return doctor_rows()
 
 
 def _clip(r: Row) -> str:

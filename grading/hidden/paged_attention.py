@@ -7,7 +7,13 @@ import random
 import torch
 
 from pagedlab.checks.framework import check, see
-from pagedlab.checks.paged_attention import ATTN_HINT, RULE_ATTN, TOL, drive_attention, expected_attention
+from pagedlab.checks.paged_attention import (
+    ATTN_HINT,
+    RULE_ATTN,
+    TOL,
+    drive_attention,
+    expected_attention,
+)
 from pagedlab.reference import make_paged_batch
 
 RULE = "the same rules as the public checks, on scenarios drawn at grading time"

@@ -155,9 +155,16 @@ def checks_of(task: str, *, hidden: bool | None = False, hidden_from: Path | Non
 _checks_of_override = None  # a plugin's stand-in (tests simulate broken check modules with it)
 
 
+def unregister(task: str, name: str) -> None:
+    _REGISTRY[task] = [c for c in _REGISTRY.get(task, []) if c.name != name]
+
+
 def _checks_of(task: str, *, hidden: bool | None = False, hidden_from: Path | None = None) -> list[Check]:
     row = manifest.task(task)
     _import_module(row.checks)
+    module = sys.modules.get(f"pagedlab.checks.{row.checks}")
+    if hasattr(module, "refresh"):
+        module.refresh()  # checks that depend on the machine (a GPU) are decided now
     if hidden is not False:
         folder = hidden_from or hidden_dir()
         if folder is not None and (folder / f"{row.checks}.py").is_file():
@@ -399,8 +406,10 @@ def drive(c: Check, impl=None, seed: int = 0) -> Stream:
         run.stream.status = "stopped"
     except SystemExit as exc:
         run.stream.status = "raised"
-        run.stream.error = {"type": "SystemExit", "message": f"your code called sys.exit({exc.code!r})",
-                            "text": f"your code called sys.exit({exc.code!r})"}
+        where = student_frame(traceback.extract_tb(exc.__traceback__))
+        at = f" at {where.filename}:{where.lineno} ({where.name})" if where and is_student_file(where.filename) else ""
+        text = f"your code called sys.exit({exc.code!r}){at}"
+        run.stream.error = {"type": "SystemExit", "message": text, "text": text}
     except BaseException as exc:  # noqa: BLE001 - any failure of student code is recorded
         if isinstance(exc, KeyboardInterrupt):
             raise

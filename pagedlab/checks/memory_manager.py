@@ -326,6 +326,26 @@ def _create_bad_len(run):
         expect(b.mm.create_sequence(None, 3, 5) is None, "create_sequence(None, ...) should return None", rule=R_NULL)
 
 
+# Values a C `int` parameter could never receive: what `is_c_int` (given) is for.
+NOT_C_INTS = [("'7'", "7"), ("2.5", 2.5), ("2**40", 2**40), ("True", True), ("None", None)]
+R_BAD_INPUT = ("notebook 02, Task 2: bad input (a value a C int cannot hold, see is_c_int) returns "
+               "None / −1 and changes nothing")
+
+
+@check("task2", "create_sequence rejects ids and lengths a C int cannot hold, and changes nothing", rule=R_BAD_INPUT)
+def _create_not_c_ints(run):
+    with Bench(run, 16) as b:
+        expect(b.mm.create_sequence(b.engine, 1, 20) is not None, "create_sequence(engine, 1, 20) failed", rule=R_CREATE)
+        for shown, value in NOT_C_INTS:
+            for call, args in ((f"create_sequence(engine, {shown}, 5)", (value, 5)),
+                               (f"create_sequence(engine, 2, {shown})", (2, value))):
+                before = b.observe()
+                got = b.mm.create_sequence(b.engine, *args)
+                expect(got is None, f"{call} should return None", rule=R_BAD_INPUT, expected=None,
+                       actual=repr(got), hint="validate with is_c_int(...) before anything else")
+                b.expect_unchanged(before, call, rule=R_BAD_INPUT)
+
+
 @check("task2", "create_sequence rejects an id that is already active and changes nothing", rule=R_UNCHANGED)
 def _create_dup(run):
     with Bench(run, 16) as b:
@@ -735,6 +755,19 @@ def _append_last(run):
         expect_equal([(blk, w, after) for blk, w, _, after in diff.words], [(last, 15, 0x4095)],
                      "pool words written (logical 255 = L1 15, L2 15)", rule=R_APPEND)
         expect_equal(b.mm.append_kv(b.engine, 1, 1), -1, "append_kv at kv_count 4096", rule=R_APPEND + ": −1 if logical >= 256")
+
+
+@check("task4", "append_kv rejects a record a C int cannot hold, and changes nothing", rule=R_BAD_INPUT)
+def _append_not_c_ints(run):
+    with Bench(run, 8) as b:
+        hw3.build_sequence(b.engine, 1, 16, [0])
+        for shown, value in NOT_C_INTS + [("2**31", 2**31), ("-2**31 - 1", -2**31 - 1)]:
+            before = b.observe()
+            expect_equal(b.mm.append_kv(b.engine, 1, value), -1, f"append_kv(engine, 1, {shown})",
+                         rule=R_BAD_INPUT, hint="validate kv_data with is_c_int(...) before anything else")
+            b.expect_unchanged(before, f"append_kv(engine, 1, {shown})", rule=R_BAD_INPUT)
+        _expect_append_ok(b, 1, 2**31 - 1, " (the largest int32)")
+        _expect_append_ok(b, 1, -2**31, " (the smallest int32)")
 
 
 @check("task4", "append_kv of an unknown sequence returns -1 and changes nothing", rule=R_UNCHANGED)

@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 PRELUDE = HERE / "prelude.h"
 ABI = HERE / "pl_abi.h"
 RUNTIME = HERE / "runtime.cpp"
+SANITIZER_RT = HERE / "sanitizer_rt.h"  # included by runtime.cpp (issue 16)
 FORMAT_VERSION = "4"
 
 # Every `extern __shared__` array gets this many bytes on the CPU: room for the largest
@@ -137,7 +138,7 @@ def runtime_library() -> Path:
     cxx = find_compiler()
     flags = BASE_FLAGS + ["-fvisibility=hidden"] + fiber_flags()
     key = _digest(FORMAT_VERSION, RUNTIME.read_bytes(), ABI.read_bytes(), compiler_version(cxx),
-                  " ".join(flags), sys.platform)
+                  " ".join(flags), sys.platform, SANITIZER_RT.read_bytes())
     name = f"libpagedlab_rt_{key}.so"
     target = cache_dir() / name
     if not target.exists():
@@ -246,8 +247,11 @@ def translation_unit(code: str, filename: str, kernels: list[str], dyn: list[Dyn
     return f'#include "{filename}"\n' + "\n".join(tail) + "\n"
 
 
-def build(code: str, filename: str = "kernel.cu", options=()) -> Build:
-    """Compile `code` (cached); raise CompileError with the compiler's messages on failure."""
+def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = False) -> Build:
+    """Compile `code` (cached); raise CompileError with the compiler's messages on failure.
+
+    sanitize: instrument every memory access for pagedlab.cuda.sanitizer (a separate build).
+    """
     if not isinstance(code, str):
         raise TypeError(f"kernel code must be a str, got {type(code).__name__}")
     filename = Path(filename).name
@@ -258,11 +262,14 @@ def build(code: str, filename: str = "kernel.cu", options=()) -> Build:
     rt = runtime_library()
     cxx = find_compiler()
     flags = BASE_FLAGS + KERNEL_FLAGS + (["-DPL_NO_FAST_TLS"] if SLOW_TLS else []) + _defines(options)
+    if sanitize:  # issue 16: instrumented compile, linked without the TSan runtime
+        from .sanitizer import instrument_flags
+        flags = flags + instrument_flags(cxx)
     unit = translation_unit(code, filename, kernels, dyn)
     key = _digest(FORMAT_VERSION, code, unit, PRELUDE.read_bytes(), ABI.read_bytes(), rt.name,
                   compiler_version(cxx), " ".join(flags), sys.platform)
     out_dir = cache_dir()
-    target = out_dir / f"k_{Path(filename).stem}_{key}.so"
+    target = out_dir / f"k_{Path(filename).stem}{'_san' if sanitize else ''}_{key}.so"
     result = Build(target, rt, filename, kernels, dyn, cached=target.exists())
     if result.cached:
         try:
@@ -283,6 +290,12 @@ def build(code: str, filename: str = "kernel.cu", options=()) -> Build:
             rpath = "-Wl,-rpath,@loader_path" if sys.platform == "darwin" else "-Wl,-rpath,$ORIGIN"
             cmd = [cxx, *flags, "-include", str(pre / "prelude.h"), f"-I{pre}", "-x", "c++", glue,
                    "-x", "none", str(rt), rpath, "-o", tmp]
+            if sanitize:  # issue 16: compile with instrumentation, link without its runtime
+                obj = str(Path(d) / "kernel.o")
+                _run(cmd[:cmd.index("-x", cmd.index(glue))] + ["-c", "-o", obj],
+                     f"compiling {filename} for the CPU executor (sanitizer)",
+                     {str(pre / "prelude.h"): "prelude.h", str(pre) + "/": ""}, cwd=d)
+                cmd = [cxx, *BASE_FLAGS, obj, str(rt), rpath, "-o", tmp]
             _run(cmd, f"compiling {filename} for the CPU executor",
                  {str(pre / "prelude.h"): "prelude.h", str(pre) + "/": ""}, cwd=d)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 
-from . import compiler, executor
+from . import compiler, executor, sanitizer
 from .signature import check_args, kernel_names, parse_params
 
 SCHEDULES = ("round_robin", "warp0_first", "reversed", "random:0")
@@ -64,10 +64,12 @@ class RawKernel:
 
     backend: "cupy" (cupy.RawKernel, GPU), "cpu" (pagedlab's executor) or "auto" (CuPy when
     `cupy.is_available()`). `filename` names the source in error reports (CPU only).
+    `check` turns on the CPU sanitizer for every launch: "race,memcheck,init" (or True/"all",
+    any subset); see `pagedlab.cuda.sanitizer`. A launch's own `check=` overrides it.
     """
 
     def __init__(self, code: str, name: str, options=(), backend: str = "auto", *,
-                 filename: str | None = None):
+                 filename: str | None = None, check=None):
         if not isinstance(code, str):
             raise TypeError(f"code must be the kernel source as a str, got {type(code).__name__}")
         if not isinstance(name, str) or not name.isidentifier():
@@ -88,6 +90,8 @@ class RawKernel:
                 raise
             self.params = None  # e.g. a struct parameter: CuPy takes it, unchecked
         self._build = None
+        self.check = None if check is None else sanitizer.parse_checks(check)  # issue 16
+        self._san_build = None
         self._cupy_kernel = None
         self._lock = threading.Lock()
 
@@ -120,7 +124,10 @@ class RawKernel:
         return self._cupy_kernel
 
     def __call__(self, grid, block, args, shared_mem: int = 0, *, schedule: str = "round_robin",
-                 timeout: float | None = None, workers: int | None = None):
+                 timeout: float | None = None, workers: int | None = None, check=None,
+                 _profile: bool = False):
+        checks = (sanitizer.parse_checks(check) if check is not None else  # issue 16
+                  self.check if self.check is not None else sanitizer.default_checks())
         grid3 = _dims(grid, "grid", MAX_GRID_DIM)
         block3 = _dims(block, "block", MAX_BLOCK_DIM)
         threads = block3[0] * block3[1] * block3[2]
@@ -151,6 +158,8 @@ class RawKernel:
             grid=grid3, block=block3, shared_mem=shared_mem, schedule=sched, seed=seed,
             timeout=float(timeout), workers=workers or executor.default_workers(),
             isolate=isolate, stack_size=int(os.environ.get("PAGEDLAB_CUDA_STACK_KB", "256")) * 1024)
+        if checks or _profile:  # issue 16: the instrumented build, checks and/or profile
+            return sanitizer.run(self, tuple(args), cfg, checks, profile=_profile)
         try:
             executor.launch(self._cpu_build(), self.name, self.params, tuple(args), cfg)
         except OSError as e:
@@ -160,3 +169,16 @@ class RawKernel:
             with self._lock:
                 self._build = None
             executor.launch(self._cpu_build(), self.name, self.params, tuple(args), cfg)
+
+    def profile(self, grid, block, args, shared_mem: int = 0, **launch):
+        """Run one launch on the CPU executor and return its memory-access profile
+        (`pagedlab.cuda.profile.Profile`): per source line, 32-byte sectors per warp-level
+        global request and bank-conflict ways per shared request. Takes the launch's
+        keywords (schedule=, workers=, timeout=, check=)."""
+        if self.backend != "cpu":
+            raise ValueError("the memory-access profile is measured by the CPU executor: "
+                             "create the kernel with backend='cpu'")
+        session = self(grid, block, args, shared_mem, _profile=True, **launch)
+        from .profile import from_entries
+        return from_entries(session.kernel._san_build, session.profile_entries, self.code,
+                            session.profile_overflow)

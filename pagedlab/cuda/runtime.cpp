@@ -15,6 +15,7 @@
 #endif
 #include "pl_abi.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -199,6 +200,11 @@ Spec* g_spec = nullptr;
 std::atomic<int> g_next_block{0};
 std::atomic<bool> g_abort{false};
 std::vector<uint32_t> g_block_order;
+
+// ---- sanitizer and memory-access profile (issue 16): state and checks ----------------------
+#define PL_SAN_PART 1
+#include "sanitizer_rt.h"
+#undef PL_SAN_PART
 
 // ---- messages ---------------------------------------------------------------------------------
 struct Msg {
@@ -454,6 +460,7 @@ int barrier(int line, int kind, int pred) {
             fail_and_park(w);
         }
         if (w->ndyn && !smem_check(w, line, -1)) fail_and_park(w);
+        if (!san::barrier(w)) fail_and_park(w);  // sanitizer (issue 16)
         release_barrier(w);
     }
     switch_to_scheduler(w);
@@ -500,6 +507,7 @@ void complete_warp_op(Worker* w, int warp, unsigned eff, int kind, unsigned mask
         f.state = RUNNABLE;
     }
     w->warp_arrived[warp] &= ~eff;
+    san::warp_sync(w, warp, eff);  // sanitizer (issue 16)
 }
 
 std::string lane_list(unsigned bits) {
@@ -670,6 +678,7 @@ bool setup_worker(Worker* w, int nthreads) {
     w->tls_size = find.base ? find.size : 0;
 #endif
     w->order.resize(nthreads);
+    san::worker_setup(w);  // sanitizer (issue 16)
     return true;
 }
 
@@ -726,6 +735,7 @@ void run_block(Worker* w, uint32_t linear) {
             for (int t = wp * 32; t < n && t < wp * 32 + 32; ++t) w->order[k++] = t;
     }
     w->rng = s->seed * 0x9e3779b97f4a7c15ull + linear + 1;
+    san::block_begin(w);  // sanitizer (issue 16)
 
     for (;;) {
         bool progressed = false;
@@ -747,6 +757,7 @@ void run_block(Worker* w, uint32_t linear) {
     }
     if (w->exited != n) report_stuck(w);
     else if (w->ndyn) smem_check(w, 0, -1);
+    if (!w->failed) san::block_end(w);  // sanitizer (issue 16)
 out:
     p.active = 0;
 }
@@ -822,6 +833,7 @@ void* worker_main(void* arg) {
         if ((uint32_t)i >= nblocks) break;
         run_block(w, g_block_order[i]);
     }
+    san::worker_end(w);  // sanitizer (issue 16)
     munmap(w->stacks, w->stack_stride * w->stack_count);
     tl_worker = nullptr;
     return nullptr;
@@ -946,5 +958,10 @@ PL_EXPORT int pl_launch(Spec* s) {
     s->out_fd = fds[0];
     return 0;
 }
+
+// ---- sanitizer (issue 16): pl_san_configure and the __tsan_* entry points ------------------
+#define PL_SAN_PART 2
+#include "sanitizer_rt.h"
+#undef PL_SAN_PART
 
 }  // extern "C"

@@ -259,7 +259,10 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, cwd: Path, output_
 
 
 def missing_files(row: manifest.Task, impl_dir: Path) -> list[str]:
-    return [name for name in row.files if not (impl_dir / name).is_file()]
+    from ..ctrack import ALTERNATE_FILES  # llm_memory.c stands in for memory_manager.py
+
+    return [name for name in row.files if not (impl_dir / name).is_file()
+            and not any((impl_dir / alt).is_file() for alt in ALTERNATE_FILES.get(name, ()))]
 
 
 # The child's record of a task may not exceed this (a flood of fake observations is a failure).
@@ -341,13 +344,16 @@ def _child_env(impl: str, env: dict | None) -> dict:
     return child_env
 
 
+REPEATS = 3  # consecutive identical deaths after which the remaining checks are not run
+
+
 def _run_children(task: str, impl: str, plan: list[tuple[str, int]], *, limit: float, env: dict | None,
                   sandbox: Sandbox | None) -> tuple[dict, dict, str, str]:
     """Run `plan` ((check key, seed) pairs) in children, a fresh one after each crash or hang.
 
     Returns (records by index, problems by index, a grader problem, the last output tail).
     """
-    records, problems = {}, {}
+    records, problems, deaths = {}, {}, []
     grader_problem, output = "", ""
     deadline = time.monotonic() + limit
     start = 0
@@ -375,6 +381,11 @@ def _run_children(task: str, impl: str, plan: list[tuple[str, int]], *, limit: f
         if got.grader_error:
             grader_problem = got.grader_error
             break
+        if got.malformed and not got.records:
+            # The record was flooded or mangled (by the task's own code: only it writes there).
+            for index in range(start, len(plan)):
+                problems.setdefault(index, got.malformed)
+            break
         if not got.started:
             grader_problem = _ended("the check process ended before its checks started", end, limit)
             break
@@ -388,7 +399,14 @@ def _run_children(task: str, impl: str, plan: list[tuple[str, int]], *, limit: f
         if stuck not in records:
             timed_out = end.timed_out or end.seconds >= remaining
             problems[stuck] = _explain_death(end, timed_out, limit)
+            deaths.append(problems[stuck].splitlines()[0])
         start = stuck + 1
+        if len(deaths) >= REPEATS and len(set(deaths[-REPEATS:])) == 1:
+            # The same crash every time: the rest would only repeat it.
+            for index in range(start, len(plan)):
+                problems.setdefault(index, f"not run: the {REPEATS} checks before it ended the same way "
+                                           f"({deaths[-1]})")
+            break
     return records, problems, grader_problem, output
 
 
@@ -483,8 +501,12 @@ def plan_for(row: manifest.Task, *, hidden: bool, hidden_seed: int | None = None
     public = framework.checks_of(row.id, hidden=False)
     secret = framework.checks_of(row.id, hidden=True, hidden_from=hidden_from) if hidden else []
     seed = secrets.randbelow(2**31) if hidden_seed is None else hidden_seed
-    checks = public + secret
-    plan = [(c.key, 0) for c in public] + [(c.key, (seed + i) % 2**31) for i, c in enumerate(secret)]
+    # Feedback-only checks go last: a hang there must not eat the time of checks that score.
+    scored = [c for c in public if not row.is_feedback(c.name)]
+    feedback = [c for c in public if row.is_feedback(c.name)]
+    checks = scored + secret + feedback
+    plan = ([(c.key, 0) for c in scored] + [(c.key, (seed + i) % 2**31) for i, c in enumerate(secret)]
+            + [(c.key, 0) for c in feedback])
     return checks, plan
 
 
