@@ -92,7 +92,7 @@ def test_assign_check_without_solutions_is_an_error(tmp_path):
     home = make_course(tmp_path / "student")
     proc = _cli("assign", "--check", cwd=home)
     assert proc.returncode == 2
-    assert "solutions does not exist" in proc.stderr and "up to date" not in proc.stdout
+    assert "it needs solutions/" in proc.stderr and "up to date" not in proc.stdout
 
 
 def test_doctor_names_the_course_folder_and_the_implementation(tmp_path):

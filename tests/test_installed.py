@@ -73,7 +73,7 @@ def test_load_and_grade_find_the_students_files(student):
     assert "missing from the submission" not in proc.stdout
     assert "✗ task1" in proc.stdout and "not implemented yet: Task 1" in proc.stdout
     proc = as_student(student, "pagedlab", "assign", "--check", cwd=course)
-    assert proc.returncode == 2 and "solutions does not exist" in proc.stderr
+    assert proc.returncode == 2 and "it needs solutions/" in proc.stderr
 
 
 def test_notebooks_02_and_08_run_under_nbval_with_the_students_solutions(student):
