@@ -5,7 +5,10 @@ Before the course folder was found from the working directory, every graded cell
 with "memory_manager.py not found in .../site-packages/exercises".
 """
 
+import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 from installed_env import (
@@ -25,19 +28,20 @@ STUDENT = "pagedlab-colab"
 
 
 @pytest.fixture(scope="module")
-def student(tmp_path_factory):
+def student():
     need_root()
     bin_dir = installed_env()
-    base = tmp_path_factory.mktemp("colab")
-    for p in [base, *base.parents]:  # pytest's temp root is 700: let the student reach their home
-        if p == p.parent:
-            break
-        p.chmod(p.stat().st_mode | 0o711)
+    # Not pytest's temp folder: any pytest starting meanwhile resets it to 700, locking the student out.
+    base = Path(tempfile.mkdtemp(prefix="pagedlab-colab-"))
+    base.chmod(0o711)
     entry = create_user(STUDENT, base / "home")
     course = make_student_course(base / "home" / "pagedlab-student", solved=False)
     chown_tree(course, entry)
-    yield bin_dir, entry, course
-    remove_user(STUDENT)
+    try:
+        yield bin_dir, entry, course
+    finally:
+        remove_user(STUDENT)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def as_student(student, *cmd, cwd, timeout=600):
