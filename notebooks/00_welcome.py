@@ -55,8 +55,9 @@
 #    pagedlab grade --impl exercises
 #    ```
 #
-#    To see the reference behaviour, set `PAGEDLAB_IMPL=solutions` before starting Jupyter (the
-#    instructor's checkout has it; yours has stubs).
+#    Your `exercises/` start as stubs; each graded cell says what its functions must do. To run
+#    the notebooks on another folder of code (a classmate's pair-programming copy, a backup),
+#    set `PAGEDLAB_IMPL=path/to/folder` before starting Jupyter.
 #
 # | notebook | topic | tasks |
 # |---|---|---|
@@ -82,7 +83,7 @@
 # %matplotlib inline
 import pagedlab
 
-# Your exercises/memory_manager.py (PAGEDLAB_IMPL=solutions runs the reference instead).
+# Your exercises/memory_manager.py (PAGEDLAB_IMPL, or impl=, picks another folder).
 mm = pagedlab.load("memory_manager")
 print("memory_manager loaded from", mm.__file__)
 

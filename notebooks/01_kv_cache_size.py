@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt
 import pagedlab
 from pagedlab import viz
 
-# Your exercises/memory_manager.py (PAGEDLAB_IMPL=solutions runs the reference instead).
+# Your exercises/memory_manager.py (PAGEDLAB_IMPL, or impl=, picks another folder).
 mm = pagedlab.load("memory_manager")
 print("memory_manager loaded from", mm.__file__)
 

@@ -38,7 +38,7 @@ import pagedlab
 from pagedlab import cmem, ctrack, hw3, loader, viz
 from pagedlab.pool import Pool
 
-# Your exercises/llm_memory.c (PAGEDLAB_IMPL=solutions compiles the reference instead).
+# Your exercises/llm_memory.c (PAGEDLAB_IMPL, or impl=, picks another folder).
 source = loader.source_path("llm_memory.c")
 mm = ctrack.load(source)
 print("compiled", source.name, "in", "cache" if not mm.build.seconds else f"{mm.build.seconds:.2f} s")

@@ -40,7 +40,7 @@ import pagedlab
 from pagedlab import cmem, hw3, viz
 from pagedlab.hw3 import ListNode, LLMEngine, Sequence
 
-# Your exercises/memory_manager.py (PAGEDLAB_IMPL=solutions runs the reference instead).
+# Your exercises/memory_manager.py (PAGEDLAB_IMPL, or impl=, picks another folder).
 mm = pagedlab.load("memory_manager")
 print("memory_manager loaded from", mm.__file__)
 

@@ -38,7 +38,7 @@ import pagedlab
 from pagedlab import viz
 from pagedlab.reference import make_paged_batch, max_relative_error
 
-# Your exercises/paged_attention.py (PAGEDLAB_IMPL=solutions runs the reference instead).
+# Your exercises/paged_attention.py (PAGEDLAB_IMPL, or impl=, picks another folder).
 pa = pagedlab.load("paged_attention")
 mm = pagedlab.load("memory_manager")
 print("paged_attention loaded from", pa.__file__)

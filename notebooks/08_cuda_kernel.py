@@ -39,7 +39,7 @@ from pagedlab.loader import kernel_source, source_path
 from pagedlab.pool import Pool
 from pagedlab.reference import dense_attention, make_paged_batch, max_relative_error
 
-# Your exercises/paged_attention.cu and memory_manager.py (PAGEDLAB_IMPL=solutions: the reference).
+# Your exercises/paged_attention.cu and memory_manager.py (PAGEDLAB_IMPL, or impl=, picks another folder).
 mm = pagedlab.load("memory_manager")
 print("paged_attention.cu loaded from", source_path("paged_attention.cu"))
 print("memory_manager loaded from", mm.__file__)

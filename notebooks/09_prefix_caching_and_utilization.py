@@ -41,7 +41,7 @@ import pagedlab
 from pagedlab import sharing
 from pagedlab import simulator as sim
 
-# Your exercises/prefix_cache.py (PAGEDLAB_IMPL=solutions runs the reference instead).
+# Your exercises/prefix_cache.py (PAGEDLAB_IMPL, or impl=, picks another folder).
 pc = pagedlab.load("prefix_cache")
 print("prefix_cache loaded from", pc.__file__)
 

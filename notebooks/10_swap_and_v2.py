@@ -47,7 +47,7 @@ from pagedlab import scheduler as sch
 from pagedlab.pool import Pool
 from pagedlab.reference import dense_attention, make_paged_batch, max_relative_error
 
-# Your exercises/swap.py (set PAGEDLAB_IMPL=solutions to run the reference instead).
+# Your exercises/swap.py (PAGEDLAB_IMPL, or impl=, picks another folder).
 swap = pagedlab.load("swap")
 print("swap loaded from", swap.__name__)
 

@@ -245,18 +245,18 @@ def validate(q, k_cache, v_cache, block_tables, seq_lens, *, scale=None,
 _KERNELS: dict = {}
 
 
-def _kernel(backend: str, code: str):
-    """One compiled kernel per (backend, source text): a student's edit is picked up next call."""
-    key = (backend, hashlib.sha256(code.encode()).hexdigest())
+def _kernel(backend: str, code: str, name: str = KERNEL_NAME, filename: str = KERNEL_FILE):
+    """One compiled kernel per (backend, name, source text): a student's edit is picked up next call."""
+    key = (backend, name, hashlib.sha256(code.encode()).hexdigest())
     if key not in _KERNELS:
         if backend == "cpu":
             from . import cuda
 
-            _KERNELS[key] = cuda.RawKernel(code, KERNEL_NAME, backend="cpu", filename=KERNEL_FILE)
+            _KERNELS[key] = cuda.RawKernel(code, name, backend="cpu", filename=filename)
         else:
             import cupy
 
-            _KERNELS[key] = cupy.RawKernel(code, KERNEL_NAME, options=("--std=c++17",))
+            _KERNELS[key] = cupy.RawKernel(code, name, options=("--std=c++17",))
     return _KERNELS[key]
 
 
@@ -483,17 +483,7 @@ def _check_workspace(workspace, num_seqs, num_heads, head_size, needed, partitio
 
 
 def _named_kernel(backend: str, code: str, name: str):
-    key = (backend, name, hashlib.sha256(code.encode()).hexdigest())
-    if key not in _KERNELS:
-        if backend == "cpu":
-            from . import cuda
-
-            _KERNELS[key] = cuda.RawKernel(code, name, backend="cpu", filename=V2_KERNEL_FILE)
-        else:
-            import cupy
-
-            _KERNELS[key] = cupy.RawKernel(code, name, options=("--std=c++17",))
-    return _KERNELS[key]
+    return _kernel(backend, code, name, V2_KERNEL_FILE)
 
 
 def decode_v2_on_executor(q, k_cache, v_cache, block_tables, seq_lens, *, scale=None, impl=None,

@@ -81,3 +81,20 @@ def test_the_explanation_names_the_function_and_the_rule(task, tmp_path):
     assert function in message, f"{task}: the explanation does not name {function}:\n{message}"
     assert f"rule:     notebook {row.notebook_number}" in message, f"{task}: no notebook rule:\n{message}"
     assert "§" not in message, message
+
+
+def test_a_deliberate_raise_in_correct_code_points_at_the_caller(tmp_path):
+    """Measured before: a Task 11 bug in allocate (it never checked for a free block) was reported
+    at popleft, whose `raise MemoryError` is correct. Now the caller's line is the one named."""
+    for source in (ROOT / "solutions").iterdir():
+        if source.is_file():
+            shutil.copy(source, tmp_path / source.name)
+    path = tmp_path / "prefix_cache.py"
+    text = path.read_text()
+    check = "        if num_new > pool.num_free_blocks - idle_hits:\n            return None"
+    assert check in text
+    path.write_text(text.replace(check, "        if False:\n            return None"))
+    failed = [r for r in checks.results("task11", tmp_path) if not r.passed]
+    message = next(r.message for r in failed if "MemoryError" in r.message)
+    assert "in popleft" in message and "a deliberate `raise`" in message, message
+    assert "(allocate)" in message, message

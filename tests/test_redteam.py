@@ -263,3 +263,39 @@ def test_sandboxed_attacks_earn_nothing(sandbox, tmp_path):
             break
         time.sleep(0.2)
     assert out.stdout.strip() == "", "processes of the sandbox user outlived their task"
+
+
+@pytest.mark.integration
+def test_sandboxed_code_has_no_network_when_asked(sandbox, tmp_path, monkeypatch):
+    import socket
+
+    if shutil.which("unshare") is None or shutil.which("setpriv") is None:
+        pytest.skip("PAGEDLAB_GRADE_NO_NETWORK needs util-linux's unshare and setpriv (apt-get install util-linux)")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    port = server.getsockname()[1]
+    phone_home = textwrap.dedent(f'''
+        def llm_init(pool_addr, pool_size):
+            import socket
+            socket.create_connection(("127.0.0.1", {port}), timeout=2).sendall(b"solutions?")
+            return None
+    ''')
+    sub = _submission(tmp_path, phone_home, files=("memory_manager.py",))
+    for no_network, reached in (("0", True), ("1", False)):
+        monkeypatch.setenv("PAGEDLAB_GRADE_NO_NETWORK", no_network)
+        results = _grade(sub, tasks=["1"])
+        try:
+            server.accept()[0].close()
+            connected = True
+        except (TimeoutError, socket.timeout):
+            connected = False
+        while True:  # drain the other checks' connections
+            try:
+                server.accept()[0].close()
+            except (TimeoutError, socket.timeout):
+                break
+        assert connected == reached, (no_network, results["tests"][0]["output"][-400:])
+        assert results["score"] == 0
+    server.close()

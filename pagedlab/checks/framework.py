@@ -466,6 +466,17 @@ def student_frame(frames):
     return mine[-1]
 
 
+def _caller_of_deliberate_raise(frames, where):
+    """The student's frame that called `where`, when `where` failed on purpose (a `raise` line)."""
+    if where is None or not (where.line or "").lstrip().startswith("raise"):
+        return None
+    index = next((i for i, f in enumerate(frames) if f is where), None)
+    for frame in reversed(frames[:index] if index else []):
+        if is_student_file(frame.filename):
+            return frame
+    return None
+
+
 def explain_exception(exc: BaseException, c: Check | None = None) -> dict:
     if isinstance(exc, NotImplementedError):
         text = f"not implemented yet: {exc or 'the stub still raises NotImplementedError'}"
@@ -473,6 +484,12 @@ def explain_exception(exc: BaseException, c: Check | None = None) -> dict:
     frames = traceback.extract_tb(exc.__traceback__)
     where = student_frame(frames)
     at = f" at {where.filename}:{where.lineno} ({where.name}): {where.line}" if where else ""
+    caller = _caller_of_deliberate_raise(frames, where)
+    if caller is not None:
+        # `popleft` raising "no free block" is popleft doing its job: the bug is in its caller.
+        at = (f" in {where.name} (line {where.lineno}, a deliberate `raise`), called from "
+              f"{caller.filename}:{caller.lineno} ({caller.name}): {caller.line}")
+        where = caller
     text = f"your code raised {type(exc).__name__}: {exc}{at}"
     return {"type": type(exc).__name__, "message": _short(str(exc), 500), "text": _short(text, 1500),
             "where": f"{where.filename}:{where.lineno}" if where else ""}

@@ -191,6 +191,22 @@ class Sandbox:
                        stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
 
 
+NO_NETWORK_ENV = "PAGEDLAB_GRADE_NO_NETWORK"
+
+
+def no_network() -> bool:
+    """PAGEDLAB_GRADE_NO_NETWORK=1: the sandboxed child gets no network (needs root, unshare and
+    setpriv from util-linux; refused with a clear error when they are missing)."""
+    if os.environ.get(NO_NETWORK_ENV, "").strip() not in ("1", "true", "yes"):
+        return False
+    import shutil
+
+    missing = [tool for tool in ("unshare", "setpriv") if shutil.which(tool) is None]
+    if missing:
+        raise ValueError(f"{NO_NETWORK_ENV}=1 needs {' and '.join(missing)} (util-linux) on PATH")
+    return True
+
+
 def sandbox_user() -> Sandbox | None:
     """The user from PAGEDLAB_GRADE_USER, or None when it is unset."""
     name = os.environ.get(USER_ENV, "").strip()
@@ -231,6 +247,11 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, cwd: Path, output_
     as_user = {}
     if sandbox is not None:
         as_user = {"user": sandbox.uid, "group": sandbox.gid, "extra_groups": []}
+        if no_network():
+            # A network namespace of its own (only loopback, down): made as root, then the user.
+            cmd = ["unshare", "--net", "--", "setpriv", f"--reuid={sandbox.uid}", f"--regid={sandbox.gid}",
+                   "--clear-groups", "--", *cmd]
+            as_user = {}
         home = home or cwd
         sandbox.own(home)
         env = {**env, "HOME": str(home), "MPLCONFIGDIR": str(home / ".matplotlib")}
