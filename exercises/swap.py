@@ -74,13 +74,11 @@ def entries(seq: Sequence):
 
     All 16 L1 slots are visited: a NULL slot may come before a mapped one.
     """
-    for l1 in range(L1_PT_SIZE):
-        l2_table = seq.block_table[l1]
-        if not l2_table:
-            continue
-        for l2 in range(L2_PT_SIZE):
-            if l2_table[l2] != UNMAPPED:
-                yield l2_table, l2, l2_table[l2]
+    for table in seq.block_table[0:L1_PT_SIZE]:
+        if table:
+            for slot, block in enumerate(table[0:L2_PT_SIZE]):
+                if block != UNMAPPED:
+                    yield table, slot, block
 
 
 def is_c_int(value) -> bool:

@@ -296,25 +296,25 @@ scores = r'''
 extern "C" __global__ void thread_per_token(const float* q, const float* k, float* s, int n, int d) {
   int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t < n) {
-    float acc = 0.f;
+    float sum = 0.f;
     for (int i = 0; i < d; ++i) {
       const float key = k[t * d + i];  // keys A: lanes are tokens
-      acc += q[i] * key;
+      sum += q[i] * key;
     }
-    s[t] = acc;
+    s[t] = sum;
   }
 }
 
 extern "C" __global__ void warp_per_token(const float* q, const float* k, float* s, int n, int d) {
   int t = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
   if (t < n) {  // the same for every lane of a warp
-    float acc = 0.f;
+    float sum = 0.f;
     for (int i = lane; i < d; i += 32) {
       const float key = k[t * d + i];  // keys B: lanes are dimensions
-      acc += q[i] * key;
+      sum += q[i] * key;
     }
-    for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffff, acc, offset);
-    if (lane == 0) s[t] = acc;
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffff, sum, offset);
+    if (lane == 0) s[t] = sum;
   }
 }
 '''

@@ -84,21 +84,19 @@ class Move:
 def expected_move(src: hw3.EngineState, dst: hw3.EngineState, seq_id: int) -> Move | None:
     """What a correct move_group(src, dst, seq_id) does, computed from the two states."""
     seqs = list(src.seqs)
-    start = next((s for s in seqs if s.seq_id == seq_id), None)
-    if start is None:
+    owned = {entry.seq_id: {b for _, b in entry.mapping} for entry in seqs}
+    if seq_id not in owned:
         return None
-    blocks = {s.seq_id: {b for _, b in s.mapping} for s in seqs}
-    members, reached = {start.seq_id}, set(blocks[start.seq_id])
-    grew = True
-    while grew:
-        grew = False
-        for s in seqs:
-            if s.seq_id not in members and blocks[s.seq_id] & reached:
-                members.add(s.seq_id)
-                reached |= blocks[s.seq_id]
-                grew = True
-    group = [s for s in seqs if s.seq_id in members]
-    if any(dst.seq(s.seq_id) is not None for s in group) or len(reached) > dst.free:
+    # The group: everything reachable from seq_id through shared blocks (a worklist closure).
+    members, frontier = {seq_id}, [seq_id]
+    while frontier:
+        current = frontier.pop()
+        linked = [other for other in owned if other not in members and owned[other] & owned[current]]
+        members.update(linked)
+        frontier.extend(linked)
+    reached = set().union(*(owned[m] for m in members))
+    group = [entry for entry in seqs if entry.seq_id in members]
+    if any(dst.seq(entry.seq_id) is not None for entry in group) or len(reached) > dst.free:
         return None
     src_refs, dst_refs = list(src.refs), list(dst.refs)
     moved: dict[int, int] = {}
@@ -106,7 +104,7 @@ def expected_move(src: hw3.EngineState, dst: hw3.EngineState, seq_id: int) -> Mo
     for s in group:
         mapping = {}
         for logical, block in s.mapping:
-            if block not in moved:
+            if moved.get(block) is None:
                 moved[block] = dst_refs.index(0)
                 dst_refs[moved[block]] = 0  # taken below
             mapping[logical] = moved[block]
@@ -179,10 +177,10 @@ def _expect_bytes_moved(rig, before, src_side, dst_side, pairs, call):
     expect(not stray, f"{call} wrote target blocks it did not take", rule=R_BYTES,
            expected=f"writes only to blocks {sorted(targets)}", actual=f"also wrote blocks {stray}: {written}")
     old_src = before[f"{src_side}_pool"]
-    for s, d in pairs:
-        want = _words(old_src, s)
-        have = dst_pool.words(d)
-        expect_equal(have, want, f"the 16 records of {src_side} block {s}, copied to {dst_side} block {d} "
+    for src_block, dst_block in pairs:
+        want = _words(old_src, src_block)
+        have = dst_pool.words(dst_block)
+        expect_equal(have, want, f"the 16 records of {src_side} block {src_block}, copied to {dst_side} block {dst_block} "
                                  f"by {call}", rule=R_BYTES,
                      hint="copy all 64 bytes (ctypes.memmove) from the source pool into the block you took")
 
@@ -318,9 +316,9 @@ def copy_blocks_copies(run):
         got = sw.copy_blocks(rig.gpu, pairs)
         expect_equal(got, 3, f"copy_blocks(gpu, {pairs})", rule=R_COPY,
                      hint="return the number of blocks copied")
-        for s, d in pairs:
-            expect_equal(rig.gpu_pool.words(d), _words(before["gpu_pool"], s),
-                         f"block {d} after copying block {s} into it", rule=R_COPY)
+        for src_block, dst_block in pairs:
+            expect_equal(rig.gpu_pool.words(dst_block), _words(before["gpu_pool"], src_block),
+                         f"block {dst_block} after copying block {src_block} into it", rule=R_COPY)
         written = rig.gpu_pool.diff(before["gpu_pool"])
         stray = sorted(set(written.blocks) - {7, 8, 12})
         expect(not stray and not written.guard_damaged, "copy_blocks wrote blocks outside the destinations",
