@@ -49,7 +49,7 @@ from pagedlab.reference import dense_attention, make_paged_batch, max_relative_e
 
 # Your exercises/swap.py (PAGEDLAB_IMPL, or impl=, picks another folder).
 swap = pagedlab.load("swap")
-print("swap loaded from", swap.__name__)
+print("swap loaded from", swap.__file__)
 
 # %% [markdown]
 # ## Part 1 · When the cache runs out

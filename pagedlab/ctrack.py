@@ -438,6 +438,16 @@ def _c_int(value, name: str) -> int:
     return number
 
 
+def _all_c_ints(*values) -> bool:
+    """Whether C's `int` parameters could receive these (the Python track's is_c_int)."""
+    try:
+        for value in values:
+            _c_int(value, "argument")
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def _pointer(value, name: str) -> int:
     if value is None:
         return 0
@@ -567,23 +577,31 @@ class CEngine(types.ModuleType):
         return self._view(hw3.LLMEngine, out.value, "llm_init")
 
     def create_sequence(self, engine, seq_id, initial_kv_len):
+        if not _all_c_ints(seq_id, initial_kv_len):
+            return None  # C could not even be called with these: bad input, nothing changes
         out = ctypes.c_void_p()
         self._call("create_sequence", _pointer(engine, "engine"), _c_int(seq_id, "seq_id"),
                    _c_int(initial_kv_len, "initial_kv_len"), out=out)
         return self._view(hw3.Sequence, out.value, "create_sequence")
 
     def free_sequence(self, engine, seq_id):
+        if not _all_c_ints(seq_id):
+            return -1
         out = ctypes.c_int()
         self._call("free_sequence", _pointer(engine, "engine"), _c_int(seq_id, "seq_id"), out=out)
         return out.value
 
     def fork_sequence(self, engine, parent_seq_id, new_seq_id):
+        if not _all_c_ints(parent_seq_id, new_seq_id):
+            return None
         out = ctypes.c_void_p()
         self._call("fork_sequence", _pointer(engine, "engine"), _c_int(parent_seq_id, "parent_seq_id"),
                    _c_int(new_seq_id, "new_seq_id"), out=out)
         return self._view(hw3.Sequence, out.value, "fork_sequence")
 
     def append_kv(self, engine, seq_id, kv_data):
+        if not _all_c_ints(seq_id, kv_data):
+            return -1
         out = ctypes.c_int()
         self._call("append_kv", _pointer(engine, "engine"), _c_int(seq_id, "seq_id"),
                    _c_int(kv_data, "kv_data"), out=out)

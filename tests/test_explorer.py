@@ -70,11 +70,32 @@ def test_free_returns_blocks_and_reset_starts_over(ex):
 
 
 def test_student_exception_is_logged_not_raised():
-    ex = Explorer(pool_blocks=8, impl="exercises")
+    import pagedlab
+
+    ex = Explorer(mm=pagedlab.load("memory_manager", "exercises"), pool_blocks=8)
     assert ex.engine is None
     assert "NotImplementedError" in ex.history[0].shown
     assert ex.create(1, 4) is None
     assert not ex.history[-1].ok
+
+
+def test_the_students_engine_is_checked_in_a_child_before_it_runs_here(tmp_path):
+    """The explorer drives the student's own module (impl=) only once the task behind each button
+    passes its checks in a separate process: a segfaulting append_kv is never called here."""
+    import shutil
+
+    from pagedlab.loader import ROOT
+
+    shutil.copy(ROOT / "solutions" / "memory_manager.py", tmp_path / "memory_manager.py")
+    path = tmp_path / "memory_manager.py"
+    path.write_text(path.read_text().replace(
+        "    record = ctypes.c_int32.from_address(block_address(engine, block) + offset * 4)\n",
+        "    record = ctypes.c_int32.from_address(8 + offset * 4)\n"))
+    ex = Explorer(pool_blocks=8, impl=tmp_path)
+    assert ex.create(1, 3) is not None and ex.history[-1].ok  # Tasks 1-2 pass: runs here
+    assert ex.append(1, 5) is None  # Task 4 segfaults in the child: never called here
+    shown = ex.history[-1].shown
+    assert "needs Task 4" in shown and "notebook 04" in shown, shown
 
 
 def test_widget_and_figure_render_headless(ex):
