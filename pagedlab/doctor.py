@@ -112,6 +112,28 @@ def _torch() -> Row:
     return row
 
 
+DRIFT = "drift"
+RESYNC = "re-run ./course test (it reinstalls from the lock) or: uv pip install --require-hashes -r requirements.lock"
+
+
+def _lock() -> Row:
+    """Installed versions vs requirements.lock: a drift is reported, not fatal (it may still work)."""
+    from . import lockcheck
+
+    piece = "versions vs requirements.lock"
+    path = lockcheck.lock_path()
+    if path is None:
+        return Row(piece, OPTIONAL, "no requirements.lock beside this pagedlab (not a checkout)")
+    diffs = lockcheck.drift(lockcheck.read_lock(path.read_text()))
+    if not lockcheck.lock_applies():
+        return Row(piece, OPTIONAL, f"the lock is for CPython 3.11 on Linux x86_64; {len(diffs)} differ here",
+                   "fine: ./course resolved from pyproject.toml + constraints.txt on this machine")
+    if not diffs:
+        return Row(piece, OK, "every package as locked")
+    shown = ", ".join(map(str, diffs[:3])) + (f" and {len(diffs) - 3} more" if len(diffs) > 3 else "")
+    return Row(piece, DRIFT, f"{len(diffs)} differ: {shown}", RESYNC)
+
+
 def rows() -> list[Row]:
     py = sys.version_info
     python = Row("Python >= 3.10", OK if py >= (3, 10) else MISSING, sys.version.split()[0],
@@ -127,6 +149,7 @@ def rows() -> list[Row]:
         _compiler(),
         _nvrtc(),
         _cupy(),
+        _lock(),
     ]
 
 
@@ -136,7 +159,8 @@ def format_table(table: list[Row]) -> str:
     lines = [f"{'piece'.ljust(width)}  {'status':8}  {'found'.ljust(found_width)}  what to do",
              "-" * (width + found_width + 24)]
     for r in table:
-        lines.append(f"{r.piece.ljust(width)}  {r.status:8}  {r.found[:60].ljust(found_width)}  {r.todo}".rstrip())
+        found = r.found if r.status == DRIFT else r.found[:60]  # every drifted name matters
+        lines.append(f"{r.piece.ljust(width)}  {r.status:8}  {found.ljust(found_width)}  {r.todo}".rstrip())
     return "\n".join(lines)
 
 
