@@ -56,8 +56,9 @@ def clone(dest: Path) -> None:
 
 
 def du(path: Path) -> int:
-    out = subprocess.run(["du", "-sb", str(path)], capture_output=True, text=True, check=True)
-    return int(out.stdout.split()[0])
+    """Bytes on disk under `path` (0 when it does not exist: an installer that cached nothing)."""
+    out = subprocess.run(["du", "-sb", str(path)], capture_output=True, text=True)
+    return int(out.stdout.split()[0]) if out.stdout.strip() else 0
 
 
 def course_open(repo: Path, env: dict, log: Path, timeout: float = 1800) -> dict:
@@ -128,6 +129,9 @@ def main() -> int:
                 works(repo)
                 r["size"] = du(repo / ".venv")
                 rows[(inst, phase)] = r
+                print(f"    env ready {r['env']:.1f} s, HTTP {r['http']:.1f} s, "
+                      f".venv {r['size'] / 2**30:.2f} GiB (load average {os.getloadavg()[0]:.1f})",
+                      flush=True)
                 if phase == "cold":
                     shutil.rmtree(repo)  # keep the scratch disk small; the cache stays
                 else:
@@ -136,6 +140,7 @@ def main() -> int:
             rows[(inst, "again")] = {**course_open(warm_repo, env, scratch / f"{inst}-again.log"),
                                      "size": rows[(inst, "warm")]["size"]}
             rows[(inst, "again")]["env"] = 0.0
+            print(f"    HTTP {rows[(inst, 'again')]['http']:.1f} s", flush=True)
             rows[(inst, "cold")]["cache"] = du(cache)
             shutil.rmtree(warm_repo)
     finally:
@@ -144,7 +149,8 @@ def main() -> int:
         else:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    print(f"\nfresh clone -> working course, on {os.cpu_count()} cores (seconds; size of .venv)")
+    print(f"\nfresh clone -> working course, on {os.cpu_count()} cores (seconds; size of .venv); "
+          f"load average now {os.getloadavg()[0]:.1f}")
     print(f"{'installer':9} {'cache':6} {'env ready':>9} {'HTTP':>7} {'venv':>8}")
     for (inst, phase), r in rows.items():
         print(f"{inst:9} {phase:6} {r['env']:9.1f} {r['http']:7.1f} {r['size'] / 2**30:7.2f}G")
