@@ -132,7 +132,7 @@ def test_lab_settings_live_in_the_venv_not_in_the_students_home(tmp_path):
                    env={**os.environ, "HOME": str(home)}, timeout=60)
     overrides = venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
     assert json.loads(overrides.read_text()) == json.loads((ROOT / "pagedlab/lab/overrides.json").read_text())
-    assert (venv / "etc" / "jupyter" / "jupyter_server_config.d" / "pagedlab.json").exists()
+    assert (venv / "etc" / "jupyter" / "jupyter_lab_config.json").exists()
     assert not any(home.iterdir()), f"bootstrap wrote into $HOME: {list(home.iterdir())}"
 
 
@@ -167,8 +167,9 @@ def test_course_jupyterlab_fetches_no_news_and_checks_no_updates(tmp_path):
         assert config["news"] == {"disabled": True}, config.get("news")
         url = f"{base}/lab/api/settings/@jupyterlab/apputils-extension:notification?token={token}"
         with urllib.request.urlopen(url, timeout=10) as r:
-            settings = json.load(r)["settings"]
-        assert settings["fetchNews"] == "false" and settings["checkForUpdates"] is False, settings
+            defaults = {k: v.get("default") for k, v in json.load(r)["schema"]["properties"].items()}
+        # overrides.json turns JupyterLab's defaults into the course's (a student's choice still wins)
+        assert defaults["fetchNews"] == "false" and defaults["checkForUpdates"] is False, defaults
         with urllib.request.urlopen(f"{base}/lab/api/update?token={token}", timeout=10) as r:
             assert json.load(r)["notification"] is None  # the never-checking update checker
     finally:

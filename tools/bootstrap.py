@@ -3,10 +3,11 @@
 
 Stdlib only: it runs on the student's bare Python, before anything is installed.
 
-Why uv: on the 2-core course machine pip needs over a minute to resolve and unpack the course's
-~120 packages; uv does the same from `requirements.lock` in seconds, and from a warm cache in
-about one. uv is used from PATH, else pip-installed into the new venv (one small wheel); if that
-fails too, pip does the whole install, from the same lock.
+Why uv: on the 2-core course machine pip needs minutes to download and unpack the course's
+~130 packages; uv does the same from `requirements.lock` several times faster, and from a warm
+cache in seconds. uv is used from PATH, else pip-installed once into ~/.cache/pagedlab/uv (one
+small wheel, reused by every clone), else into the venv; if all fail, pip does the whole
+install, from the same lock.
 
 Why a lock: every student, CI and the grader image get the same versions (hash-checked), so a
 failure seen by one is reproducible by the others. The lock targets the course machine (CPython
@@ -95,22 +96,50 @@ def torch_sources(wheelhouses: list[str]) -> list[str]:
     return [] if local else ["--extra-index-url", TORCH_CPU_INDEX]
 
 
-def find_uv(venv: Path, base: Path) -> str | None:
-    """uv from PATH, else from the venv, else pip-installed into the venv; None if none works."""
-    for uv in (shutil.which("uv"), venv / "bin" / "uv"):
-        if uv and os.access(uv, os.X_OK):
+def uv_tool_dir() -> Path:
+    """Where bootstrap keeps the uv it pip-installed, shared by every clone of the course."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "pagedlab" / "uv"
+
+
+def _runs(uv: str) -> bool:
+    try:
+        return subprocess.run([uv, "--version"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def find_uv(venv: Path, python: str) -> str | None:
+    """uv from PATH, the venv or bootstrap's tool folder; else pip-install it there. None: no uv.
+
+    The tool folder (~/.cache/pagedlab/uv) lets a second clone skip both `pip install uv` and
+    pip's slow venv creation: uv makes the venv too.
+    """
+    tool = uv_tool_dir() / "bin" / "uv"
+    for uv in (shutil.which("uv"), venv / "bin" / "uv", tool):
+        if uv and os.access(uv, os.X_OK) and _runs(str(uv)):
             return str(uv)
-    say("installing uv into the venv (pip install uv)")
-    proc = subprocess.run([str(base), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "uv"])
-    uv = venv / "bin" / "uv"
-    return str(uv) if proc.returncode == 0 and uv.exists() else None
+    say("installing uv (pip install uv)")
+    shutil.rmtree(uv_tool_dir(), ignore_errors=True)
+    for cmd in ([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                 "--target", str(uv_tool_dir()), "uv"],
+                [venv / "bin" / "python", "-m", "pip", "install", "--quiet",
+                 "--disable-pip-version-check", "uv"]):
+        if not os.path.exists(cmd[0]):
+            continue  # the venv does not exist yet
+        if subprocess.run([str(c) for c in cmd], stderr=subprocess.DEVNULL).returncode == 0:
+            for uv in (tool, venv / "bin" / "uv"):
+                if uv.exists() and _runs(str(uv)):
+                    return str(uv)
+    return None
 
 
-def install(venv: Path, installer: str) -> str:
+def install(venv: Path, installer: str, uv: str | None) -> str:
     py = venv / "bin" / "python"
     wheelhouses = pip_find_links(py) if (venv / "bin" / "pip").exists() else []
     use_lock = lock_applies(py)
-    uv = find_uv(venv, py) if installer in ("auto", "uv") else None
+    if uv is None and installer in ("auto", "uv"):
+        uv = find_uv(venv, sys.executable)  # the venv exists now: pip inside it is a last resort
     if uv is None and installer == "uv":
         sys.exit("PAGEDLAB_INSTALLER=uv, but uv could not be found or installed")
     if not use_lock:
@@ -144,13 +173,12 @@ def install_lab_settings(venv: Path) -> None:
     """The course's quiet JupyterLab, inside the venv only (the student's ~/.jupyter is untouched).
 
     share/jupyter/lab/settings/overrides.json changes JupyterLab's defaults (no news, no update
-    check); etc/jupyter/jupyter_server_config.d/ holds server flags any `jupyter lab` started from
-    this venv reads, so the venv is quiet even when not started through ./course.
+    check); etc/jupyter/jupyter_lab_config.json holds the server side, read by any `jupyter lab`
+    started from this venv, so the venv is quiet even when not started through ./course.
     """
     targets = {
         LAB_SETTINGS / "overrides.json": venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json",
-        LAB_SETTINGS / "jupyter_server_config.json":
-            venv / "etc" / "jupyter" / "jupyter_server_config.d" / "pagedlab.json",
+        LAB_SETTINGS / "jupyter_lab_config.json": venv / "etc" / "jupyter" / "jupyter_lab_config.json",
     }
     for src, dst in targets.items():
         if not dst.exists() or dst.read_bytes() != src.read_bytes():
@@ -172,14 +200,14 @@ def main(argv: list[str]) -> int:
         if len(done) == 2 and done[1] == fingerprint(done[0]) and installer in ("auto", done[0]):
             install_lab_settings(venv)
             return 0
+    uv = find_uv(venv, sys.executable) if installer != "pip" else None
     if not py.exists():
-        uv = shutil.which("uv") if installer != "pip" else None
         say(f"creating {venv.name} with {'uv' if uv else 'venv'}")
         if uv:
             run([uv, "venv", "--quiet", "--seed", "--python", sys.executable, venv])
         else:
             run([sys.executable, "-m", "venv", venv])
-    used = install(venv, installer)
+    used = install(venv, installer, uv)
     install_lab_settings(venv)
     stamp.write_text(f"{used} {fingerprint(used)}\n")
     return 0
