@@ -7,11 +7,12 @@ tools/bootstrap.py) the run takes a fresh clone of this repository's HEAD and ti
 - env ready: the venv's install stamp is written (every package installed, lab settings in);
 - HTTP: JupyterLab answers `GET /api/status` with the token (a student could click now).
 
-"cold" uses an empty package cache made for the run (UV_CACHE_DIR / PIP_CACHE_DIR), so every
-package comes from the registry; "warm" repeats on a new clone with that cache filled;
-"again" re-opens the warm clone (the everyday case: nothing to install). A cold uv run
-includes `pip install uv` when uv is not on PATH, as on a student's machine. A local wheelhouse
-pip is configured with (torch's CPU wheel here) is read by both installers alike.
+"cold" uses empty caches made for the run (UV_CACHE_DIR, PIP_CACHE_DIR, XDG_CACHE_HOME), so
+every package is fetched; "warm" repeats on a new clone with those caches filled; "again"
+re-opens the warm clone (the everyday case: nothing to install). A cold uv run includes
+`pip install uv` when uv is not on PATH, as on a student's machine. A local wheelhouse or index
+pip is configured with (torch's CPU wheel here) is read by both installers alike; pip also reads
+a local index uv is not told about, so on such a machine pip's "cold" is partly local.
 
 Also printed: the venv's size on disk, and the targets (issue 15): uv cold <= 1/2 pip cold;
 warm <= 15 s to a usable `./course open`.
@@ -117,7 +118,8 @@ def main() -> int:
         for inst in installers:
             cache = scratch / f"cache-{inst}"
             env = {**os.environ, "PAGEDLAB_INSTALLER": inst,
-                   "UV_CACHE_DIR": str(cache / "uv"), "PIP_CACHE_DIR": str(cache / "pip")}
+                   "UV_CACHE_DIR": str(cache / "uv"), "PIP_CACHE_DIR": str(cache / "pip"),
+                   "XDG_CACHE_HOME": str(cache / "xdg")}  # bootstrap's own copy of uv goes here
             env.pop("PIP_NO_CACHE_DIR", None)
             env.pop("VIRTUAL_ENV", None)
             warm_repo = None
