@@ -54,6 +54,7 @@ from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 TOKEN = "pagedlab-browser-test"
+BOXES = {"seq id": "_seq_box", "length / value": "_num_box", "fork from": "_parent_box"}
 MARK = "Edited by the browser test."
 # JupyterLab 4's notifications are react-toastify toasts.
 TOAST = ".Toastify__toast, .jp-Notification-Toast, .jp-toast-message"
@@ -133,16 +134,20 @@ class Kernel:
                 "'seqs': {s.seq_id: s.kv_count for s in v.seqs},"
                 "'owners': {b: [sid for sid, _ in who] for b, who in v.owners().items()}}))"
                 "(explorer.view())")
-        msg_id = self.client.execute("", silent=True, store_history=False,
-                                     user_expressions={"state": expr})
-        reply = self.client.get_shell_msg(timeout=60)
-        assert reply["parent_header"]["msg_id"] == msg_id
-        result = reply["content"]["user_expressions"]["state"]
-        assert result["status"] == "ok", result
-        state = json.loads(ast.literal_eval(result["data"]["text/plain"]))  # repr of the JSON text
+        state = json.loads(self.eval(expr))
         state["seqs"] = {int(k): v for k, v in state["seqs"].items()}
         state["owners"] = {int(k): v for k, v in state["owners"].items()}
         return state
+
+    def eval(self, expr: str):
+        """The value of `expr` in the notebook's namespace (silent: nothing shows in the page)."""
+        msg_id = self.client.execute("", silent=True, store_history=False,
+                                     user_expressions={"value": expr})
+        reply = self.client.get_shell_msg(timeout=120)
+        assert reply["parent_header"]["msg_id"] == msg_id
+        result = reply["content"]["user_expressions"]["value"]
+        assert result["status"] == "ok", result
+        return ast.literal_eval(result["data"]["text/plain"])
 
     def expected_map(self, state: dict) -> list[tuple[str, str]]:
         """Per block, the colours the map must show at its left and right edge (stripes)."""
@@ -319,10 +324,19 @@ def test_explorer_clicks_show_the_engine_state_and_a_saved_edit_reaches_disk(bro
         for step, (inputs, button, call) in enumerate(clicks, start=1):
             for label, value in inputs.items():
                 _set_int(browser, widget, label, value)
+                # The box has the number; wait until the kernel's widget model has it too.
+                box = f"explorer.{BOXES[label]}.value"
+                deadline = time.time() + 60
+                while kernel.eval(box) != value:
+                    assert time.time() < deadline, f"the kernel never saw {label} = {value}"
+                    time.sleep(0.2)
             before = len(_log_lines(widget))
             widget.find_element(By.XPATH, f".//button[normalize-space()='{button}']").click()
-            _wait(browser, f"the log line of {call}", lambda d, before=before, call=call:
-                  len(_log_lines(widget)) > before and call in _log_lines(widget)[-1], 30)
+            try:
+                _wait(browser, f"the log line of {call}", lambda d, before=before, call=call:
+                      len(_log_lines(widget)) > before and call in _log_lines(widget)[-1], 90)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; the log ends with {_log_lines(widget)[-2:]}") from None
             state = kernel.state()
             line = _log_lines(widget)[-1]
             assert "✓" in line, f"{button}: the explorer logged a failure: {line}"
