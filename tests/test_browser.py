@@ -48,7 +48,7 @@ pytestmark = [
 ]
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium (in the [dev] extra)")
-from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -185,7 +185,8 @@ SHOTS: list[Path] = []  # the running test's tmp folder, for a screenshot on fai
 
 def _wait(driver, what: str, cond, timeout: float = 60):
     try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.25).until(lambda d: cond(d))
+        return WebDriverWait(driver, timeout, poll_frequency=0.25,
+                             ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: cond(d))
     except TimeoutException:
         shot = SHOTS[-1] / f"timeout_{re.sub(r'[^a-z0-9]+', '_', what.lower())[:60]}.png" if SHOTS else None
         if shot:
@@ -212,10 +213,22 @@ def _set_int(driver, widget, label: str, value: int):
     _wait(driver, f"{label} = {value}", lambda d: box.get_attribute("value") == str(value), 10)
 
 
+def _fresh(read):
+    """Retry a read of the page that raced a redraw (the widget replaces its HTML on update)."""
+    for _ in range(20):
+        try:
+            return read()
+        except StaleElementReferenceException:
+            time.sleep(0.25)
+    return read()
+
+
 def _picture(widget) -> str | None:
     """Base64 PNG of the explorer's picture, or None when the output area shows no image."""
-    imgs = widget.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output img")
-    src = imgs[-1].get_attribute("src") if imgs else ""
+    def read():
+        imgs = widget.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output img")
+        return imgs[-1].get_attribute("src") if imgs else ""
+    src = _fresh(read)
     return src.split(",", 1)[1] if src.startswith("data:image/png;base64,") else None
 
 
@@ -266,8 +279,10 @@ def _check_map(png_b64: str | None, expected: list[tuple[str, str]], after: str)
 
 
 def _log_lines(widget) -> list[str]:
-    pres = widget.find_elements(By.CSS_SELECTOR, ".widget-html pre, .widget-html-content pre")
-    return pres[-1].text.splitlines() if pres else []
+    def read():
+        pres = widget.find_elements(By.CSS_SELECTOR, ".widget-html pre, .widget-html-content pre")
+        return pres[-1].text.splitlines() if pres else []
+    return _fresh(read)
 
 
 def _assert_no_toast(driver, shot: Path):
