@@ -20,20 +20,21 @@ if [ "$(g++ -dumpversion | cut -d. -f1)" -lt 12 ]; then
 fi
 g++ --version
 
-python3 -c 'import sys; assert sys.version_info >= (3, 10), "pagedlab needs Python >= 3.10"'
-python3 -m venv "$VENV"
-"$VENV/bin/pip" install --quiet --upgrade pip
-# torch from the CPU wheel index: the PyPI default on Linux is the multi-GB CUDA build, and the
-# grader never uses a GPU through torch. constraints.txt pins the version the course tests.
-"$VENV/bin/pip" install --quiet --index-url https://download.pytorch.org/whl/cpu \
-    -c "$SRC/constraints.txt" torch
-# [dev] brings pytest and nbval (for --notebooks) and the NVRTC wheel; torch is already satisfied.
-"$VENV/bin/pip" install --quiet -c "$SRC/constraints.txt" -e "$SRC[dev]"
+# The same hash-checked versions as every student's ./course: requirements.lock, installed by
+# tools/bootstrap.py with uv. The lock is for CPython 3.11; uv brings one when the image has
+# another Python (24.04 ships 3.12), into /autograder so the student user can run it too.
+# torch's CPU build comes from the PyTorch CPU index (bootstrap adds it: PyPI's is the CUDA build).
+python3 -m venv /autograder/uv-tool
+/autograder/uv-tool/bin/pip install --quiet uv
+export UV_PYTHON_INSTALL_DIR=/autograder/python
+/autograder/uv-tool/bin/uv venv --seed --python 3.11 "$VENV"
+PATH="/autograder/uv-tool/bin:$PATH" "$VENV/bin/python" "$SRC/tools/bootstrap.py" "$VENV"
+"$VENV/bin/pagedlab" doctor  # prints a drift from the lock, if any, into the build log
 
 # Student code runs as this unprivileged user (pagedlab grade switches to it per task), so a
 # submission can neither edit the grader's checks nor read the reference solutions.
 id student >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin student
-chmod -R a+rX "$SRC" "$VENV"
+chmod -R a+rX "$SRC" "$VENV" /autograder/python 2>/dev/null || chmod -R a+rX "$SRC" "$VENV"
 export PAGEDLAB_GRADE_USER=student
 
 # Smoke test at upload time: the reference solutions must earn full marks in this image, with

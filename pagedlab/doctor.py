@@ -138,6 +138,28 @@ def _course() -> list[Row]:
     return found + [Row(piece, OK, str(where))]
 
 
+DRIFT = "drift"
+RESYNC = "re-run ./course test (it reinstalls from the lock) or: uv pip install --require-hashes -r requirements.lock"
+
+
+def _lock() -> Row:
+    """Installed versions vs requirements.lock: a drift is reported, not fatal (it may still work)."""
+    from . import lockcheck
+
+    piece = "versions vs requirements.lock"
+    path = lockcheck.lock_path()
+    if path is None:
+        return Row(piece, OPTIONAL, "no requirements.lock beside this pagedlab (not a checkout)")
+    diffs = lockcheck.drift(lockcheck.read_lock(path.read_text()))
+    if not lockcheck.lock_applies():
+        return Row(piece, OPTIONAL, f"the lock is for CPython 3.11 on Linux x86_64; {len(diffs)} differ here",
+                   "fine: ./course resolved from pyproject.toml + constraints.txt on this machine")
+    if not diffs:
+        return Row(piece, OK, "every package as locked")
+    shown = ", ".join(map(str, diffs[:3])) + (f" and {len(diffs) - 3} more" if len(diffs) > 3 else "")
+    return Row(piece, DRIFT, f"{len(diffs)} differ: {shown}", RESYNC)
+
+
 def rows() -> list[Row]:
     py = sys.version_info
     python = Row("Python >= 3.10", OK if py >= (3, 10) else MISSING, sys.version.split()[0],
@@ -155,6 +177,7 @@ def rows() -> list[Row]:
         _cupy(),
         *_c_track(),
         *_course(),
+        _lock(),
     ]
 
 
@@ -166,7 +189,8 @@ def _c_track() -> list[Row]:
 
 def _clip(r: Row) -> str:
     # A folder is shown whole: the student needs to see which copy of the course is in use.
-    return r.found if r.piece.startswith(("course folder", "implementation")) else r.found[:60]
+    whole = r.piece.startswith(("course folder", "implementation")) or r.status == DRIFT  # every drifted name matters
+    return r.found if whole else r.found[:60]
 
 
 def format_table(table: list[Row]) -> str:

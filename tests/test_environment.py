@@ -21,6 +21,16 @@ def test_environment_yml_lists_the_course_packages():
     assert any(line.startswith("-e .") for line in pip), "the pip section must install pagedlab itself"
 
 
+def test_the_lock_pins_what_environment_yml_names():
+    """environment.yml takes ranges (it must solve on every platform); requirements.lock holds the
+    exact versions ./course and the grader install, and the file says so."""
+    text = (ROOT / "environment.yml").read_text()
+    assert "requirements.lock" in text
+    locked = (ROOT / "requirements.lock").read_text()
+    for package in ("jupyterlab", "torch", "ipywidgets", "matplotlib", "nbval", "numpy", "jupytext"):
+        assert f"\n{package}==" in locked, f"requirements.lock does not pin {package}"
+
+
 def test_default_environment_is_cpu_only_and_the_gpu_one_adds_only_cupy():
     # conda-forge has no CuPy (nor CUDA libraries) for macOS: the default file must not name them,
     # or it cannot be created on a Mac and a CPU-only Binder pulls gigabytes it never uses.

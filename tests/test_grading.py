@@ -392,6 +392,7 @@ def test_the_autograder_zip_has_gradescopes_entry_points_at_its_root(tmp_path):
         names = set(zf.namelist())
         modes = {info.filename: info.external_attr >> 16 for info in zf.infolist()}
     assert {"setup.sh", "run_autograder", "pyproject.toml", "constraints.txt", "pagedlab/grading/cli.py",
+            "requirements.lock", "tools/bootstrap.py", "pagedlab/lab/overrides.json",
             "solutions/memory_manager.py"} <= names
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
     assert not any(n.startswith((".venv/", "build/")) or "__pycache__" in n for n in names)

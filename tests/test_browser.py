@@ -1,0 +1,398 @@
+"""The course's UI in a real browser: JupyterLab from `./course open`, notebook 02's explorer.
+
+nbval runs the notebooks' code, but a widget that renders nothing (or a stale picture) passes
+nbval. This test is the student's view: headless Chromium (Debian's chromium + chromium-driver,
+driven by Selenium) opens notebook 02, runs all cells, clicks the explorer's buttons and checks
+after each click that what the page shows is the engine's state, read from the same kernel:
+
+- the explorer's log names the call, marks it ✓ and shows the engine's free-block count;
+- the block-map picture is the engine's current picture, pixel for pixel, and the colour of
+  every live sequence is in it while a freed sequence's colour is gone.
+
+Then it edits a markdown cell, saves with Ctrl+S and checks the file on disk (and its jupytext
+`.py` pair, once the notebooks have one). The first open must show no notification toast (the
+course ships settings that turn off JupyterLab's news and update checks). A screenshot after
+each step lands in the test's tmp folder (`pytest --basetemp=DIR` keeps it somewhere known).
+
+Enable: `apt-get install -y chromium chromium-driver` (Debian/Ubuntu; .ci/run does it as root).
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver") or (
+    "/usr/bin/chromedriver" if os.path.exists("/usr/bin/chromedriver") else None)
+ENABLE = ("needs Chromium and ChromeDriver: apt-get install -y chromium chromium-driver "
+          "(Debian/Ubuntu; .ci/run installs them when run as root)")
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason=ENABLE),
+]
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium (in the [dev] extra)")
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+TOKEN = "pagedlab-browser-test"
+BOXES = {"seq id": "_seq_box", "length / value": "_num_box", "fork from": "_parent_box"}
+MARK = "Edited by the browser test."
+# JupyterLab 4's notifications are react-toastify toasts.
+TOAST = ".Toastify__toast, .jp-Notification-Toast, .jp-toast-message"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Lab:
+    """`./course open` on a copy of notebooks/ (the test edits and saves a notebook)."""
+
+    def __init__(self, tmp: Path):
+        self.folder = tmp / "notebooks"
+        shutil.copytree(ROOT / "notebooks", self.folder,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        self.runtime = tmp / "runtime"
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {
+            **os.environ,
+            "PAGEDLAB_IMPL": "solutions",
+            "JUPYTER_RUNTIME_DIR": str(self.runtime),
+            # A first open, as a new student sees it: no saved settings or workspace of the tester's.
+            "JUPYTERLAB_SETTINGS_DIR": str(tmp / "user-settings"),
+            "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
+            "PAGEDLAB_NOTEBOOKS": str(self.folder),
+        }
+        self.log = open(tmp / "jupyterlab.log", "w")
+        self.proc = subprocess.Popen(
+            [str(ROOT / "course"), "open", "--no-browser", f"--port={self.port}", "--ip=127.0.0.1",
+             f"--IdentityProvider.token={TOKEN}"],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        deadline = time.time() + 120
+        while True:
+            assert self.proc.poll() is None, (tmp / "jupyterlab.log").read_text()
+            try:
+                self.api("status")
+                break
+            except OSError:
+                assert time.time() < deadline, "JupyterLab did not answer within 120 s"
+                time.sleep(0.5)
+
+    def api(self, path: str):
+        with urllib.request.urlopen(f"{self.url}/api/{path}?token={TOKEN}", timeout=10) as r:
+            return json.load(r)
+
+    def close(self):
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.log.close()
+
+
+class Kernel:
+    """A second client of the notebook's kernel: reads the engine's state without printing."""
+
+    def __init__(self, lab: Lab):
+        from jupyter_client import BlockingKernelClient
+
+        sessions = [s for s in lab.api("sessions") if s["path"].endswith("02_block_table.ipynb")]
+        assert sessions, "notebook 02 has no kernel session"
+        self.client = BlockingKernelClient(
+            connection_file=str(lab.runtime / f"kernel-{sessions[0]['kernel']['id']}.json"))
+        self.client.load_connection_file()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=60)
+
+    def state(self) -> dict:
+        """free blocks, {seq: kv_count} and {block: [owner seq ids in drawing order]}."""
+        expr = ("(lambda v: __import__('json').dumps({"
+                "'free': int(explorer.engine.free_local_blocks), 'total': v.total_blocks,"
+                "'seqs': {s.seq_id: s.kv_count for s in v.seqs},"
+                "'owners': {b: [sid for sid, _ in who] for b, who in v.owners().items()}}))"
+                "(explorer.view())")
+        state = json.loads(self.eval(expr))
+        state["seqs"] = {int(k): v for k, v in state["seqs"].items()}
+        state["owners"] = {int(k): v for k, v in state["owners"].items()}
+        return state
+
+    def eval(self, expr: str):
+        """The value of `expr` in the notebook's namespace (silent: nothing shows in the page)."""
+        msg_id = self.client.execute("", silent=True, store_history=False,
+                                     user_expressions={"value": expr})
+        reply = self.client.get_shell_msg(timeout=120)
+        assert reply["parent_header"]["msg_id"] == msg_id
+        result = reply["content"]["user_expressions"]["value"]
+        assert result["status"] == "ok", result
+        return ast.literal_eval(result["data"]["text/plain"])
+
+    def expected_map(self, state: dict) -> list[tuple[str, str]]:
+        """Per block, the colours the map must show at its left and right edge (stripes)."""
+        from pagedlab.viz import FREE_COLOR, seq_color
+
+        return [(seq_color(who[0]), seq_color(who[-1])) if (who := state["owners"].get(b))
+                else (FREE_COLOR, FREE_COLOR) for b in range(state["total"])]
+
+    def close(self):
+        self.client.stop_channels()
+
+
+@pytest.fixture()
+def browser(tmp_path):
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--disable-quic", "--window-size=1400,1000",
+                 f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        opts.add_argument(flag)
+    # Both paths given and SE_OFFLINE set: Selenium Manager never tries to download a driver.
+    os.environ.setdefault("SE_OFFLINE", "true")
+    driver = webdriver.Chrome(options=opts, service=Service(executable_path=CHROMEDRIVER))
+    driver.set_script_timeout(30)
+    yield driver
+    driver.quit()
+
+
+SHOTS: list[Path] = []  # the running test's tmp folder, for a screenshot on failure
+
+
+def _wait(driver, what: str, cond, timeout: float = 60):
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.25,
+                             ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: cond(d))
+    except TimeoutException:
+        shot = SHOTS[-1] / f"timeout_{re.sub(r'[^a-z0-9]+', '_', what.lower())[:60]}.png" if SHOTS else None
+        if shot:
+            driver.save_screenshot(str(shot))
+        raise AssertionError(f"timed out after {timeout} s waiting for {what} (screenshot {shot})") from None
+
+
+def _click_menu(driver, menu: str, item: str):
+    driver.find_element(By.XPATH, f"//div[contains(@class,'lm-MenuBar-itemLabel') and text()='{menu}']").click()
+    _wait(driver, f"menu item {item!r}", lambda d: d.find_elements(
+        By.XPATH, f"//div[contains(@class,'lm-Menu-itemLabel') and text()='{item}']"))[0].click()
+
+
+def _widget_input(widget, label: str):
+    return widget.find_element(By.XPATH, f".//div[contains(@class,'widget-inline-hbox')]"
+                                         f"[.//label[normalize-space()='{label}']]//input")
+
+
+def _set_int(driver, widget, label: str, value: int):
+    box = _widget_input(widget, label)
+    box.click()
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(str(value), Keys.TAB)  # ipywidgets sends the value on change (blur)
+    _wait(driver, f"{label} = {value}", lambda d: box.get_attribute("value") == str(value), 10)
+
+
+def _fresh(read):
+    """Retry a read of the page that raced a redraw (the widget replaces its HTML on update)."""
+    for _ in range(20):
+        try:
+            return read()
+        except StaleElementReferenceException:
+            time.sleep(0.25)
+    return read()
+
+
+def _picture(widget) -> str | None:
+    """Base64 PNG of the explorer's picture, or None when the output area shows no image."""
+    def read():
+        imgs = widget.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output img")
+        return imgs[-1].get_attribute("src") if imgs else ""
+    src = _fresh(read)
+    return src.split(",", 1)[1] if src.startswith("data:image/png;base64,") else None
+
+
+def _block_map(png_b64: str, total: int, cols: int = 16) -> list[tuple[str, str]]:
+    """Read the pool map back from the picture's pixels: per block, (left, right) colour.
+
+    The map is the topmost band of solid course colours (free grey or a sequence colour); its
+    cells are equal, so the grid follows from the band's extent. Each cell is sampled near its
+    lower-left and lower-right corners, clear of the labels; a shared block is striped, so the
+    two samples are its first and last owner.
+    """
+    import numpy as np
+    from PIL import Image
+
+    from pagedlab import viz
+
+    palette = [viz.FREE_COLOR, *viz._PALETTE]
+    rgb = np.array([[int(c[i:i + 2], 16) for i in (1, 3, 5)] for c in palette])
+    img = np.asarray(Image.open(io.BytesIO(base64.b64decode(png_b64))).convert("RGB")).astype(int)
+    solid = (np.abs(img[:, :, None, :] - rgb[None, None]).sum(-1) == 0).any(-1)
+    rows = -(-total // cols)
+    per_row = solid.sum(1)
+    band = np.flatnonzero(per_row >= 0.6 * per_row.max())
+    gaps = np.flatnonzero(np.diff(band) > 8)  # the map's rows are 2 px apart; the table is far below
+    y0, y1 = band[0], band[gaps[0]] if len(gaps) else band[-1]
+    per_col = solid[y0:y1 + 1].sum(0)
+    xs = np.flatnonzero(per_col >= 0.5 * (y1 - y0 + 1))  # legend swatches are too short to count
+    x0, x1 = xs[0], xs[-1]
+    w, h = (x1 - x0 + 1) / cols, (y1 - y0 + 1) / rows
+
+    def colour(x, y):
+        d = np.abs(rgb - img[int(y), int(x)]).sum(1)
+        return palette[int(d.argmin())] if d.min() < 40 else "#%02x%02x%02x" % tuple(img[int(y), int(x)])
+
+    out = []
+    for b in range(total):
+        r, c = divmod(b, cols)
+        y = y0 + (r + 0.88) * h
+        out.append((colour(x0 + (c + 0.12) * w, y), colour(x0 + (c + 0.88) * w, y)))
+    return out
+
+
+def _check_map(png_b64: str | None, expected: list[tuple[str, str]], after: str):
+    assert png_b64 is not None, f"after {after} the explorer shows no picture"
+    shown = _block_map(png_b64, len(expected))
+    wrong = {b: (shown[b], expected[b]) for b in range(len(expected)) if shown[b] != expected[b]}
+    assert not wrong, f"after {after}, blocks drawn (shown, engine): {wrong}"
+
+
+def _log_lines(widget) -> list[str]:
+    def read():
+        pres = widget.find_elements(By.CSS_SELECTOR, ".widget-html pre, .widget-html-content pre")
+        return pres[-1].text.splitlines() if pres else []
+    return _fresh(read)
+
+
+def _assert_no_toast(driver, shot: Path):
+    driver.save_screenshot(str(shot))
+    toasts = [t.text for t in driver.find_elements(By.CSS_SELECTOR, TOAST) if t.is_displayed()]
+    assert not toasts, f"notification pop-up(s) shown: {toasts} (see {shot})"
+
+
+def test_explorer_clicks_show_the_engine_state_and_a_saved_edit_reaches_disk(browser, tmp_path):
+    SHOTS.append(tmp_path)
+    lab = Lab(tmp_path)
+    kernel = None
+    try:
+        # ---- first open: the course's landing page, quiet
+        browser.get(f"{lab.url}/?token={TOKEN}")
+        _wait(browser, "JupyterLab's shell", lambda d: d.find_elements(By.CSS_SELECTOR, "#jp-main-dock-panel"))
+        assert "/lab/tree/00_welcome.ipynb" in browser.current_url, browser.current_url
+        _wait(browser, "00_welcome's first cell", lambda d: d.find_elements(
+            By.CSS_SELECTOR, ".jp-Notebook .jp-MarkdownCell"))
+        time.sleep(3)  # JupyterLab asks about news a moment after start-up: give it the chance
+        _assert_no_toast(browser, tmp_path / "01_first_open.png")
+
+        # ---- notebook 02, run all cells
+        browser.get(f"{lab.url}/lab/tree/02_block_table.ipynb?token={TOKEN}")
+        _wait(browser, "notebook 02's kernel to be idle", lambda d: all(w in d.find_element(
+            By.CSS_SELECTOR, "#jp-main-statusbar").text for w in ("Idle", "02_block_table.ipynb")), 120)
+        for attempt in range(3):  # the Run menu ignores a click until the notebook is fully up
+            _click_menu(browser, "Run", "Run All Cells")
+            try:
+                _wait(browser, "cells to start running", lambda d: [
+                    p for p in d.find_elements(By.CSS_SELECTOR, ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-InputPrompt")
+                    if re.search(r"\[(\*|\d+)\]", p.text)], 20)
+                break
+            except AssertionError:
+                if attempt == 2:
+                    raise
+        widget = _wait(browser, "the explorer widget", lambda d: (
+            d.find_elements(By.XPATH, "//div[contains(@class,'widget-vbox')][.//button[normalize-space()='create']]") or [None])[-1], 300)
+        _wait(browser, "all cells to finish", lambda d: not [
+            p for p in d.find_elements(By.CSS_SELECTOR, ".jp-InputPrompt") if "[*]" in p.text], 300)
+        browser.execute_script("arguments[0].scrollIntoView()", widget)
+        kernel = Kernel(lab)
+
+        state = kernel.state()
+        assert state["seqs"] == {1: 40, 2: 20}, state["seqs"]  # what the notebook's cell created
+        _check_map(_picture(widget), kernel.expected_map(state), "running the notebook")
+
+        clicks = [  # (inputs, button, the call the log must show)
+            ({"seq id": 3, "length / value": 20}, "create", "create_sequence(engine, 3, 20)"),
+            ({"fork from": 3, "seq id": 4}, "fork", "fork_sequence(engine, 3, 4)"),
+            ({"seq id": 4, "length / value": 7}, "append", "append_kv(engine, 4, 7)"),
+            ({"seq id": 3}, "free", "free_sequence(engine, 3)"),
+        ]
+        for step, (inputs, button, call) in enumerate(clicks, start=1):
+            for label, value in inputs.items():
+                _set_int(browser, widget, label, value)
+                # The box has the number; wait until the kernel's widget model has it too.
+                box = f"explorer.{BOXES[label]}.value"
+                deadline = time.time() + 60
+                while kernel.eval(box) != value:
+                    assert time.time() < deadline, f"the kernel never saw {label} = {value}"
+                    time.sleep(0.2)
+            before = len(_log_lines(widget))
+            widget.find_element(By.XPATH, f".//button[normalize-space()='{button}']").click()
+            try:
+                _wait(browser, f"the log line of {call}", lambda d, before=before, call=call:
+                      len(_log_lines(widget)) > before and call in _log_lines(widget)[-1], 90)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; the log ends with {_log_lines(widget)[-2:]}") from None
+            state = kernel.state()
+            line = _log_lines(widget)[-1]
+            assert "✓" in line, f"{button}: the explorer logged a failure: {line}"
+            free = re.search(r"\[free blocks: (\d+)\]", line)
+            assert free and int(free.group(1)) == state["free"], (
+                f"{button}: the log shows {line!r}, the engine has {state['free']} free blocks")
+            expected = kernel.expected_map(state)
+            shot = tmp_path / f"step{step}_{button}.png"
+            try:  # the picture is redrawn right after the log: give the browser a moment
+                _wait(browser, f"the block map after {button}", lambda d, expected=expected:
+                      _picture(widget) is not None
+                      and _block_map(_picture(widget), len(expected)) == expected, 15)
+            except AssertionError:
+                pass  # _check_map says what differs
+            widget.screenshot(str(shot))
+            _check_map(_picture(widget), expected, f"{button} (screenshot {shot})")
+        assert set(state["seqs"]) == {1, 2, 4}, state["seqs"]
+        assert state["owners"], "the engine has no mapped blocks: the clicks did nothing"
+
+        # ---- edit a markdown cell, save, check the file(s) on disk
+        nb_file = lab.folder / "02_block_table.ipynb"
+        pair = nb_file.with_suffix(".py")
+        pair_before = pair.read_text() if pair.exists() else None
+        cell = browser.find_elements(By.CSS_SELECTOR, ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell")[0]
+        browser.execute_script("arguments[0].scrollIntoView()", cell)
+        ActionChains = webdriver.ActionChains
+        ActionChains(browser).double_click(cell.find_element(By.CSS_SELECTOR, ".jp-MarkdownOutput")).perform()
+        editor = _wait(browser, "the markdown cell's editor", lambda d: cell.find_elements(
+            By.CSS_SELECTOR, ".cm-content[contenteditable='true']"), 20)[0]
+        editor.send_keys(Keys.CONTROL, Keys.END)
+        editor.send_keys(Keys.ENTER, Keys.ENTER, MARK)
+        ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
+        ActionChains(browser).key_down(Keys.CONTROL).send_keys("s").key_up(Keys.CONTROL).perform()
+        _wait(browser, "the saved notebook on disk", lambda d: MARK in nb_file.read_text(), 30)
+        source = "".join(json.loads(nb_file.read_text())["cells"][0]["source"])
+        assert source.rstrip().endswith(MARK), source[-200:]
+        if pair_before is not None:  # the jupytext pair (py:percent) is written on the same save
+            _wait(browser, "the paired .py on disk", lambda d: MARK in pair.read_text(), 30)
+        browser.save_screenshot(str(tmp_path / "09_after_save.png"))
+        _assert_no_toast(browser, tmp_path / "10_end.png")
+    finally:
+        if kernel is not None:
+            kernel.close()
+        lab.close()

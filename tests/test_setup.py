@@ -1,0 +1,177 @@
+"""Set-up: the lock every install uses, drift reporting, and the quiet JupyterLab settings.
+
+The slow end-to-end timings (fresh clone, uv vs pip) are in benchmarks/bench_setup.py; the
+browser's view is tests/test_browser.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCK = ROOT / "requirements.lock"
+sys.path.insert(0, str(ROOT / "tools"))
+
+import bootstrap  # noqa: E402
+
+from pagedlab import lockcheck  # noqa: E402
+
+REGENERATE = "regenerate it: python3 tools/lock.py"
+
+
+def _lock_pins() -> dict[str, str]:
+    return lockcheck.read_lock(LOCK.read_text())
+
+
+def test_the_lock_pins_the_cpu_torch_of_constraints_txt():
+    pin = re.search(r"^torch==(\S+)", (ROOT / "constraints.txt").read_text(), re.M).group(1)
+    assert _lock_pins()["torch"] == f"{pin}+cpu", f"torch in the lock is not the CPU build of {pin}"
+
+
+def test_every_locked_package_is_hash_checked():
+    blocks = re.split(r"\n(?=[A-Za-z0-9])", LOCK.read_text().split("\n", 2)[2])
+    unhashed = [b.split()[0] for b in blocks if "==" in b and "--hash=sha256:" not in b]
+    assert not unhashed, f"lines without a hash: {unhashed}"
+
+
+def test_the_lock_satisfies_every_dependency_in_pyproject():
+    """Fails when a branch adds or tightens a dependency without regenerating the lock."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    env = {**default_environment(), "python_version": "3.11", "python_full_version": "3.11.0",
+           "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64"}
+    pins = _lock_pins()
+    wrong = []
+    for line in project["dependencies"] + project["optional-dependencies"]["dev"]:
+        req = Requirement(line)
+        if req.marker and not req.marker.evaluate({**env, "extra": ""}):
+            continue
+        got = pins.get(lockcheck.canonical(req.name))
+        if got is None or not req.specifier.contains(got, prereleases=True):
+            wrong.append(f"{line} (lock: {got or 'absent'})")
+    assert not wrong, f"requirements.lock is stale for {wrong}; {REGENERATE}"
+
+
+def test_bootstrap_and_doctor_agree_on_the_locks_target():
+    assert bootstrap.LOCK_PYTHON == lockcheck.LOCK_PYTHON
+    assert bootstrap.LOCK_PLATFORM == lockcheck.LOCK_PLATFORM
+
+
+def test_conda_and_the_grader_install_the_same_lock():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    conda = [d for d in env["dependencies"] if isinstance(d, str)]
+    assert f"python={'.'.join(map(str, lockcheck.LOCK_PYTHON))}" in conda
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert "-r requirements.lock" in [line.split("#")[0].strip() for line in pip]
+    setup = (ROOT / "grading" / "setup.sh").read_text()
+    assert "tools/bootstrap.py" in setup and "--python 3.11" in setup
+
+
+def _doctor(**env):
+    return subprocess.run([sys.executable, "-m", "pagedlab", "doctor"], capture_output=True,
+                          text=True, env={**os.environ, **env}, timeout=120)
+
+
+def _lock_row(out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith("versions vs requirements.lock"))
+
+
+def test_doctor_names_each_package_that_drifted_from_the_lock(tmp_path):
+    installed = _lock_pins()["numpy"]
+    text = re.sub(r"^numpy==\S+", "numpy==1.0.0", LOCK.read_text(), flags=re.M)
+    text = re.sub(r"^pyyaml==\S+", "pyyaml==0.1", text, flags=re.M)
+    (tmp_path / "requirements.lock").write_text(text)
+    proc = _doctor(PAGEDLAB_LOCK=str(tmp_path / "requirements.lock"))
+    row = _lock_row(proc.stdout)
+    if not lockcheck.lock_applies():
+        assert "the lock is for CPython 3.11" in row
+        return
+    assert "drift" in row and "2 differ" in row, row
+    assert f"numpy {installed} (lock 1.0.0)" in row and "pyyaml" in row, row
+    assert "./course test" in row, "the row must say how to get back to the lock"
+    # A drift is worth knowing, not a broken machine: the course may well still work.
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_doctor_is_quiet_about_the_lock_when_nothing_drifted():
+    row = _lock_row(_doctor().stdout)
+    assert " ok " in row and "every package as locked" in row, row
+
+
+def test_bootstrap_returns_at_once_when_nothing_changed():
+    """The everyday `./course open`: no installer runs, nothing printed."""
+    venv = Path(sys.prefix)
+    assert (venv / ".pagedlab-installed").exists(), "run the tests through ./course test"
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "bootstrap.py"), str(venv)],
+                          capture_output=True, text=True, timeout=60)
+    elapsed = time.perf_counter() - t0
+    assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
+    assert elapsed < 5, f"the up-to-date check took {elapsed:.1f} s"
+
+
+def test_lab_settings_live_in_the_venv_not_in_the_students_home(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    venv = Path(sys.prefix)
+    subprocess.run([sys.executable, str(ROOT / "tools" / "bootstrap.py"), str(venv)], check=True,
+                   env={**os.environ, "HOME": str(home)}, timeout=60)
+    overrides = venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    assert json.loads(overrides.read_text()) == json.loads((ROOT / "pagedlab/lab/overrides.json").read_text())
+    assert (venv / "etc" / "jupyter" / "jupyter_lab_config.json").exists()
+    assert not any(home.iterdir()), f"bootstrap wrote into $HOME: {list(home.iterdir())}"
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_course_jupyterlab_fetches_no_news_and_checks_no_updates(tmp_path):
+    """What the browser would get: the server's page config and the notification settings."""
+    port, token = _free_port(), "pagedlab-test"
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "user-settings")}
+    proc = subprocess.Popen([str(ROOT / "course"), "open", "--no-browser", f"--port={port}",
+                             "--ip=127.0.0.1", f"--IdentityProvider.token={token}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            assert proc.poll() is None
+            try:
+                with urllib.request.urlopen(f"{base}/lab?token={token}", timeout=5) as r:
+                    page = r.read().decode()
+                break
+            except OSError:
+                assert time.time() < deadline, "JupyterLab did not answer within 90 s"
+                time.sleep(0.5)
+        config = json.loads(re.search(r'id="jupyter-config-data"[^>]*>(.*?)</script>', page, re.S).group(1))
+        assert config["news"] == {"disabled": True}, config.get("news")
+        url = f"{base}/lab/api/settings/@jupyterlab/apputils-extension:notification?token={token}"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            defaults = {k: v.get("default") for k, v in json.load(r)["schema"]["properties"].items()}
+        # overrides.json turns JupyterLab's defaults into the course's (a student's choice still wins)
+        assert defaults["fetchNews"] == "false" and defaults["checkForUpdates"] is False, defaults
+        with urllib.request.urlopen(f"{base}/lab/api/update?token={token}", timeout=10) as r:
+            assert json.load(r)["notification"] is None  # the never-checking update checker
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
