@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -229,8 +230,16 @@ def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str]
     progress = Progress(len(students), len(states))
     limit = grading_timeout(tasks)
     running: list[Job] = []
+    # Ctrl-C only raises a flag: a KeyboardInterrupt in the middle of starting a grading process
+    # could leave that process running, unknown to the batch.
+    interrupted: list[int] = []
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
     try:
         while todo or running:
+            if interrupted:
+                raise KeyboardInterrupt
             while todo and len(running) < jobs:
                 s, state = todo.pop(0)
                 running.append(_start(out, s, state, tasks, hidden))
@@ -253,9 +262,11 @@ def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str]
         for job in running:
             _stop(job)
             job.log.close()
-        progress.close()
         raise
-    progress.close()
+    finally:
+        progress.close()
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     return states
 
 

@@ -14,6 +14,7 @@ import os
 import re
 import stat
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -82,15 +83,18 @@ def unzip(archive: Path, dest: Path) -> list[str]:
         for info in infos:
             why = _member_problem(info)
             parts = PurePosixPath(info.filename.replace("\\", "/")).parts
-            if why:
-                refused.append(f"refused {info.filename}: {why}")
+            unsafe_path = why.startswith(("an absolute", "a path with"))
+            if unsafe_path or not parts or any(p in _SKIP for p in parts):
+                if why:
+                    refused.append(f"refused {info.filename}: {why}")
                 continue
-            if not parts or any(p in _SKIP for p in parts):
-                continue
-            # Every student folder appears, even one holding nothing the grader takes.
+            # Every student folder appears, even one whose files were all refused.
             folders = parts if info.is_dir() else parts[:-1]
             target_dir = dest.joinpath(*folders)
             target_dir.mkdir(parents=True, exist_ok=True)
+            if why:
+                refused.append(f"refused {info.filename}: {why}")
+                continue
             if info.is_dir() or parts[-1] not in wanted:
                 continue
             target = target_dir / parts[-1]
@@ -99,16 +103,21 @@ def unzip(archive: Path, dest: Path) -> list[str]:
             except FileExistsError:
                 refused.append(f"refused {info.filename}: the same path twice in the archive")
                 continue
-            with os.fdopen(fd, "wb") as out, zf.open(info) as src:
-                written = 0
-                while chunk := src.read(65536):
-                    written += len(chunk)
-                    if written > submission.MAX_FILE_BYTES:  # the header lied about the size
-                        break
-                    out.write(chunk)
-            if written > submission.MAX_FILE_BYTES:
+            written, problem = 0, ""
+            with os.fdopen(fd, "wb") as out:
+                try:
+                    with zf.open(info) as src:
+                        while chunk := src.read(65536):
+                            written += len(chunk)
+                            if written > submission.MAX_FILE_BYTES:  # the header lied about the size
+                                problem = "over the size limit once decompressed"
+                                break
+                            out.write(chunk)
+                except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
+                    problem = f"corrupt or unsupported in the archive ({exc})"
+            if problem:
                 target.unlink()
-                refused.append(f"refused {info.filename}: over the size limit once decompressed")
+                refused.append(f"refused {info.filename}: {problem}")
     return refused
 
 
@@ -163,7 +172,9 @@ def class_root(folder: Path) -> Path:
         if (folder / METADATA).is_file() or any(p.name in submission.SUBMISSION_FILES for p in entries):
             return folder
         dirs = [p for p in entries if p.is_dir()]
-        if len(dirs) == 1 and len(entries) == 1:
+        # ... unless that one folder is a student's (a class of one): it holds the files itself.
+        if len(dirs) == 1 and len(entries) == 1 and not any(
+                p.name in submission.SUBMISSION_FILES for p in _entries(dirs[0])):
             folder = dirs[0]
             continue
         return folder

@@ -95,14 +95,14 @@ def compare(fps: dict[str, dict]) -> list[Pair]:
         pair = Pair(a, b, 0.0, 0.0)
         for name in sorted(set(fps[a]) & set(fps[b])):
             fa, fb = fps[a][name], fps[b][name]
-            _, (sim_a, sim_b), (slices_a, slices_b) = compare_files(fa, fb)
-            if len(slices_a[0]) == 0:
+            overlap, (sim_a, sim_b), (slices_a, slices_b) = compare_files(fa, fb)
+            if not overlap:
                 continue
             # Back to token counts, so a pair's similarity weighs each file by its size.
             shared_a += sim_a * fa.token_coverage
             shared_b += sim_b * fb.token_coverage
             pair.files.append((name, slices_a, slices_b))
-        pair.sim_a, pair.sim_b = shared_a / written[a], shared_b / written[b]
+        pair.sim_a, pair.sim_b = float(shared_a / written[a]), float(shared_b / written[b])
         if pair.files:
             pairs.append(pair)
     pairs.sort(key=lambda p: (-p.score, p.a, p.b))
