@@ -239,7 +239,7 @@ def _table(header, rows) -> str:
 
 def write_html(path: Path, records: list[Record], summary: Summary, pairs, fps, text: str) -> None:
     names = {r.key: (f"{r.name} ({r.key})" if r.name else r.key) for r in records}
-    body = ["<h1>pagedlab class report</h1>", f"<pre>{html.escape(text.splitlines()[0])}</pre>"]
+    body = ["<h1>pagedlab class report</h1>", f"<pre>{html.escape(chr(10).join(text.splitlines()[:2]))}</pre>"]
     body += [f"<img src='{src}'>" for src in charts(summary)]
     body.append("<h2>Pass rate per task</h2>")
     body.append(_table(["task", "passed"], [(t, f"{r * 100:.1f}%") for t, r in summary.pass_rate.items()]))
@@ -254,6 +254,11 @@ def write_html(path: Path, records: list[Record], summary: Summary, pairs, fps, 
     body.append(_table(["student", "problem"], problems) if problems else "<p>none</p>")
     if missing:
         body.append(f"<p class='problem'>No results.json (never graded): {html.escape(', '.join(missing))}</p>")
+    tasks = task_ids(records)
+    body.append("<h2>Students</h2>")
+    body.append(_table(["student", "email", "status", "total", *tasks], [
+        (names[r.key], r.email, r.status, "" if r.total is None else f"{r.total:g}",
+         *[f"{r.tasks[t][0]:g}" if t in r.tasks else "" for t in tasks]) for r in records]))
     body.append("<h2>Similar submissions</h2><div class='note'><b>Similarity is evidence for a "
                 "person to review, never a verdict.</b> The handed-out skeleton (exercises/) is "
                 "left out; what remains is code the students wrote. Students who followed the same "
