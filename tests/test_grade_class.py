@@ -74,6 +74,8 @@ def test_a_class_zip_never_writes_outside_its_folder_nor_follows_links(tmp_path)
     assert sorted(p.name for p in (dest / "tom").iterdir()) == []
     assert sorted(p.name for p in (dest / "uma").iterdir()) == ["buddy.py"]  # notes.txt not taken
     assert not any(stat.S_ISLNK(os.lstat(p).st_mode) for p in dest.rglob("*"))
+    again = intake.discover(archive, dest)  # a rerun unpacks afresh: same students, same refusals
+    assert [s.key for s in again.students] == ["sam", "tom", "uma"] and again.refused == found.refused
 
 
 METADATA = """\

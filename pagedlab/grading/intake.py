@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 import zipfile
 import zlib
@@ -185,6 +186,8 @@ def discover(source: Path, unpack_to: Path) -> Intake:
     source = Path(source)
     refused: list[str] = []
     if source.is_file() and zipfile.is_zipfile(source):
+        if unpack_to.exists():  # a rerun: unpack afresh (a changed zip must not mix with the old)
+            shutil.rmtree(unpack_to)
         refused = unzip(source, unpack_to)
         root = class_root(unpack_to)
     elif source.is_dir() and not source.is_symlink():
