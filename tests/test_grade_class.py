@@ -112,6 +112,30 @@ def test_a_gradescope_export_names_each_student_from_its_metadata(tmp_path):
                       "submission_222": ("Alan Turing; Grace Hopper", "alan@example.edu; grace@example.edu")}
 
 
+def test_a_zip_graded_with_relative_paths_then_regraded_only_where_a_file_changed(tmp_path):
+    archive = tmp_path / "class.zip"
+
+    def write_zip(amy_text: str) -> None:
+        with zipfile.ZipFile(archive, "w") as zf:
+            zf.writestr("github-classroom/amy/exercises/buddy.py", amy_text)
+            zf.writestr("github-classroom/ben/buddy.py", (ROOT / "solutions" / "buddy.py").read_text())
+
+    def run() -> subprocess.CompletedProcess:
+        return subprocess.run(PAGEDLAB + ["grade-class", "class.zip", "--out", "out", "--jobs", "2",
+                                          "--tasks", "12", "--no-hidden"],
+                              capture_output=True, text=True, env=_env(), cwd=tmp_path)
+
+    write_zip((ROOT / "exercises" / "buddy.py").read_text())
+    first = run()
+    assert first.returncode == 0, first.stdout + first.stderr
+    rows = _csv(tmp_path / "out" / "grades.csv")
+    assert {k: r["total"] for k, r in rows.items()} == {"amy": "0", "ben": "4"}
+    write_zip((ROOT / "solutions" / "buddy.py").read_text())  # amy resubmits
+    second = run()
+    assert "1 already graded by this grader version (unchanged files, skipped), 1 to grade" in second.stdout
+    assert {k: r["total"] for k, r in _csv(tmp_path / "out" / "grades.csv").items()} == {"amy": "4", "ben": "4"}
+
+
 def test_one_submission_instead_of_a_class_is_refused_with_the_right_command(tmp_path):
     (tmp_path / "buddy.py").write_text("X = 1\n")
     with pytest.raises(ValueError, match="pagedlab grade --impl"):
