@@ -14,7 +14,7 @@ def _instructor_edition() -> bool:
     return folder is not None and (folder / "solutions").is_dir()
 
 
-INSTRUCTOR_ONLY = ("assign", "release", "notebook", "link")
+INSTRUCTOR_ONLY = ("assign", "release", "notebook", "link", "grade-class", "class-report")
 NOT_HERE = ("`pagedlab {cmd}` is an instructor command: it needs solutions/, which this copy of the "
             "course does not have. Nothing was changed; your files in exercises/ are yours.")
 
@@ -107,6 +107,18 @@ def _grade(args) -> int:
     return grade_cli.main(args)
 
 
+def _grade_class(args) -> int:
+    from .grading import classroom
+
+    return classroom.main(args)
+
+
+def _class_report(args) -> int:
+    from .grading import class_report
+
+    return class_report.main(args)
+
+
 def _notebook(args) -> int:
     from . import notebooks
 
@@ -163,6 +175,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hidden", default=None, metavar="DIR", help="folder of hidden checks (default: grading/hidden/ when present)")
     p.add_argument("--no-hidden", action="store_true", help="public checks only")
     p.set_defaults(func=_grade)
+
+    p = command("grade-class", "(instructor) grade every submission of a class; grades.csv, "
+                "report.html, similar pairs (grading/README.md)", instructor_only=True)
+    p.add_argument("submissions", help="a folder of per-student folders, a zip of them, or a Gradescope export")
+    p.add_argument("--out", required=True, metavar="DIR", help="where results, grades.csv and report.html go")
+    p.add_argument("--jobs", type=int, default=None, metavar="N", help="submissions at a time (default: cores)")
+    p.add_argument("--tasks", default=None, metavar="LIST", help="only these tasks, e.g. 1,2,6")
+    p.add_argument("--hidden", default=None, metavar="DIR", help="folder of hidden checks (as for grade)")
+    p.add_argument("--no-hidden", action="store_true", help="public checks only")
+    p.add_argument("--prepare-only", action="store_true", help="unpack and list the submissions "
+                   "(DIR/queue.tsv) without grading: for a batch engine (Slurm recipe)")
+    p.set_defaults(func=_grade_class)
+
+    p = command("class-report", "(instructor) merge DIR's per-student results.json into grades.csv "
+                "and report.html", instructor_only=True)
+    p.add_argument("dir", help="the --out folder of grade-class (or of a batch job array)")
+    p.set_defaults(func=_class_report)
 
     p = command("notebook", "(instructor) sync, check or re-run notebooks (notebooks/README.md)",
                 instructor_only=True)

@@ -1,0 +1,310 @@
+"""`pagedlab class-report DIR`: merge the per-student results.json of a class into grades.csv,
+a log of grader problems, and report.html (scores, pass rates, the checks that failed most
+often, similar pairs); the same numbers go to the terminal.
+
+It reads only what is in DIR (grade-class wrote it, or a batch engine ran the one-submission
+command per student): results produced in any order merge the same way, and a student without
+a results.json is listed as missing, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import re
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import loader
+from .classroom import QUEUE, STUDENTS
+
+PROBLEMS_LOG = "grader_problems.log"
+GRADER_FAILED = ("The pagedlab autograder itself failed", "No submission to grade", "Grader misconfigured")
+_FAILED_LINE = re.compile(r"^  ✗ (.+?)(?:  \(feedback only, no points\))?$")
+_NOT_RUN_LINE = re.compile(r"^  - (.+) \(not run\)$")
+TOP_CHECKS = 3
+
+
+@dataclass
+class Record:
+    key: str
+    name: str = ""
+    email: str = ""
+    status: str = "missing"  # graded | grader problem | missing
+    total: float | None = None
+    maximum: float = 0.0
+    tasks: dict = field(default_factory=dict)  # task id -> (score, max, status)
+    failures: list = field(default_factory=list)  # (task id, check, first line of the explanation)
+    problems: list = field(default_factory=list)  # grader problems, one line each
+
+
+def failed_checks(output: str) -> list[tuple[str, str]]:
+    """(check name, first line of its explanation) for each ✗ or not-run check in a task's output."""
+    lines = output.splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        m = _FAILED_LINE.match(line) or _NOT_RUN_LINE.match(line)
+        if not m:
+            continue
+        why = "did not run (the process died or hung earlier in the task)" if line.startswith("  -") else ""
+        for follow in lines[i + 1:]:
+            if not follow.startswith("      ") and follow.strip():
+                break
+            if follow.strip():
+                why = follow.strip()
+                break
+        found.append((m.group(1), why))
+    return found
+
+
+def _task_id(number: str) -> str:
+    return f"task{number}"
+
+
+def read_student(folder: Path) -> Record:
+    rec = Record(folder.name)
+    try:
+        meta = json.loads((folder / "student.json").read_text(encoding="utf-8"))
+        rec.name, rec.email = meta.get("name", ""), meta.get("email", "")
+    except (OSError, ValueError):
+        pass
+    state = {}
+    try:
+        state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    if state.get("status") == "grader problem":
+        rec.status = "grader problem"
+        rec.problems.append(state.get("problem", "grader problem"))
+        return rec
+    try:
+        results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    except OSError:
+        return rec  # missing: never graded, or the batch job never wrote its file
+    except ValueError as exc:
+        rec.status = "grader problem"
+        rec.problems.append(f"results.json is not JSON: {exc}")
+        return rec
+    if str(results.get("output", "")).startswith(GRADER_FAILED):
+        rec.status = "grader problem"
+        rec.problems.append(str(results["output"]).splitlines()[0])
+        return rec
+    rec.status = "graded"
+    rec.total = float(results.get("score", 0.0))
+    for test in results.get("tests", []):
+        number, output = str(test.get("number", "")), str(test.get("output", ""))
+        hidden = number.endswith("h")
+        task = _task_id(number[:-1] if hidden else number)
+        if not number.startswith("nb") and not hidden:
+            rec.tasks[task] = (float(test.get("score", 0)), float(test.get("max_score", 0)), test.get("status"))
+            rec.maximum += float(test.get("max_score", 0))
+        for line in output.splitlines():
+            if "autograder problem" in line:
+                rec.problems.append(f"{task}: {line.strip()}")
+        for check, why in failed_checks(output):
+            rec.failures.append((task, f"(hidden) {check}" if hidden else check, why))
+    return rec
+
+
+def collect(out: Path) -> list[Record]:
+    """Every student of the queue (in its order), then any other folder under students/."""
+    keys: list[str] = []
+    queue = out / QUEUE
+    if queue.is_file():
+        keys = [line.split("\t", 1)[0] for line in queue.read_text(encoding="utf-8").splitlines() if line.strip()]
+    base = out / STUDENTS
+    if base.is_dir():
+        keys += sorted(p.name for p in base.iterdir() if p.is_dir() and p.name not in keys)
+    return [read_student(base / key) for key in keys]
+
+
+def task_ids(records: list[Record]) -> list[str]:
+    ids = {t for r in records for t in r.tasks}
+    return sorted(ids, key=lambda t: int(t[4:]) if t[4:].isdigit() else 10**6)
+
+
+def write_csv(records: list[Record], path: Path) -> None:
+    tasks = task_ids(records)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["key", "name", "email", "status", "total", "max", *tasks])
+        for r in records:
+            scores = [f"{r.tasks[t][0]:g}" if t in r.tasks else "" for t in tasks]
+            w.writerow([r.key, r.name, r.email, r.status, "" if r.total is None else f"{r.total:g}",
+                        f"{r.maximum:g}" if r.status == "graded" else "", *scores])
+
+
+@dataclass
+class Summary:
+    graded: list[Record]
+    pass_rate: dict  # task -> share of graded students with every check passed
+    top_failures: dict  # task -> [(check, count, most common explanation)]
+
+
+def summarize(records: list[Record]) -> Summary:
+    graded = [r for r in records if r.status == "graded"]
+    rates = {}
+    for t in task_ids(records):
+        had = [r for r in graded if t in r.tasks]
+        rates[t] = sum(1 for r in had if r.tasks[t][2] == "passed") / len(had) if had else 0.0
+    counts: dict[str, Counter] = defaultdict(Counter)
+    whys: dict[tuple, Counter] = defaultdict(Counter)
+    for r in graded:
+        for task, check, why in set(r.failures):  # a student counts once per check
+            counts[task][check] += 1
+            whys[task, check][why] += 1
+    top = {t: [(c, n, whys[t, c].most_common(1)[0][0]) for c, n in counts[t].most_common(TOP_CHECKS)]
+           for t in task_ids(records) if counts[t]}
+    return Summary(graded, rates, top)
+
+
+def terminal_text(records: list[Record], summary: Summary, pairs) -> str:
+    graded = summary.graded
+    lines = [f"{len(records)} students: {len(graded)} graded, "
+             f"{sum(r.status == 'grader problem' for r in records)} grader problems, "
+             f"{sum(r.status == 'missing' for r in records)} missing (no results.json)"]
+    if graded:
+        totals = [r.total for r in graded]
+        lines.append(f"score: mean {statistics.mean(totals):.1f}, median {statistics.median(totals):g}, "
+                     f"max {max(totals):g} of {max(r.maximum for r in graded):g}")
+    lines.append("pass rate per task (every check passed):")
+    for t, rate in summary.pass_rate.items():
+        lines.append(f"  {t:<7} {rate * 100:5.1f}%  {'#' * round(rate * 20)}")
+    if summary.top_failures:
+        lines.append("checks that failed most often (students):")
+    for t, rows in summary.top_failures.items():
+        for check, n, why in rows:
+            lines.append(f"  {t:<7} {n:>3}  {check}" + (f"\n               {why[:150]}" if why else ""))
+    flagged = [p for p in pairs if p.flagged]
+    lines.append(f"similar pairs worth a human look: {len(flagged)}"
+                 + "".join(f"\n  {p.score * 100:5.1f}%  {p.a} ~ {p.b}" for p in flagged[:10]))
+    return "\n".join(lines)
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def charts(summary: Summary) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    images = []
+    if summary.graded:
+        fig, ax = plt.subplots(figsize=(6, 3))
+        ax.hist([r.total for r in summary.graded], bins=min(20, max(5, len(summary.graded))),
+                range=(0, max(r.maximum for r in summary.graded) or 1), color="#4a7ab5")
+        ax.set_xlabel("total score")
+        ax.set_ylabel("students")
+        ax.set_title("score histogram")
+        images.append(_png(fig))
+    if summary.pass_rate:
+        fig, ax = plt.subplots(figsize=(6, 3))
+        tasks = list(summary.pass_rate)
+        ax.bar(tasks, [summary.pass_rate[t] * 100 for t in tasks], color="#5a9e6f")
+        ax.set_ylim(0, 100)
+        ax.set_ylabel("% of students passing")
+        ax.set_title("pass rate per task")
+        ax.tick_params(axis="x", rotation=45)
+        images.append(_png(fig))
+    return images
+
+
+STYLE = """body{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
+.pair{display:flex;gap:8px;margin-bottom:12px}.code{flex:1;min-width:0}
+.code pre{background:#f6f6f6;font-size:11px;overflow-x:auto;padding:4px}.who{font-weight:bold}
+mark{background:#ffd966}.note{background:#fff4d6;border:1px solid #e0b84c;padding:8px}
+.problem{color:#a00}"""
+
+
+def _table(header, rows) -> str:
+    esc = lambda v: html.escape(str(v))  # noqa: E731
+    return ("<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+            + "</table>")
+
+
+def write_html(path: Path, records: list[Record], summary: Summary, pairs, fps, text: str) -> None:
+    names = {r.key: (f"{r.name} ({r.key})" if r.name else r.key) for r in records}
+    body = ["<h1>pagedlab class report</h1>", f"<pre>{html.escape(chr(10).join(text.splitlines()[:2]))}</pre>"]
+    body += [f"<img src='{src}'>" for src in charts(summary)]
+    body.append("<h2>Pass rate per task</h2>")
+    body.append(_table(["task", "passed"], [(t, f"{r * 100:.1f}%") for t, r in summary.pass_rate.items()]))
+    body.append("<h2>Checks that failed most often</h2><p>Students failing each check; the "
+                "explanation is the most common first line of the check's message.</p>")
+    body.append(_table(["task", "students", "check", "explanation"],
+                       [(t, n, c, why) for t, rows in summary.top_failures.items() for c, n, why in rows]))
+    problems = [(r.key, p) for r in records for p in r.problems]
+    missing = [r.key for r in records if r.status == "missing"]
+    body.append("<h2>Grader problems</h2><p>Failures of the grader, not of the student's code "
+                "(a student's crash or hang is an ordinary failed task above). Fix and rerun.</p>")
+    body.append(_table(["student", "problem"], problems) if problems else "<p>none</p>")
+    if missing:
+        body.append(f"<p class='problem'>No results.json (never graded): {html.escape(', '.join(missing))}</p>")
+    tasks = task_ids(records)
+    body.append("<h2>Students</h2>")
+    body.append(_table(["student", "email", "status", "total", *tasks], [
+        (names[r.key], r.email, r.status, "" if r.total is None else f"{r.total:g}",
+         *[f"{r.tasks[t][0]:g}" if t in r.tasks else "" for t in tasks]) for r in records]))
+    body.append("<h2>Similar submissions</h2><div class='note'><b>Similarity is evidence for a "
+                "person to review, never a verdict.</b> The handed-out skeleton (exercises/) is "
+                "left out; what remains is code the students wrote. Students who followed the same "
+                "notebook can write alike: read the code, and talk to the students, before "
+                "concluding anything.</div>")
+    body.append(_table(["pair", "share of A in B", "share of B in A", "mean", "worth a look"],
+                       [(f"{names[p.a]} ~ {names[p.b]}", f"{p.sim_a * 100:.0f}%", f"{p.sim_b * 100:.0f}%",
+                         f"{p.score * 100:.0f}%", "yes" if p.flagged else "") for p in pairs[:25]]))
+    from .similarity import side_by_side
+
+    for p in [p for p in pairs if p.flagged][:10]:
+        body.append(f"<h3>{html.escape(names[p.a])} ~ {html.escape(names[p.b])} "
+                    f"({p.score * 100:.0f}%)</h3>")
+        body.append(side_by_side(p, fps, names))
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>pagedlab class report</title>"
+            f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>")
+    path.write_text(page, encoding="utf-8")
+
+
+def build(out: Path, echo=print) -> int:
+    """Merge DIR's results into grades.csv, grader_problems.log and report.html."""
+    out = Path(out)
+    records = collect(out)
+    if not records:
+        echo(f"error: no students under {out / STUDENTS}")
+        return 2
+    write_csv(records, out / "grades.csv")
+    problems = [f"{r.key}: {p}" for r in records for p in r.problems]
+    problems += [f"{r.key}: no results.json (never graded)" for r in records if r.status == "missing"]
+    (out / PROBLEMS_LOG).write_text("".join(line + "\n" for line in problems), encoding="utf-8")
+    summary = summarize(records)
+    from . import similarity
+
+    fps = similarity.fingerprints({r.key: out / STUDENTS / r.key / "files" for r in records},
+                                  loader.ROOT / "exercises")
+    pairs = similarity.compare(fps)
+    text = terminal_text(records, summary, pairs)
+    write_html(out / "report.html", records, summary, pairs, fps, text)
+    (out / "similarity.json").write_text(json.dumps(
+        [{"a": p.a, "b": p.b, "sim_a": round(p.sim_a, 4), "sim_b": round(p.sim_b, 4),
+          "score": round(p.score, 4), "flagged": p.flagged} for p in pairs], indent=1) + "\n")
+    echo(text)
+    echo(f"wrote {out / 'grades.csv'}, {out / 'report.html'}, {out / PROBLEMS_LOG} "
+         f"({len(problems)} grader problem{'s' if len(problems) != 1 else ''})")
+    return 0
+
+
+def main(args) -> int:
+    return build(Path(args.dir))

@@ -1,0 +1,312 @@
+"""`pagedlab grade-class`: grade every submission of a class, N at a time, resumably.
+
+The unit of work is the one-submission command, `python -m pagedlab grade --impl FOLDER --json
+results.json`, run as a subprocess: each submission gets exactly what `pagedlab grade` gives it
+(the same isolation, sandbox user, hidden checks), a crash of the grader on one submission
+cannot take the batch down, and the same command runs unchanged under a batch engine (Slurm
+recipe in grading/README.md). Everything lands in OUT:
+
+    OUT/queue.tsv                      key <tab> submission folder, one line per student
+    OUT/students/KEY/student.json      name, email, where the submission came from
+    OUT/students/KEY/files/            the files the grader takes (safe copy: hashing, similarity)
+    OUT/students/KEY/results.json      what `pagedlab grade --json` wrote
+    OUT/students/KEY/state.json        hash of the files + grader version: unchanged -> skipped
+    OUT/grades.csv, report.html, grader_problems.log   (class_report.py)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__, loader
+from . import points, submission
+from .intake import Student, discover
+
+STUDENTS = "students"
+QUEUE = "queue.tsv"
+# The grading subprocess gets its tasks' time limits this many times over (plus start-up) before
+# the batch calls it a grader problem; a student's hang is caught long before, per task.
+SLACK = 3.0
+STARTUP_SECONDS = 120.0
+# The batch's own modules: editing them (the report, the intake) changes no score, so no regrade.
+BATCH_ONLY = {"classroom.py", "class_report.py", "similarity.py", "intake.py"}
+
+
+def student_dir(out: Path, key: str) -> Path:
+    return out / STUDENTS / key
+
+
+def grader_version(tasks: list[str] | None, hidden) -> str:
+    """Changes whenever a regrade could change a score: the package, its checks and grader code,
+    the task manifest, the reference records, the hidden checks and solutions, and the options."""
+    digest = hashlib.sha256(f"{__version__}|{tasks}|{hidden}".encode())
+    package = Path(__file__).resolve().parent.parent
+    roots = [package / "checks", package / "grading", package / "tasks.toml", loader.ROOT / "solutions"]
+    if hidden:
+        from ..checks import framework
+
+        hidden_from = Path(hidden) if not isinstance(hidden, bool) else framework.hidden_dir()
+        if hidden_from is not None:
+            roots.append(hidden_from)
+    for root in roots:
+        paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()
+                                                     and "__pycache__" not in p.parts
+                                                     and p.name not in BATCH_ONLY)
+        for path in paths:
+            digest.update(str(path.relative_to(root.parent)).encode())
+            digest.update(path.read_bytes())
+    return f"{__version__}+{digest.hexdigest()[:16]}"
+
+
+def files_hash(files: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(files.iterdir()):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def prepare(source: Path, out: Path, echo=print) -> list[Student]:
+    """Find the students, copy each one's files safely, write queue.tsv (the batch's index)."""
+    out = Path(out).resolve()
+    intake = discover(source, out / "unpacked")
+    for line in intake.refused:
+        echo(line)
+    for s in intake.students:
+        folder = student_dir(out, s.key)
+        folder.mkdir(parents=True, exist_ok=True)
+        files = folder / "files"
+        if files.exists():
+            shutil.rmtree(files)
+        _, found = submission.prepare(s.folder, files)
+        (folder / "intake.txt").write_text(found + "\n", encoding="utf-8")
+        (folder / "student.json").write_text(json.dumps(s.meta(), indent=2) + "\n", encoding="utf-8")
+    lines = [f"{s.key}\t{s.folder}" for s in intake.students]
+    (out / QUEUE).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return intake.students
+
+
+def grade_command(folder: Path, json_path: Path, tasks: list[str] | None, hidden) -> list[str]:
+    cmd = [sys.executable, "-m", "pagedlab", "grade", "--impl", str(folder), "--json", str(json_path)]
+    if tasks:
+        cmd += ["--tasks", ",".join(tasks)]
+    if hidden is False:
+        cmd.append("--no-hidden")
+    elif not isinstance(hidden, bool):
+        cmd += ["--hidden", str(hidden)]
+    return cmd
+
+
+def grading_timeout(tasks: list[str] | None) -> float:
+    limits = sum(row.time_limit for row in points.select(tasks))
+    return limits * points.time_scale() * SLACK + STARTUP_SECONDS
+
+
+@dataclass
+class Job:
+    student: Student
+    proc: subprocess.Popen
+    began: float
+    log: object
+    state: dict
+
+
+def _is_current(folder: Path, state: dict) -> bool:
+    try:
+        old = json.loads((folder / "state.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return (old.get("hash") == state["hash"] and old.get("grader") == state["grader"]
+            and old.get("status") == "graded" and (folder / "results.json").is_file())
+
+
+def _start(out: Path, s: Student, state: dict, tasks, hidden) -> Job:
+    folder = student_dir(out, s.key)
+    for stale in ("results.json", "state.json"):
+        (folder / stale).unlink(missing_ok=True)
+    log = open(folder / "grade.log", "wb")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [loader.ROOT.as_posix()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    # Its own session: the terminal's Ctrl-C reaches the batch only, which then stops each
+    # grading process cleanly (SIGINT: it kills its task's process group on the way out).
+    proc = subprocess.Popen(grade_command(s.folder, folder / "results.json", tasks, hidden),
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True, cwd=folder)
+    return Job(s, proc, time.monotonic(), log, state)
+
+
+def _finish(out: Path, job: Job, *, timed_out: bool) -> dict:
+    """Write state.json; return it. A grading process that timed out, crashed or wrote no
+    results.json is a grader problem (the student's hang or crash ends inside it, per task)."""
+    job.log.close()
+    folder = student_dir(out, job.student.key)
+    state = dict(job.state, seconds=round(time.monotonic() - job.began, 1), returncode=job.proc.returncode)
+    results = folder / "results.json"
+    if timed_out:
+        state.update(status="grader problem", problem=f"the grading process itself ran over "
+                     f"{state['seconds']:.0f}s and was killed (see grade.log)")
+    elif job.proc.returncode != 0 or not results.is_file():
+        state.update(status="grader problem", problem=f"the grading process exited with "
+                     f"{job.proc.returncode} (see grade.log)" + ("" if results.is_file() else ", no results.json"))
+    else:
+        try:
+            score = json.loads(results.read_text(encoding="utf-8"))["score"]
+            state.update(status="graded", score=score)
+        except (OSError, ValueError, KeyError) as exc:
+            state.update(status="grader problem", problem=f"results.json unreadable: {exc}")
+    tmp = folder / "state.json.tmp"
+    tmp.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, folder / "state.json")
+    return state
+
+
+def _stop(job: Job) -> None:
+    """SIGINT first (the grade process kills its task's process group), SIGKILL if it lingers."""
+    try:
+        os.killpg(job.proc.pid, signal.SIGINT)
+        job.proc.wait(timeout=15)
+    except (ProcessLookupError, PermissionError):
+        pass
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(job.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        job.proc.wait()
+
+
+class Progress:
+    """tqdm's bar with an ETA on a terminal; one plain line per submission otherwise."""
+
+    def __init__(self, total: int, done: int):
+        self.total, self.done, self.bar = total, done, None
+        if sys.stderr.isatty():
+            try:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=total, initial=done, unit="submission", dynamic_ncols=True)
+            except ImportError:
+                pass
+
+    def say(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.write(text)
+        else:
+            print(text, flush=True)
+
+    def step(self, text: str) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.write(text)
+        else:
+            print(f"[{self.done}/{self.total}] {text}", flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str] | None, hidden,
+              echo=print) -> dict[str, dict]:
+    """Grade whatever is not current, `jobs` at a time. Raises KeyboardInterrupt after stopping
+    the running graders (what finished stays finished: a rerun skips it)."""
+    out = Path(out).resolve()
+    version = grader_version(tasks, hidden)
+    todo, states = [], {}
+    for s in students:
+        folder = student_dir(out, s.key)
+        state = {"hash": files_hash(folder / "files"), "grader": version}
+        if _is_current(folder, state):
+            states[s.key] = json.loads((folder / "state.json").read_text())
+        else:
+            todo.append((s, state))
+    echo(f"{len(students)} submissions: {len(states)} already graded by this grader version "
+         f"(unchanged files, skipped), {len(todo)} to grade, {jobs} at a time")
+    progress = Progress(len(students), len(states))
+    limit = grading_timeout(tasks)
+    running: list[Job] = []
+    # Ctrl-C only raises a flag: a KeyboardInterrupt in the middle of starting a grading process
+    # could leave that process running, unknown to the batch.
+    interrupted: list[int] = []
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
+    try:
+        while todo or running:
+            if interrupted:
+                raise KeyboardInterrupt
+            while todo and len(running) < jobs:
+                s, state = todo.pop(0)
+                running.append(_start(out, s, state, tasks, hidden))
+            time.sleep(0.2)
+            for job in list(running):
+                late = time.monotonic() - job.began > limit
+                if job.proc.poll() is None and not late:
+                    continue
+                if late and job.proc.poll() is None:
+                    _stop(job)
+                running.remove(job)
+                state = _finish(out, job, timed_out=late)
+                states[job.student.key] = state
+                who = job.student.name or job.student.key
+                if state["status"] == "graded":
+                    progress.step(f"{who}: {state['score']:g} points ({state['seconds']:.0f}s)")
+                else:
+                    progress.step(f"{who}: GRADER PROBLEM: {state['problem']}")
+    except KeyboardInterrupt:
+        for job in running:
+            _stop(job)
+            job.log.close()
+        raise
+    finally:
+        progress.close()
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    return states
+
+
+def _tasks(text: str | None) -> list[str] | None:
+    return [t for t in text.replace(" ", ",").split(",") if t] if text else None
+
+
+def main(args) -> int:
+    from . import class_report
+
+    out = Path(args.out).resolve()  # the grading processes run in each student's folder
+    tasks = _tasks(args.tasks)
+    try:
+        points.select(tasks)
+        hidden = False if args.no_hidden else (args.hidden or True)
+        if hidden is not True and hidden is not False and not Path(hidden).is_dir():
+            raise FileNotFoundError(f"--hidden {hidden}: no such folder of hidden checks")
+        hidden = str(Path(hidden).resolve()) if not isinstance(hidden, bool) else hidden
+        out.mkdir(parents=True, exist_ok=True)
+        students = prepare(Path(args.submissions), out)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not students:
+        print(f"error: no student folders in {args.submissions}", file=sys.stderr)
+        return 2
+    if args.prepare_only:
+        print(f"prepared {len(students)} submissions; {out / QUEUE} lists them, one per array index")
+        return 0
+    jobs = args.jobs or os.cpu_count() or 1
+    try:
+        grade_all(students, out, jobs=max(1, jobs), tasks=tasks, hidden=hidden)
+    except KeyboardInterrupt:
+        done = sum(1 for s in students if (student_dir(out, s.key) / "state.json").is_file())
+        print(f"\ninterrupted: {done} of {len(students)} submissions graded and kept; "
+              "run the same command again to grade the rest", file=sys.stderr)
+        return 130
+    return class_report.build(out, echo=print)

@@ -1,0 +1,336 @@
+"""`pagedlab grade-class` and `pagedlab class-report`: a whole class graded, resumed, reported.
+
+The quick tests cover the intake (a hostile zip, Gradescope's export), grader problems kept
+apart, and the Slurm recipe's merge (results out of order, some missing). The integration test
+grades a generated class of 13 (tests/submissions/classroom.py) with `--jobs 2` on tasks
+1, 6, 10, 11 and 13 (one per Part), public checks only, interrupted once with SIGINT.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from pagedlab.grading import class_report, classroom, intake, submission
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "submissions"))
+import classroom as fake_class  # noqa: E402  (tests/submissions/classroom.py)
+
+PAGEDLAB = [sys.executable, "-m", "pagedlab"]
+
+
+def _env(**extra) -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT), **extra}
+
+
+def _pagedlab(*args, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(PAGEDLAB + [str(a) for a in args], capture_output=True, text=True,
+                          env=_env(), cwd=ROOT, **kw)
+
+
+def _csv(path: Path) -> dict[str, dict]:
+    return {row["key"]: row for row in csv.DictReader(io.StringIO(path.read_text()))}
+
+
+# --- intake -----------------------------------------------------------------------------------
+
+def _zip_member(zf, name, data=b"", mode=0o100644):
+    info = zipfile.ZipInfo(name)
+    info.external_attr = mode << 16
+    zf.writestr(info, data)
+
+
+def test_a_class_zip_never_writes_outside_its_folder_nor_follows_links(tmp_path):
+    archive = tmp_path / "class.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        _zip_member(zf, "../escaped/memory_manager.py", b"x = 1\n")
+        _zip_member(zf, "/abs/memory_manager.py", b"x = 1\n")
+        _zip_member(zf, "sam/memory_manager.py", b"/work/main/solutions/memory_manager.py", mode=0o120777)
+        _zip_member(zf, "tom/buddy.py", b"#" * (submission.MAX_FILE_BYTES + 1))
+        _zip_member(zf, "uma/buddy.py", b"BUDDY = 1\n")
+        _zip_member(zf, "uma/notes.txt", b"not a course file\n")
+    dest = tmp_path / "unpacked"
+    found = intake.discover(archive, dest)
+    assert [s.key for s in found.students] == ["sam", "tom", "uma"]  # refused files, kept students
+    assert not (tmp_path / "escaped").exists() and not Path("/abs/memory_manager.py").exists()
+    refusals = "\n".join(found.refused)
+    for words in ("../escaped/memory_manager.py: a path with '..'", "/abs/memory_manager.py: an absolute path",
+                  "sam/memory_manager.py: a symbolic link", "tom/buddy.py: 1.0 MB, over"):
+        assert words in refusals
+    assert sorted(p.name for p in (dest / "sam").iterdir()) == []
+    assert sorted(p.name for p in (dest / "tom").iterdir()) == []
+    assert sorted(p.name for p in (dest / "uma").iterdir()) == ["buddy.py"]  # notes.txt not taken
+    assert not any(stat.S_ISLNK(os.lstat(p).st_mode) for p in dest.rglob("*"))
+    again = intake.discover(archive, dest)  # a rerun unpacks afresh: same students, same refusals
+    assert [s.key for s in again.students] == ["sam", "tom", "uma"] and again.refused == found.refused
+
+
+METADATA = """\
+submission_111:
+  :submitters:
+  - :name: Ada Lovelace
+    :sid: '001'
+    :email: ada@example.edu
+  :created_at: 2026-11-20 10:00:00.000000000 -08:00
+  :score: !ruby/object:BigDecimal 18:0.37e2
+submission_222:
+  :submitters:
+  - :name: Alan Turing
+    :email: alan@example.edu
+  - :name: Grace Hopper
+    :email: grace@example.edu
+  :score: 0.0
+"""
+
+
+def test_a_gradescope_export_names_each_student_from_its_metadata(tmp_path):
+    export = tmp_path / "assignment_123_export"
+    for sub in ("submission_111", "submission_222"):
+        (export / sub).mkdir(parents=True)
+        (export / sub / "buddy.py").write_text("X = 1\n")
+    (export / "submission_metadata.yml").write_text(METADATA)
+    archive = tmp_path / "export.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(export.rglob("*")):
+            zf.write(path, path.relative_to(tmp_path))
+    found = intake.discover(archive, tmp_path / "unpacked")  # one wrapper folder: stepped into
+    people = {s.key: (s.name, s.email) for s in found.students}
+    assert people == {"submission_111": ("Ada Lovelace", "ada@example.edu"),
+                      "submission_222": ("Alan Turing; Grace Hopper", "alan@example.edu; grace@example.edu")}
+
+
+def test_a_zip_graded_with_relative_paths_then_regraded_only_where_a_file_changed(tmp_path):
+    archive = tmp_path / "class.zip"
+
+    def write_zip(amy_text: str) -> None:
+        with zipfile.ZipFile(archive, "w") as zf:
+            zf.writestr("github-classroom/amy/exercises/buddy.py", amy_text)
+            zf.writestr("github-classroom/ben/buddy.py", (ROOT / "solutions" / "buddy.py").read_text())
+
+    def run() -> subprocess.CompletedProcess:
+        return subprocess.run(PAGEDLAB + ["grade-class", "class.zip", "--out", "out", "--jobs", "2",
+                                          "--tasks", "12", "--no-hidden"],
+                              capture_output=True, text=True, env=_env(), cwd=tmp_path)
+
+    write_zip((ROOT / "exercises" / "buddy.py").read_text())
+    first = run()
+    assert first.returncode == 0, first.stdout + first.stderr
+    rows = _csv(tmp_path / "out" / "grades.csv")
+    assert {k: r["total"] for k, r in rows.items()} == {"amy": "0", "ben": "4"}
+    write_zip((ROOT / "solutions" / "buddy.py").read_text())  # amy resubmits
+    second = run()
+    assert "1 already graded by this grader version (unchanged files, skipped), 1 to grade" in second.stdout
+    assert {k: r["total"] for k, r in _csv(tmp_path / "out" / "grades.csv").items()} == {"amy": "4", "ben": "4"}
+
+
+def test_one_submission_instead_of_a_class_is_refused_with_the_right_command(tmp_path):
+    (tmp_path / "buddy.py").write_text("X = 1\n")
+    with pytest.raises(ValueError, match="pagedlab grade --impl"):
+        intake.discover(tmp_path, tmp_path / "unpacked")
+
+
+def test_the_one_submission_command_carries_tasks_and_hidden_choices(tmp_path):
+    cmd = classroom.grade_command(tmp_path, tmp_path / "r.json", ["1", "6"], False)
+    assert cmd[1:5] == ["-m", "pagedlab", "grade", "--impl"] and cmd[-3:] == ["--tasks", "1,6", "--no-hidden"]
+    assert classroom.grade_command(tmp_path, tmp_path / "r.json", None, "/h")[-2:] == ["--hidden", "/h"]
+    assert "--hidden" not in classroom.grade_command(tmp_path, tmp_path / "r.json", None, True)
+
+
+# --- grader problems are not student failures -------------------------------------------------
+
+def _student(out: Path, key: str, results: dict | None = None, state: dict | None = None) -> None:
+    folder = out / "students" / key
+    folder.mkdir(parents=True)
+    if results is not None:
+        (folder / "results.json").write_text(json.dumps(results))
+    if state is not None:
+        (folder / "state.json").write_text(json.dumps(state))
+
+
+def test_grader_problems_are_logged_apart_from_student_failures(tmp_path):
+    failed_task = {"number": "1", "score": 0, "max_score": 8, "status": "failed",
+                   "output": "0/8 points\n  ✗ llm_init counts whole blocks\n      crashed with SIGSEGV: segfault\n"}
+    _student(tmp_path, "crashed_student", {"score": 0, "tests": [failed_task]})
+    _student(tmp_path, "bad_check", {"score": 0, "tests": [dict(failed_task, output="0/8\n\nautograder problem, "
+                                                                "not your code (tell your instructor): loading the checks failed")]})
+    _student(tmp_path, "grader_died", {"score": 0, "tests": [], "output": "The pagedlab autograder itself failed"})
+    _student(tmp_path, "timed_out", state={"status": "grader problem", "problem": "the grading process itself ran over"})
+    _student(tmp_path, "never_ran")
+    assert class_report.build(tmp_path, echo=lambda *a: None) == 0
+    rows = _csv(tmp_path / "grades.csv")
+    assert {k: r["status"] for k, r in rows.items()} == {
+        "bad_check": "graded", "crashed_student": "graded", "grader_died": "grader problem",
+        "never_ran": "missing", "timed_out": "grader problem"}
+    log = (tmp_path / class_report.PROBLEMS_LOG).read_text()
+    assert "crashed_student" not in log  # a student's crash is theirs, not the grader's
+    for key in ("bad_check: task1: autograder problem", "grader_died", "timed_out", "never_ran: no results.json"):
+        assert key in log
+
+
+def test_a_grading_process_over_its_own_time_limit_is_a_grader_problem(tmp_path, monkeypatch):
+    src = tmp_path / "in"
+    (src / "ann").mkdir(parents=True)
+    (src / "ann" / "buddy.py").write_text((ROOT / "solutions" / "buddy.py").read_text())
+    out = tmp_path / "out"
+    students = classroom.prepare(src, out, echo=lambda *a: None)
+    monkeypatch.setattr(classroom, "grading_timeout", lambda tasks: 0.3)  # python starts slower
+    states = classroom.grade_all(students, out, jobs=1, tasks=["12"], hidden=False, echo=lambda *a: None)
+    assert states["ann"]["status"] == "grader problem"
+    assert "ran over" in states["ann"]["problem"]
+
+
+# --- beyond one machine: the Slurm recipe -----------------------------------------------------
+
+SBATCH = ROOT / "grading" / "slurm" / "grade_array.sbatch"
+
+
+def test_a_slurm_array_run_out_of_order_with_gaps_merges_into_one_report(tmp_path):
+    src = tmp_path / "in"
+    solution = (ROOT / "solutions" / "buddy.py").read_text()
+    stub = (ROOT / "exercises" / "buddy.py").read_text()
+    for key, text in (("a_solution", solution), ("b_stub", stub), ("c_solution", solution), ("d_stub", stub)):
+        (src / key).mkdir(parents=True)
+        (src / key / "buddy.py").write_text(text)
+    out = tmp_path / "out"
+    done = _pagedlab("grade-class", src, "--out", out, "--prepare-only")
+    assert done.returncode == 0, done.stderr
+    assert len((out / "queue.tsv").read_text().splitlines()) == 4
+    # The fake array driver: what sbatch --array=0-3 would run, in the order the nodes finish,
+    # with index 1 lost (a node died) and index 7 past the end of the class.
+    env = _env(CLASS_DIR=str(out), PAGEDLAB=" ".join(PAGEDLAB), GRADE_ARGS="--tasks 12 --no-hidden")
+    codes = {}
+    for index in (3, 0, 2, 7):
+        codes[index] = subprocess.run(["bash", str(SBATCH)], env={**env, "SLURM_ARRAY_TASK_ID": str(index)},
+                                      capture_output=True, text=True, cwd=tmp_path).returncode
+    assert codes == {3: 0, 0: 0, 2: 0, 7: 1}
+    report = _pagedlab("class-report", out)
+    assert report.returncode == 0, report.stderr
+    rows = _csv(out / "grades.csv")
+    assert list(rows) == ["a_solution", "b_stub", "c_solution", "d_stub"]  # the queue's order
+    assert [(r["status"], r["total"], r.get("task12", "")) for r in rows.values()] == [
+        ("graded", "4", "4"), ("missing", "", ""), ("graded", "4", "4"), ("graded", "0", "0")]
+    assert "b_stub: no results.json" in (out / class_report.PROBLEMS_LOG).read_text()
+    assert "1 missing" in report.stdout
+    # The lost index, rerun later, completes the same report.
+    subprocess.run(["bash", str(SBATCH)], env={**env, "SLURM_ARRAY_TASK_ID": "1"}, check=True, cwd=tmp_path)
+    _pagedlab("class-report", out)
+    assert _csv(out / "grades.csv")["b_stub"]["status"] == "graded"
+
+
+# --- a whole class ----------------------------------------------------------------------------
+
+TIME_SCALE = "0.3"  # the hang costs 0.3 x task 1's 30 s; every task, solution included, fits
+
+
+def _states(out: Path) -> dict[str, float]:
+    return {p.parent.name: p.stat().st_mtime for p in (out / "students").glob("*/state.json")}
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    base = tmp_path_factory.mktemp("class")
+    kinds = fake_class.make_class(base / "in")
+    out = base / "out"
+    cmd = PAGEDLAB + ["grade-class", str(base / "in"), "--out", str(out), "--jobs", "2",
+                      "--tasks", ",".join(fake_class.TASKS), "--no-hidden"]
+    env = _env(PAGEDLAB_GRADE_TIME_SCALE=TIME_SCALE)
+    with open(base / "first.log", "w") as log:
+        first = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        deadline = time.monotonic() + 600
+        while len(_states(out)) < 3 and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        first.send_signal(signal.SIGINT)
+        first_rc = first.wait(timeout=120)
+    before = _states(out)
+    second = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=1200)
+    return {"base": base, "out": out, "kinds": kinds, "env": env, "first_rc": first_rc, "before": before,
+            "first_log": (base / "first.log").read_text(), "second": second}
+
+
+@pytest.mark.integration
+def test_an_interrupted_run_resumes_with_only_the_rest(graded_class):
+    g = graded_class
+    assert g["first_rc"] == 130, g["first_log"]
+    assert "interrupted" in g["first_log"]
+    before, second = g["before"], g["second"]
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert 3 <= len(before) < len(g["kinds"])
+    assert (f"{len(before)} already graded by this grader version (unchanged files, skipped), "
+            f"{len(g['kinds']) - len(before)} to grade") in second.stdout
+    after = _states(g["out"])
+    assert set(after) == set(g["kinds"])
+    assert all(after[k] == t for k, t in before.items())  # nothing graded twice
+    # No grading process of this class outlived the interrupt (each ran in its own session).
+    running = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(g["base"] / "in") not in running
+
+
+@pytest.mark.integration
+def test_class_scores_equal_single_grade_runs(graded_class):
+    g = graded_class
+    rows = _csv(g["out"] / "grades.csv")
+    assert set(rows) == set(g["kinds"])
+
+    def single(key: str) -> dict:
+        path = g["base"] / "single" / f"{key}.json"
+        subprocess.run(PAGEDLAB + ["grade", "--impl", str(g["base"] / "in" / key), "--json", str(path),
+                                   "--tasks", ",".join(fake_class.TASKS), "--no-hidden"],
+                       env=g["env"], cwd=ROOT, capture_output=True, check=True, timeout=600)
+        return json.loads(path.read_text())
+
+    with ThreadPoolExecutor(2) as pool:
+        singles = dict(zip(rows, pool.map(single, rows)))
+    for key, results in singles.items():
+        tasks = {f"task{t['number']}": f"{t['score']:g}" for t in results["tests"]}
+        assert {t: rows[key][t] for t in tasks} == tasks, key
+        assert rows[key]["total"] == f"{results['score']:g}", key
+    assert rows["alice_solution"]["total"] == rows["alice_solution"]["max"] == "37"
+    assert rows["mallory_cheat"]["total"] == "0"  # the red-team forgery earns nothing here either
+
+
+@pytest.mark.integration
+def test_the_hang_and_the_crash_are_student_failures(graded_class):
+    out = graded_class["out"]
+    rows = _csv(out / "grades.csv")
+    log = (out / class_report.PROBLEMS_LOG).read_text()
+    for key, words in (("judy_hang", "timed out"), ("ivan_crash", "SIGSEGV")):
+        assert rows[key]["status"] == "graded" and rows[key]["task1"] == "0"
+        assert key not in log
+        results = json.loads((out / "students" / key / "results.json").read_text())
+        assert words in results["tests"][0]["output"]
+    assert log == ""  # a clean run: no grader problems at all
+    # Each mutant fails its own Part with a real verdict, not "not implemented".
+    record = {r.key: r for r in class_report.collect(out)}
+    for key, task in (("dan_mutant_a", "task1"), ("erin_mutant_b", "task6"), ("frank_mutant_c", "task10"),
+                      ("grace_mutant_d", "task11"), ("heidi_mutant_e", "task13")):
+        mine = [why for t, _, why in record[key].failures if t == task]
+        assert mine and not any("not implemented" in why for why in mine), (key, mine)
+
+
+@pytest.mark.integration
+def test_the_near_copies_are_the_top_pair_and_honest_work_is_not_flagged(graded_class):
+    out = graded_class["out"]
+    pairs = json.loads((out / "similarity.json").read_text())
+    assert {pairs[0]["a"], pairs[0]["b"]} == {"nina_copy", "oscar_copy"} and pairs[0]["flagged"]
+    assert pairs[0]["score"] > pairs[1]["score"]
+    honest = {"alice_solution", "bob_stub", "carol_stub_nested"}
+    assert not [p for p in pairs if {p["a"], p["b"]} <= honest]
+    page = (out / "report.html").read_text()
+    assert "never a verdict" in page and "<mark>" in page
+    assert page.count("src='data:image/png;base64,") == 2  # histogram and pass rates, inline
+    assert "src='http" not in page and "<link" not in page and "<script" not in page  # self-contained
+    second = graded_class["second"].stdout
+    assert "pass rate per task" in second and "nina_copy ~ oscar_copy" in second
