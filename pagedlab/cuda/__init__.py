@@ -75,11 +75,11 @@ from .errors import (
     SharedMemoryError,
     WarpSyncError,
 )
-from .kernel import MAX_DYNAMIC_SHARED_MEMORY, SCHEDULES, RawKernel, cupy_available
+from .kernel import MAX_DYNAMIC_SHARED_MEMORY, SCHEDULES, RawKernel, RawModule, cupy_available
 from .nvrtc import compile_ptx
 
 __all__ = [
-    "RawKernel", "SCHEDULES", "MAX_DYNAMIC_SHARED_MEMORY", "compile_ptx", "cupy_available",
+    "RawKernel", "RawModule", "SCHEDULES", "MAX_DYNAMIC_SHARED_MEMORY", "compile_ptx", "cupy_available",
     "KernelError", "CompileError", "BarrierError", "WarpSyncError", "SharedMemoryError",
     "KernelCrash", "KernelTimeout",
 ]

@@ -138,6 +138,9 @@ struct Diag {  // lives in MAP_SHARED memory so a forked child can report to the
     int32_t nworkers;
     Progress progress[MAX_WORKERS];
     char message[MSG_LEN];
+    std::atomic<int64_t> blocks_done;  // for the watchdog: is a slow launch making progress?
+    int64_t nblocks;
+    int32_t si_code, pad_;             // of a fatal signal: tells a misaligned access from a null one
 };
 
 struct Spec {
@@ -216,7 +219,8 @@ struct Msg {
 const char* kind_name(int kind) {
     static const char* names[] = {"__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
                                   "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync",
-                                  "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync"};
+                                  "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
+                                  "coalesced_threads"};
     return (kind >= 0 && kind < pl::WARP_KIND_COUNT) ? names[kind] : "warp operation";
 }
 const char* bar_name(int kind) {
@@ -529,6 +533,12 @@ uint64_t warp_op(int line, int kind, unsigned mask, uint64_t bits, int arg, int 
         report(w, ST_WARP, m.s, tid);
         fail_and_park(w);
     }
+    if (kind == pl::COALESCE) {  // resolved by run_block once nothing else can run
+        f.state = AT_WARP; f.line = line; f.kind = kind; f.mask = 0;
+        switch_to_scheduler(w);
+        if (w->failed) fail_and_park(w);
+        return f.res;
+    }
     f.state = AT_WARP; f.line = line; f.kind = kind; f.mask = mask;
     f.val = bits; f.arg = arg; f.width = width;
     w->warp_arrived[warp] |= 1u << lane;
@@ -612,6 +622,29 @@ void report_stuck(Worker* w) {
 }
 
 // ---- the block scheduler --------------------------------------------------------------------
+// coalesced_threads(): when no thread of the block can run, the lanes of a warp that wait at the
+// same coalesced_threads() call form one group (the others wait elsewhere or have returned).
+bool resolve_coalesced(Worker* w) {
+    bool any = false;
+    for (int wp = 0; wp < w->nwarps; ++wp) {
+        Fiber* lanes = &w->fibers[wp * 32];
+        int nl = w->nthreads - wp * 32 < 32 ? w->nthreads - wp * 32 : 32;
+        unsigned done = 0;
+        for (int l = 0; l < nl; ++l) {
+            if (lanes[l].state != AT_WARP || lanes[l].kind != pl::COALESCE || (done >> l & 1)) continue;
+            unsigned group = 0;
+            for (int k = l; k < nl; ++k)
+                if (lanes[k].state == AT_WARP && lanes[k].kind == pl::COALESCE && lanes[k].line == lanes[l].line)
+                    group |= 1u << k;
+            for (int k = l; k < nl; ++k)
+                if (group >> k & 1) { lanes[k].res = group; lanes[k].state = RUNNABLE; }
+            done |= group;
+            any = true;
+        }
+    }
+    return any;
+}
+
 uint64_t splitmix(uint64_t& s) {
     uint64_t z = (s += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -743,10 +776,11 @@ void run_block(Worker* w, uint32_t linear) {
                 if (warp0) k = -1;  // warp 0 runs ahead whenever it can
             }
         }
-        if (!progressed) break;
+        if (!progressed && !resolve_coalesced(w)) break;
     }
     if (w->exited != n) report_stuck(w);
     else if (w->ndyn) smem_check(w, 0, -1);
+    if (!w->failed) s->diag->blocks_done.fetch_add(1, std::memory_order_relaxed);
 out:
     p.active = 0;
 }
@@ -775,6 +809,7 @@ void on_fatal_signal(int sig, siginfo_t* info, void* ucv) {
 #endif
         (void)uc;
         d->fault_pc = pc;
+        d->si_code = info->si_code;
         Worker* w = tl_worker;
         if (w) {
             d->block[0] = w->bid.x; d->block[1] = w->bid.y; d->block[2] = w->bid.z;
@@ -844,6 +879,7 @@ int run_launch(Spec* s) {
     if (nw > MAX_WORKERS) nw = MAX_WORKERS;
     if ((uint32_t)nw > nblocks) nw = (int)nblocks;
     s->diag->nworkers = nw;
+    s->diag->nblocks = nblocks;
     std::vector<Worker> workers(nw);
     std::vector<pthread_t> tids(nw);
     for (int i = 0; i < nw; ++i) { workers[i].id = i; workers[i].spec = s; }
