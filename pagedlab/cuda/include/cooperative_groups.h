@@ -92,8 +92,9 @@ public:
     static constexpr unsigned size() { return N; }
 };
 
+// The parent type is not kept (a tile of a tile is the same slice of the warp).
 template <unsigned N, class P>
-thread_block_tile<N, P> tiled_partition(const P&) { return thread_block_tile<N, P>(); }
+thread_block_tile<N> tiled_partition(const P&) { return thread_block_tile<N>(); }
 template <class P>
 thread_group tiled_partition(const P&, unsigned n, details::where at = details::where::current()) {
     return thread_group(n, at);
