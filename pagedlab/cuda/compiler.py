@@ -282,7 +282,8 @@ def translation_unit(code: str, filename: str, kernels: list[str], dyn: list[Dyn
     for d in dyn:
         tail.append(f"thread_local __attribute__((aligned(64))) {d.ctype} {d.name}"
                     f"[({cap} + sizeof({d.ctype}) - 1) / sizeof({d.ctype})];")
-    tail.append("static thread_local char pl_tls_anchor_;")
+    # 64: the TLS block (all __shared__ memory) is then 64-byte aligned, so alignas(32) holds.
+    tail.append("static thread_local __attribute__((aligned(64))) char pl_tls_anchor_;")
     tail.append("PL_EXPORT int pl_smem_info(void** addr, uint64_t* cap, int max) {")
     tail.append("    *(volatile char*)&pl_tls_anchor_ = 0;  // makes this thread's TLS block exist")
     tail.append("    int n = 0;")

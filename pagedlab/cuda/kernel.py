@@ -74,7 +74,7 @@ class RawKernel:
                  filename: str | None = None, _module: RawModule | None = None):
         if not isinstance(code, str):
             raise TypeError(f"code must be the kernel source as a str, got {type(code).__name__}")
-        if not isinstance(name, str) or not name.isidentifier():
+        if not isinstance(name, str) or not (name.isidentifier() or _module is not None):
             raise ValueError(f"name must be the kernel's identifier, got {name!r}")
         if backend not in ("auto", "cpu", "cupy"):
             raise ValueError(f"backend must be 'auto', 'cpu' or 'cupy', not {backend!r}")

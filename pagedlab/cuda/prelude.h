@@ -31,9 +31,10 @@
 #define __managed__
 // `used`: a shared array no thread writes must still be read from memory (it holds poison),
 // not folded to the zero a never-written static would be.
-// `aligned(16)`: a GPU aligns every __shared__ variable to at least 16 bytes, so float4 loads
-// from a shared tile are legal; larger alignas types keep their own (larger) alignment.
-#define __shared__ thread_local __attribute__((used, aligned(16)))
+// `aligned(64)`: a GPU aligns every __shared__ variable to at least 16 bytes, so float4 loads
+// from a shared tile are legal. GCC lets a variable's aligned() override its type's alignment,
+// so 64 also covers alignas(32)/alignas(64) types (larger alignas are capped at 64 here).
+#define __shared__ thread_local __attribute__((used, aligned(64)))
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
 #define __restrict__ __restrict

@@ -81,12 +81,11 @@ __global__ void shared_alignas32(unsigned long long* addr_mod, float* out) {
 }
 
 // 19. a misaligned float4 load (what a GPU reports as 'misaligned address')
-__global__ void misaligned_float4(float* out) {
-    __shared__ float tile[32];
+__global__ void misaligned_float4(float4* out, int offset) {
+    __shared__ float tile[64];
     tile[threadIdx.x] = 1.0f;
+    tile[threadIdx.x + 32] = 2.0f;
     __syncthreads();
-    volatile int one = 1;
-    const float4* p = reinterpret_cast<const float4*>(tile + one);
-    float4 v = *p;
-    out[threadIdx.x] = v.x;
+    const float4* p = reinterpret_cast<const float4*>(tile + offset);
+    out[threadIdx.x] = p[threadIdx.x % 8];
 }
