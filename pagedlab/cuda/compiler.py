@@ -237,7 +237,7 @@ def global_variables(code: str) -> list[str]:
     """Names of the file-scope `__constant__`/`__device__` variables (for get_global)."""
     text = strip_comments(code)
     depth, at_top = 0, []
-    for i, ch in enumerate(text):  # brace depth at each offset: only depth 0 is file scope
+    for ch in text:  # brace depth at each offset: only depth 0 is file scope
         if ch == "{":
             depth += 1
         elif ch == "}":

@@ -1,4 +1,5 @@
 // pagedlab corpus: the classic kernels of a CUDA course, small sizes.
+#include <math_constants.h>
 #define TILE 16
 
 // 40. tiled matrix multiply: C[M,N] = A[M,K] B[K,N], TILE x TILE blocks
@@ -79,7 +80,7 @@ __global__ void bitonic_sort(float* keys) {
 __global__ void softmax_rows(float* out, const float* in, int cols) {
     __shared__ float red[128];
     const float* x = in + blockIdx.x * cols;
-    float m = -INFINITY;
+    float m = -CUDART_INF_F;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, x[c]);
     red[threadIdx.x] = m;
     __syncthreads();
