@@ -139,3 +139,31 @@ def test_by_value_sizes_are_checked():
         k((1,), (1,), (out, np.array((1.5, 2), dtype=[("a", "f8"), ("b", "i4")])[()]))
     with pytest.raises(TypeError, match="structured scalar"):
         k((1,), (1,), (out, 3.5))
+
+
+POISON = r"""
+__global__ void fresh(float* out, int bad) {
+    extern __shared__ float a[];
+    extern __shared__ int b_arr[];
+    __shared__ float st[4];
+    int t = threadIdx.x, base = blockIdx.x * 3 * blockDim.x;
+    out[base + t] = a[t];
+    out[base + blockDim.x + t] = st[t % 4];
+    __syncthreads();
+    a[t] = 1.0f; st[t % 4] = 2.0f; b_arr[t] = 5;
+    if (bad && blockIdx.x == 3 && t == 0) a[blockDim.x + 100] = 0.0f;
+    __syncthreads();
+    out[base + 2 * blockDim.x + t] = a[blockDim.x + 1];
+}
+"""
+
+
+def test_every_block_starts_with_poisoned_shared_memory_and_intact_canaries():
+    """The canary tails are kept between blocks, not rewritten: check that nothing leaks."""
+    from pagedlab.cuda import SharedMemoryError
+    k = RawKernel(POISON, "fresh", backend="cpu")
+    out = np.zeros(8 * 3 * 32, np.float32)
+    k((8,), (32,), (out, np.int32(0)), shared_mem=32 * 4, workers=1)
+    assert np.isnan(out).all()  # earlier blocks' 1.0/2.0 never show, the canary reads NaN
+    with pytest.raises(SharedMemoryError, match="block \\(3, 0, 0\\).*offset 528"):
+        k((8,), (32,), (out, np.int32(1)), shared_mem=32 * 4, workers=1)

@@ -194,6 +194,7 @@ struct Worker {
     void* dyn[MAX_DYN] = {};
     uint64_t dyn_cap[MAX_DYN] = {};
     bool failed = false;
+    bool canary_ok = false;  // the last block ended with every canary intact: keep, not refill
     uint3 bid{};
     uint64_t rng = 0;
     char* altstack = nullptr;
@@ -718,12 +719,31 @@ void run_block(Worker* w, uint32_t linear) {
     p.thread = -1; p.line = 0;
 
     // Fresh shared memory: poison (0xff bytes: NaN floats, -1 ints), canary past shared_mem.
-    if (w->tls_base) memset(w->tls_base, 0xff, w->tls_size);
+    // The canary tails (up to ~100 KiB per extern array) are refilled only after a block that
+    // damaged them: rewriting them for every block cost more than small blocks' work.
+    bool keep = w->canary_ok && w->tls_base;
+    if (w->tls_base && !keep) memset(w->tls_base, 0xff, w->tls_size);
+    if (keep) {  // poison everything but the intact tails [shared_mem, cap) of the dyn arrays
+        char* lo = (char*)w->tls_base;
+        char* end = lo + w->tls_size;
+        while (lo < end) {
+            char* next_tail = end;
+            char* tail_end = end;
+            for (int i = 0; i < w->ndyn; ++i) {
+                char* t0 = (char*)w->dyn[i] + (s->shared_mem < w->dyn_cap[i] ? s->shared_mem : w->dyn_cap[i]);
+                char* t1 = (char*)w->dyn[i] + w->dyn_cap[i];
+                if (t0 < t1 && t1 > lo && t0 < next_tail) { next_tail = t0 < lo ? lo : t0; tail_end = t1; }
+            }
+            if (next_tail > lo) memset(lo, 0xff, (size_t)(next_tail - lo));
+            lo = tail_end > next_tail ? tail_end : end;
+        }
+    }
     for (int i = 0; i < w->ndyn; ++i) {
         unsigned char* b = (unsigned char*)w->dyn[i];
         if (!w->tls_base) memset(b, 0xff, s->shared_mem < w->dyn_cap[i] ? s->shared_mem : w->dyn_cap[i]);
-        if (s->shared_mem < w->dyn_cap[i]) canary_fill(b, s->shared_mem, w->dyn_cap[i]);
+        if (!keep && s->shared_mem < w->dyn_cap[i]) canary_fill(b, s->shared_mem, w->dyn_cap[i]);
     }
+    w->canary_ok = false;
 
     uint32_t bx = s->block[0], by = s->block[1];
     for (int t = 0; t < w->nthreads; ++t) {
@@ -786,7 +806,7 @@ void run_block(Worker* w, uint32_t linear) {
         if (!progressed && !resolve_coalesced(w)) break;
     }
     if (w->exited != n) report_stuck(w);
-    else if (w->ndyn) smem_check(w, 0, -1);
+    else if (w->ndyn) w->canary_ok = smem_check(w, 0, -1);
     if (!w->failed) s->diag->blocks_done.fetch_add(1, std::memory_order_relaxed);
 out:
     p.active = 0;
