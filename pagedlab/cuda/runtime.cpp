@@ -372,7 +372,7 @@ uint64_t canary_find(const unsigned char* p, uint64_t from, uint64_t to) {
 //   thread >= 0: when that CUDA thread yields (first QUICK_WINDOW bytes): names the writer;
 //   line > 0:    when a barrier opens (first GUARD_WINDOW bytes);
 //   otherwise:   when the block ends (everything up to the capacity).
-constexpr uint64_t QUICK_WINDOW = 256;
+constexpr uint64_t QUICK_WINDOW = 64;  // 16 floats: off-by-a-few writes, named at once; per switch, so kept short
 
 bool smem_check(Worker* w, int line, int thread) {
     uint64_t used = g_spec->shared_mem;
