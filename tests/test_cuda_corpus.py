@@ -151,6 +151,18 @@ def wide_and_narrow_scalars(s):
     np.testing.assert_array_equal(out, np.uint64(2**40) + 3 * np.arange(32, dtype=np.uint64) - np.uint64(1))
 
 
+@case
+def clock_t_parameter(s):
+    k = kernel("basics.cu", "timed_copy")
+    p = k.params[2]  # clock_t, resolved by the compiler: long (LP64)
+    assert p.pointer and p.dtype == np.int64 and p.name == "ticks"
+    x = np.arange(50, dtype=np.float32)
+    out, ticks = nan(50), np.full(2, -1, np.int64)
+    k((2,), (32,), (out, x, ticks, np.int32(50)), schedule=s)
+    np.testing.assert_array_equal(out, x)
+    assert (ticks >= 1).all()  # clock() never runs backwards; +1 from clock64()
+
+
 # ---- headers.cu ------------------------------------------------------------------------------
 @case
 def cuda_runtime_and_math_constants(s):

@@ -14,6 +14,7 @@
 #include <cassert>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <cfloat>
 #include <climits>
 #include <source_location>
@@ -191,6 +192,9 @@ __forceinline__ unsigned atomicDec(unsigned* a, unsigned lim) {
 #define atomicMin_block atomicMin
 #define atomicCAS_block atomicCAS
 #define atomicExch_block atomicExch
+
+// ---- clocks: clock() is the C library's (a clock_t, as on the device); clock64() a counter ----
+__forceinline__ long long clock64() { return (long long)std::clock(); }
 
 // ---- math and bit intrinsics -----------------------------------------------------------------
 // The fast-math intrinsics are computed exactly here; the GPU's versions differ in the last bits.

@@ -79,3 +79,12 @@ __global__ void unsigned_long_params(unsigned long long* out, unsigned long long
     int i = threadIdx.x;
     out[i] = base + (unsigned long long)(step * i) + (unsigned long long)k;
 }
+
+// 10b. clock_t parameters (a typedef from the C library) and clock()/clock64()
+__global__ void timed_copy(float* out, const float* in, clock_t* ticks, int n) {
+    clock_t start = clock();
+    long long start64 = clock64();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i];
+    if (threadIdx.x == 0) ticks[blockIdx.x] = (clock() - start) + (clock_t)(clock64() - start64 >= 0);
+}
