@@ -172,7 +172,7 @@ _CODES = {"b1": np.bool_, "f2": np.float16, "f4": np.float32, "f8": np.float64,
 def from_compiler(index: int, name: str | None, pointer: bool, const: bool, size: int,
                   lanes: int, is_class: bool, code: str, type_name: str) -> Param:
     """A Param from the compiler's description of one parameter (pl::ParamInfo)."""
-    ctype = type_name or "?"
+    ctype = re.sub(r"\s+([*&])", r"\1", type_name) if type_name else "?"  # clang: "float *"
     base = ctype.replace("const ", "").replace("volatile ", "").rstrip("*& ").strip()
     if pointer and "*" in base:
         base = base[:base.rindex("*")].strip()
