@@ -182,6 +182,7 @@ struct Worker {
     std::vector<Fiber> fibers;
     std::vector<int> order;
     int nthreads = 0, nwarps = 0, cur = -1;
+    int pos = 0;  // where the running fiber stands in `order` (this round of the scheduler)
     char* stacks = nullptr;
     size_t stack_stride = 0, stack_count = 0, page = 4096;
     int bar_arrived = 0, bar_count = 0, bar_and = 1, bar_or = 0, exited = 0;
@@ -415,6 +416,33 @@ bool smem_check(Worker* w, int line, int thread) {
 }
 
 // ---- barriers -----------------------------------------------------------------------------
+// Round-robin and reversed: a thread arriving at a barrier hands over straight to the next
+// runnable thread in the schedule's order (the one the scheduler would resume next anyway):
+// one context switch per arrival instead of two, about a third of a 1024-thread barrier.
+void yield_in_order(Worker* w) {
+#ifdef PL_FIBER_ASM
+    int sched = g_spec->schedule;
+    if (sched == SCHED_ROUND_ROBIN || sched == SCHED_REVERSED) {
+        for (int k = w->pos + 1; k < w->nthreads; ++k) {
+            int t = w->order[k];
+            if (w->fibers[t].state != RUNNABLE) continue;
+            Fiber& f = w->fibers[w->cur];
+            Progress& p = g_spec->diag->progress[w->id];
+            p.line = f.line;
+            if (w->ndyn && !w->failed) smem_check(w, 0, w->cur);
+            if (w->failed) break;  // the scheduler stops the block
+            w->cur = t;
+            w->pos = k;
+            pl_cur = &w->fibers[t].ctx;
+            p.thread = t;
+            pl_switch(&f.sp, w->fibers[t].sp);
+            return;
+        }
+    }
+#endif
+    switch_to_scheduler(w);
+}
+
 void release_barrier(Worker* w) {
     int count = w->bar_count, all = w->bar_and, any = w->bar_or;
     for (auto& f : w->fibers) {
@@ -464,7 +492,7 @@ int barrier(int line, int kind, int pred) {
         if (w->ndyn && !smem_check(w, line, -1)) fail_and_park(w);
         release_barrier(w);
     }
-    switch_to_scheduler(w);
+    yield_in_order(w);
     if (w->failed) fail_and_park(w);
     return (int)f.res;
 }
@@ -794,7 +822,9 @@ void run_block(Worker* w, uint32_t linear) {
         for (int k = 0; k < n; ++k) {
             int t = w->order[k];
             if (w->fibers[t].state != RUNNABLE) continue;
+            w->pos = k;
             resume(w, t);
+            k = w->pos;  // threads handed over to each other up to here (yield_in_order)
             progressed = true;
             if (w->failed) goto out;
             if (sched == SCHED_WARP0_FIRST && t >= 32) {
