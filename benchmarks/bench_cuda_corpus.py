@@ -8,6 +8,17 @@ the tile loop's barriers and shared memory taken out (pure arithmetic on 1024 fi
 barrier-only kernel that does nothing but __syncthreads() as often as the matmul does (the
 cost of the fiber switches).
 
+Where the 1024^3 matmul's time went (perf, issue 22): 67 M barrier waits. A wait was two
+context switches (fiber -> scheduler -> next fiber), and with 1024 fibers each switch missed
+the cache: fiber stacks are a multiple of 4 KiB apart, so every saved register frame sat in
+the same L1 set. Plus __tls_get_addr calls for __shared__ (thread_local in a dlopen()ed
+library). Fixes: stack tops staggered by a cache line, direct hand-over to the next thread at
+a barrier (round-robin/reversed), TLS descriptors. CPU time per barrier wait went from ~45 ns
+(32-256 threads) and ~95 ns (1024 threads) to ~22-30 ns; the matmul from ~11 to ~3.8 CPU-s.
+What is left is mostly the kernel's own scalar arithmetic, one CUDA thread at a time; going
+further would mean running a warp's 32 threads as SIMD lanes. Wall times on a shared box are
+noisy: the cpu column (the launch child's CPU time) is the steadier figure.
+
 Run: .venv/bin/python benchmarks/bench_cuda_corpus.py [--repeat 3] [--quick]
 (also run from benchmarks/bench_cuda_cpu.py --corpus)
 """
@@ -15,6 +26,7 @@ Run: .venv/bin/python benchmarks/bench_cuda_corpus.py [--repeat 3] [--quick]
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import time
 from pathlib import Path
@@ -57,17 +69,26 @@ __global__ void barriers_only(float* out, int rounds) {
 '''
 
 
-def timed(fn, repeat):
-    times = []
+CPU = {}  # name -> CPU seconds of the last timed launch (forked children: robust to a busy box)
+
+
+def timed(fn, repeat, key=None):
+    times, cpus = [], []
     for _ in range(repeat):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+    if key:
+        CPU[key] = statistics.median(cpus)
     return statistics.median(times)
 
 
 def row(name, t, base, extra=""):
-    print(f"  {name:34s} {t * 1e3:9.1f} ms   numpy {base * 1e3:8.2f} ms   {t / base:8.1f}x  {extra}")
+    cpu = f"cpu {CPU.pop(name, 0) * 1e3:8.1f} ms" if name in CPU else " " * 15
+    print(f"  {name:34s} {t * 1e3:9.1f} ms  {cpu}  numpy {base * 1e3:8.2f} ms  {t / base:7.1f}x  {extra}")
 
 
 def matmul_rows(n, repeat, timeout):
@@ -79,21 +100,26 @@ def matmul_rows(n, repeat, timeout):
     ref = A.astype(np.float64) @ B
     g = (n // 32, n // 32)
     t = timed(lambda: mod.get_function("matmul32")(g, (32, 32), (A, B, C, np.int32(n)),
-                                                   timeout=timeout), repeat)
+                                                   timeout=timeout), repeat,
+              key=f"matmul {n}^3, 32x32 tiles (1024 thr)")
     err = float(np.abs(C - ref).max() / np.abs(ref).max())
     row(f"matmul {n}^3, 32x32 tiles (1024 thr)", t, base, f"max rel err {err:.1e}")
     tn = timed(lambda: mod.get_function("matmul_naive")(g, (32, 32), (A, B, C, np.int32(n)),
-                                                        timeout=timeout), repeat)
+                                                        timeout=timeout), repeat,
+               key="  same product, no tiles/barriers")
     row("  same product, no tiles/barriers", tn, base)
     out = np.zeros(g[0] * g[1], np.float32)
     tb = timed(lambda: mod.get_function("barriers_only")(g, (32, 32), (out, np.int32(n // 32)),
-                                                         timeout=timeout), repeat)
+                                                         timeout=timeout), repeat,
+               key="  barriers only (2 per k-tile)")
     switches = g[0] * g[1] * 1024 * 2 * (n // 32)
+    cpu = CPU["  barriers only (2 per k-tile)"]
     row("  barriers only (2 per k-tile)", tb, base,
-        f"{switches / 1e6:.0f} M thread-barrier waits, {tb / switches * 1e9:.0f} ns each")
+        f"{switches / 1e6:.0f} M thread-barrier waits, {cpu / switches * 1e9:.0f} ns CPU each")
     k16 = cuda.RawKernel((CORPUS / "classics.cu").read_text(), "matmul_tiled", backend="cpu")
     t16 = timed(lambda: k16((n // 16, n // 16), (16, 16), (A, B, C, np.int32(n), np.int32(n),
-                                                         np.int32(n)), timeout=timeout), repeat)
+                                                         np.int32(n)), timeout=timeout), repeat,
+                key=f"matmul {n}^3, 16x16 tiles (256 thr)")
     row(f"matmul {n}^3, 16x16 tiles (256 thr)", t16, base)
 
 
