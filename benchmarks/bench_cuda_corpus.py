@@ -106,8 +106,8 @@ def matmul_rows(n, repeat, timeout):
     row(f"matmul {n}^3, 32x32 tiles (1024 thr)", t, base, f"max rel err {err:.1e}")
     tn = timed(lambda: mod.get_function("matmul_naive")(g, (32, 32), (A, B, C, np.int32(n)),
                                                         timeout=timeout), repeat,
-               key="  same product, no tiles/barriers")
-    row("  same product, no tiles/barriers", tn, base)
+               key="  naive (no tiles, B read by column)")
+    row("  naive (no tiles, B read by column)", tn, base)
     out = np.zeros(g[0] * g[1], np.float32)
     tb = timed(lambda: mod.get_function("barriers_only")(g, (32, 32), (out, np.int32(n // 32)),
                                                          timeout=timeout), repeat,
