@@ -65,7 +65,7 @@ __global__ void raw_memory_index(float* out, const float* in, int n) {
 }
 
 // 9. reading before the pointer: a view that starts inside a larger array
-__global__ void read_before_start(float* out, const float* in, int n, int radius) {
+__global__ void read_before_start(float* out, float* in, int n, int radius) {  // no const, as often
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         float s = 0.0f;
