@@ -574,6 +574,10 @@ def test_corpus_size():
 @pytest.mark.parametrize("file", sorted(p.name for p in CORPUS.glob("*.cu")))
 def test_corpus_compiles_for_the_gpu(file):
     pytest.importorskip("cuda.bindings", reason="NVRTC binding not installed (pip install 'pagedlab[dev]')")
+    from pagedlab.cuda.nvrtc import cuda_include_dirs
+    if not cuda_include_dirs():
+        pytest.skip("CUDA's headers for NVRTC are not installed (pip install 'pagedlab[dev]': "
+                    "nvidia-cuda-runtime, nvidia-cuda-cccl)")
     code = (CORPUS / file).read_text()
     if file == "legacy.cu":  # NVRTC 13 has no mask-less shuffles: the reason for the warning
         from pagedlab.cuda import CompileError
