@@ -397,6 +397,14 @@ def cg_coalesced_threads(s):
 
 
 @case
+def cg_thread_group_of_the_block(s):
+    x = np.random.default_rng(17).integers(-50, 50, 256).astype(np.int32)
+    out = np.full(2, -1, np.int32)
+    kernel("groups.cu", "cg_generic_group")((2,), (128,), (out, x), schedule=s)
+    np.testing.assert_array_equal(out, x.reshape(2, 128).sum(1))
+
+
+@case
 def cg_grid_sync_is_refused(s):
     with pytest.raises(KernelCrash, match=r"this_grid\(\).sync\(\) is not supported.*two launches"):
         kernel("groups.cu", "cg_grid_sync")((2,), (32,), (np.zeros(64, np.int32),), schedule=s)

@@ -32,7 +32,8 @@ public:
 };
 inline thread_block this_thread_block() { return thread_block(); }
 
-// A power-of-two slice of one warp: `n` consecutive threads by block rank.
+// A generic group: the whole block (`thread_group g = this_thread_block();`), or a
+// power-of-two slice of one warp, `n` consecutive threads by block rank.
 class thread_group {
 public:
     explicit thread_group(unsigned n, details::where at = details::where::current()) : n_(n) {
@@ -40,11 +41,12 @@ public:
             pl_trap(at.line(), "tiled_partition: the CPU executor supports tiles of 1, 2, 4, 8, 16 or "
                                "32 threads (a power of two, at most a warp)");
     }
-    unsigned thread_rank() const { return details::block_rank() % n_; }
+    thread_group(const thread_block&) : n_(details::block_size()), block_(true) {}
+    unsigned thread_rank() const { return block_ ? details::block_rank() : details::block_rank() % n_; }
     unsigned size() const { return n_; }
     unsigned num_threads() const { return n_; }
-    unsigned meta_group_rank() const { return details::block_rank() / n_; }
-    unsigned meta_group_size() const { return (details::block_size() + n_ - 1) / n_; }
+    unsigned meta_group_rank() const { return block_ ? 0 : details::block_rank() / n_; }
+    unsigned meta_group_size() const { return block_ ? 1 : (details::block_size() + n_ - 1) / n_; }
     bool is_valid() const { return true; }
     // This tile's lanes within its warp.
     unsigned lane_mask() const {
@@ -52,7 +54,8 @@ public:
         return n_ == 32 ? 0xffffffffu : ((1u << n_) - 1u) << base;
     }
     void sync(details::where at = details::where::current()) const {
-        (void)pl_warp_op(at.line(), pl::WARP_SYNC, lane_mask(), 0, 0, 32);
+        if (block_) pl_syncthreads(at.line());
+        else (void)pl_warp_op(at.line(), pl::WARP_SYNC, lane_mask(), 0, 0, 32);
     }
     template <class T> T shfl(T v, int src, details::where at = details::where::current()) const {
         return pl::shfl(at.line(), pl::SHFL_IDX, lane_mask(), v, src, (int)n_);
@@ -80,6 +83,7 @@ public:
 
 private:
     unsigned n_;
+    bool block_ = false;
 };
 
 template <unsigned N, class Parent = void>

@@ -82,3 +82,21 @@ __global__ void cg_grid_sync(int* out) {
     grid.sync();
     out[grid.thread_rank()] += 1;
 }
+
+// 34b. a generic thread_group holding the whole block, passed to a device function
+__device__ int group_sum(cg::thread_group g, int* scratch, int v) {
+    unsigned r = g.thread_rank();
+    for (unsigned half = g.size() / 2; half > 0; half /= 2) {
+        scratch[r] = v;
+        g.sync();
+        if (r < half) v += scratch[r + half];
+        g.sync();
+    }
+    return v;
+}
+__global__ void cg_generic_group(int* out, const int* in) {
+    __shared__ int scratch[128];
+    cg::thread_group g = cg::this_thread_block();
+    int s = group_sum(g, scratch, in[blockIdx.x * blockDim.x + threadIdx.x]);
+    if (g.thread_rank() == 0) out[blockIdx.x] = s;
+}
