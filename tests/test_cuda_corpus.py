@@ -405,6 +405,16 @@ def cg_thread_group_of_the_block(s):
 
 
 @case
+def cg_tile_scans(s):
+    x = np.random.default_rng(18).integers(0, 20, 64).astype(np.int32)
+    inc, exc = np.full(64, -1, np.int32), np.full(64, -1, np.int32)
+    kernel("groups.cu", "cg_tile_scan")((1,), (64,), (inc, exc, x), schedule=s)
+    g = x.reshape(4, 16)
+    np.testing.assert_array_equal(inc, np.cumsum(g, 1).ravel())
+    np.testing.assert_array_equal(exc, (np.cumsum(g, 1) - g).ravel())
+
+
+@case
 def cg_grid_sync_is_refused(s):
     with pytest.raises(KernelCrash, match=r"this_grid\(\).sync\(\) is not supported.*two launches"):
         kernel("groups.cu", "cg_grid_sync")((2,), (32,), (np.zeros(64, np.int32),), schedule=s)

@@ -167,3 +167,13 @@ def test_every_block_starts_with_poisoned_shared_memory_and_intact_canaries():
     assert np.isnan(out).all()  # earlier blocks' 1.0/2.0 never show, the canary reads NaN
     with pytest.raises(SharedMemoryError, match="block \\(3, 0, 0\\).*offset 528"):
         k((8,), (32,), (out, np.int32(1)), shared_mem=32 * 4, workers=1)
+
+
+def test_driver_api_header_compiles_on_the_cpu():
+    """<cuda.h> is a host header (NVRTC cannot open it: it needs stdlib.h); nvcc and the CPU
+    executor compile kernels that include it."""
+    k = RawKernel("#include <cuda.h>\n__global__ void k(CUdeviceptr* p) { p[0] = CUDA_VERSION; }",
+                  "k", backend="cpu")
+    out = np.zeros(1, np.uint64)
+    k((1,), (1,), (out,))
+    assert out[0] >= 12000

@@ -1,6 +1,7 @@
 // pagedlab corpus: cooperative groups, one operation per kernel.
 #include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>
+#include <cooperative_groups/scan.h>
 namespace cg = cooperative_groups;
 
 // 28. this_thread_block: rank, size, indices, sync
@@ -99,4 +100,12 @@ __global__ void cg_generic_group(int* out, const int* in) {
     cg::thread_group g = cg::this_thread_block();
     int s = group_sum(g, scratch, in[blockIdx.x * blockDim.x + threadIdx.x]);
     if (g.thread_rank() == 0) out[blockIdx.x] = s;
+}
+
+// 34c. cg::inclusive_scan / exclusive_scan over 16-thread tiles
+__global__ void cg_tile_scan(int* inc, int* exc, const int* in) {
+    cg::thread_block_tile<16> t = cg::tiled_partition<16>(cg::this_thread_block());
+    int v = in[threadIdx.x];
+    inc[threadIdx.x] = cg::inclusive_scan(t, v);
+    exc[threadIdx.x] = cg::exclusive_scan(t, v, cg::plus<int>());
 }
