@@ -7,7 +7,12 @@ Measures, in one run:
     8 seqs x 8 heads x 256 tokens x head 128, per schedule, against a numpy float64 reference
     computed in the same run (the baseline the ratios refer to). Target: < 0.3 s per launch.
 
-Run: .venv/bin/python benchmarks/bench_cuda_cpu.py [--repeat 5] [--workers N]
+  * the same launch with the sanitizer on (check="race,memcheck,init", issue 16) against checks
+    off, in the same run. Target: checks on <= 10x checks off. With --compare-with PATH (another
+    checkout, e.g. main) its checks-off launch is timed in a subprocess in the same run: the
+    sanitizer must not slow checks-off launches down.
+
+Run: .venv/bin/python benchmarks/bench_cuda_cpu.py [--repeat 5] [--workers N] [--compare-with PATH]
 """
 
 from __future__ import annotations
@@ -126,12 +131,73 @@ def attention(repeat, workers):
     return base, rows
 
 
+def attention_args():
+    q, k, v, tables, lens = attention_inputs()
+    seqs, heads, head = q.shape
+    out = np.full_like(q, np.nan)
+    args = (out, q, k, v, tables, lens, np.float32(1 / np.sqrt(head)), np.int32(k.shape[2]),
+            np.int32(head), np.int32(k.shape[1]), np.int32(tables.shape[1]))
+    return (heads, seqs), args, int(lens.max()) * 4
+
+
+def sanitizer_overhead(repeat, workers):
+    """Median launch time with checks off, with each check alone and with all three."""
+    code = (ROOT / "solutions" / "paged_attention.cu").read_text()
+    kern = cuda.RawKernel(code, "paged_attention_v1", backend="cpu",
+                          filename="paged_attention.cu").compile()
+    grid, args, smem = attention_args()
+    kern(grid, (128,), args, shared_mem=smem, check="all", workers=workers)  # build it first
+    rows = []
+    for check in (None, "race", "memcheck", "init", "race,memcheck,init"):
+        med, _ = timed(lambda check=check: kern(grid, (128,), args, shared_mem=smem, check=check,
+                                                workers=workers), repeat)
+        rows.append((check or "off", med))
+    t = time.perf_counter()
+    prof = kern.profile(grid, (128,), args, shared_mem=smem, workers=workers)
+    return rows, time.perf_counter() - t, prof
+
+
+_OTHER = r'''
+import statistics, sys, time
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(1, sys.argv[2])
+from pagedlab import cuda
+import bench_cuda_cpu as b
+assert cuda.__file__.startswith(sys.argv[1]), cuda.__file__
+code = (b.Path(sys.argv[1]) / "solutions" / "paged_attention.cu").read_text()
+kern = cuda.RawKernel(code, "paged_attention_v1", backend="cpu", filename="paged_attention.cu").compile()
+grid, args, smem = b.attention_args()
+kern(grid, (128,), args, shared_mem=smem, workers=int(sys.argv[4]))
+ts = []
+for _ in range(int(sys.argv[3])):
+    t = time.perf_counter()
+    kern(grid, (128,), args, shared_mem=smem, workers=int(sys.argv[4]))
+    ts.append(time.perf_counter() - t)
+print(statistics.median(ts))
+'''
+
+
+def other_checkout_off(path, repeat, workers):
+    """Checks-off launch time of the pagedlab in another checkout (same inputs, same run)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _OTHER, str(Path(path).resolve()),
+                           str(Path(__file__).resolve().parent), str(repeat), str(workers)],
+                          capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-2000:])
+    return float(proc.stdout.split()[-1])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--workers", type=int, default=None, help="OS workers (default: all cores)")
     ap.add_argument("--corpus", action="store_true",
                     help="also the corpus's larger kernels vs numpy (bench_cuda_corpus.py)")
+    ap.add_argument("--compare-with", default=None, metavar="PATH",
+                    help="another checkout (e.g. main) whose checks-off launch is timed too")
     a = ap.parse_args()
     workers = a.workers or cuda.executor.default_workers()
     print(f"pagedlab CPU executor benchmark ({workers} worker(s), {os.cpu_count()} cores)")
@@ -151,6 +217,27 @@ def main():
     if a.corpus:  # issue 22
         import bench_cuda_corpus
         bench_cuda_corpus.main(["--repeat", str(a.repeat)])
+
+    rows, prof_time, prof = sanitizer_overhead(a.repeat, workers)
+    off = rows[0][1]
+    print("sanitizer on the same launch (pagedlab.cuda.sanitizer; target: all checks <= 10x off):")
+    for check, med in rows:
+        verdict = "" if check == "off" else (
+            "  [ok]" if med <= 10 * off else "  [ABOVE 10x TARGET]")
+        print(f"  check={check:20s} median {med * 1e3:7.1f} ms  {med / off:5.2f}x checks off{verdict}")
+    print(f"  memory-access profile: {prof_time * 1e3:.0f} ms; the key load "
+          f"(dot += q_shared[d] * k[d]) takes "
+          f"{[r for r in prof.rows if r.space == 'global' and r.requests > 10000][0].sectors_per_request:.0f}"
+          " sectors per warp request (4 would be coalesced)")
+    if a.compare_with:
+        # Alternate the two checkouts in fresh processes and keep each one's best median: on a
+        # shared machine the load changes faster than one measurement takes.
+        here, there = [], []
+        for _ in range(3):
+            here.append(other_checkout_off(ROOT, a.repeat, workers))
+            there.append(other_checkout_off(a.compare_with, a.repeat, workers))
+        print(f"  checks off, this checkout {min(here) * 1e3:.1f} ms vs {a.compare_with} "
+              f"{min(there) * 1e3:.1f} ms ({min(here) / min(there):.2f}x; best of 3 alternating runs)")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,9 @@ export PAGEDLAB_GRADE_USER=student
 # the same isolation as a real submission.
 cd "$SRC"
 "$VENV/bin/python" -m pagedlab grade --impl solutions --json /tmp/pagedlab-solutions.json
-chmod -R go-rwx "$SRC/solutions"
+# The reference and its committed records stay the grader's: the judge reads them as root, the
+# submission's code (user student) cannot. Hidden checks stay readable: their drivers run there.
+chmod -R go-rwx "$SRC/solutions" "$SRC/pagedlab/checks/expected.json"
 # ...and the untouched exercises must score 0 without any autograder problem (this also proves
 # the checks never need the now-private solutions).
 "$VENV/bin/python" -m pagedlab grade --impl exercises --json /tmp/pagedlab-exercises.json

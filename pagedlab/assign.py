@@ -10,12 +10,23 @@ ends at the matching ``END SOLUTION`` line and becomes a prompt plus a stub that
 ``return;``). The label after ``SOLUTION`` names the task; without one the enclosing function's
 name is used. ``| <statement>`` at the end of the BEGIN line replaces the default stub, e.g.
 ``// BEGIN SOLUTION Task 8: warp max | return -INFINITY;`` inside a helper that returns a value.
+
+No run destroys anyone's work. ``exercises/.assign-manifest.json`` records the SHA-256 of the
+text assign last wrote to each exercise file. A file whose bytes no longer match that record was
+edited (a student's work, or an instructor's hand edit) and is left alone; ``force=True`` first
+copies it to ``backups/assign-<UTC time>/`` and then replaces it. A file that still matches the
+record but not what solutions/ generates today is *stale*: the instructor changed solutions/ and
+did not regenerate, so assign rewrites it and ``--check`` fails.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from dataclasses import dataclass
+import shutil
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .loader import ROOT
@@ -24,6 +35,7 @@ FENCES = {  # suffix -> (comment prefix, default stub template)
     ".py": ("###", 'raise NotImplementedError("{label}")'),
     ".cu": ("//", "return;"),
     ".cuh": ("//", "return;"),
+    ".c": ("//", "return;"),  # C track: every fence names its stub (return NULL; / return -1;)
 }
 _DEF = re.compile(r"^\s*(?:def|class)\s+(\w+)|^\s*(?:__global__|__device__)[^()]*?\b(\w+)\s*\(")
 
@@ -67,7 +79,7 @@ def make_exercise(text: str, filename: str) -> str:
             label = label or enclosing
             stub = stub or default_stub.format(label=label.replace('"', "'"))
             out.append(f"{indent}{prefix[:2] if prefix == '//' else '#'} YOUR CODE HERE ({label})\n")
-            if suffix != ".py" and not stub.startswith("//"):
+            if suffix in (".cu", ".cuh") and not stub.startswith("//"):
                 out.append(f"{indent}// Until this part is written the kernel leaves its output unwritten.\n")
             out.append(f"{indent}{stub}\n")
         elif end:
@@ -99,30 +111,154 @@ def plan(solutions: Path | None = None, exercises: Path | None = None) -> dict[P
     return wanted
 
 
-def stale(solutions: Path | None = None, exercises: Path | None = None) -> list[str]:
-    """Exercise files that differ from what `assign` would write (missing, changed or extra)."""
+MANIFEST_NAME = ".assign-manifest.json"
+BACKUPS = "backups"
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _manifest_path(exercises: Path) -> Path:
+    return exercises / MANIFEST_NAME
+
+
+def read_manifest(exercises: Path) -> dict[str, str]:
+    """{path relative to exercises/: SHA-256 of the text assign last wrote there}."""
+    path = _manifest_path(exercises)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        files = data["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}  # no record: every file that differs counts as edited, so nothing is lost
+    return {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
+
+
+def _write_manifest(exercises: Path, records: dict[str, str]) -> None:
+    body = {"about": "what `pagedlab assign` last generated in this folder (SHA-256 per file); "
+                     "a file that no longer matches was edited and is never overwritten",
+            "files": dict(sorted(records.items()))}
+    _manifest_path(exercises).write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
+
+
+@dataclass
+class Survey:
+    """Where each exercise file stands against solutions/ and the manifest."""
+
+    exercises: Path
+    wanted: dict[Path, str]
+    current: list[Path] = field(default_factory=list)   # what solutions/ generates today
+    unrecorded: list[Path] = field(default_factory=list)  # current, but the manifest lags behind
+    stale: list[Path] = field(default_factory=list)     # untouched, but solutions/ changed since
+    missing: list[Path] = field(default_factory=list)   # not there at all
+    edited: list[Path] = field(default_factory=list)    # differ from what assign last wrote
+    orphaned: list[Path] = field(default_factory=list)  # generated once, solutions/ dropped it
+    extra: list[Path] = field(default_factory=list)     # never generated (someone's own file)
+
+    def rel(self, path: Path) -> str:
+        return str(path.relative_to(self.exercises.parent))
+
+
+def survey(solutions: Path | None = None, exercises: Path | None = None) -> Survey:
     solutions = solutions or ROOT / "solutions"
     exercises = exercises or ROOT / "exercises"
-    wanted = plan(solutions, exercises)
-    problems = []
-    for path, text in wanted.items():
-        rel = path.relative_to(exercises.parent)
+    if not solutions.is_dir():
+        raise AssignError(f"no {solutions}: this copy of the course has no solutions/ to generate "
+                          "exercises/ from (a student edition); nothing was changed")
+    records = read_manifest(exercises)
+    result = Survey(exercises, plan(solutions, exercises))
+    for path, text in result.wanted.items():
+        key = path.relative_to(exercises).as_posix()
         if not path.exists():
-            problems.append(f"{rel} (missing)")
-        elif path.read_text() != text:
-            problems.append(f"{rel} (differs from what solutions/ generates)")
+            result.missing.append(path)
+            continue
+        have = path.read_bytes()
+        if have == text.encode("utf-8"):
+            result.current.append(path)
+            if records.get(key) != digest(text):
+                result.unrecorded.append(path)
+        elif digest_bytes(have) == records.get(key):
+            result.stale.append(path)
+        else:
+            result.edited.append(path)
     for path in _source_files(exercises) if exercises.is_dir() else []:
-        if path not in wanted:
-            problems.append(f"{path.relative_to(exercises.parent)} (not generated from solutions/)")
-    return problems
+        if path in result.wanted:
+            continue
+        key = path.relative_to(exercises).as_posix()
+        untouched = digest_bytes(path.read_bytes()) == records.get(key)
+        (result.orphaned if untouched else result.extra).append(path)
+    return result
 
 
-def write(solutions: Path | None = None, exercises: Path | None = None) -> list[Path]:
-    """Regenerate exercises/; returns the files whose text changed."""
-    changed = []
-    for path, text in plan(solutions, exercises).items():
-        if not path.exists() or path.read_text() != text:
+def digest_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def stale(solutions: Path | None = None, exercises: Path | None = None) -> list[str]:
+    """What the instructor has to regenerate: missing or untouched-but-outdated exercise files.
+
+    Edited files are not in this list: they are someone's work, not a stale copy.
+    """
+    s = survey(solutions, exercises)
+    return ([f"{s.rel(p)} (missing)" for p in s.missing]
+            + [f"{s.rel(p)} (differs from what solutions/ generates)" for p in s.stale]
+            + [f"{s.rel(p)} (generated earlier, but solutions/ no longer has it)" for p in s.orphaned]
+            # Without its record a later change to solutions/ would pass for a student's edit.
+            + [f"{s.rel(p)} (up to date, but not recorded in exercises/{MANIFEST_NAME})" for p in s.unrecorded])
+
+
+@dataclass
+class Written:
+    written: list[Path]
+    kept: list[Path]            # edited files left alone (no force)
+    backup: Path | None = None  # where force copied the edited files first
+    removed: list[Path] = field(default_factory=list)  # untouched files solutions/ dropped
+
+
+def backup(paths: list[Path], course: Path) -> Path:
+    """Copy `paths` (files under `course`) to a new backups/assign-<UTC time>/ folder."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    folder = course / BACKUPS / f"assign-{stamp}"
+    n = 1
+    while folder.exists():
+        n += 1
+        folder = course / BACKUPS / f"assign-{stamp}-{n}"
+    for path in paths:
+        target = folder / path.relative_to(course)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+        if target.read_bytes() != path.read_bytes():
+            raise OSError(f"backup of {path} to {target} does not match; nothing was overwritten")
+    return folder
+
+
+def write(solutions: Path | None = None, exercises: Path | None = None, *,
+          force: bool = False) -> Written:
+    """Regenerate exercises/: missing and stale files are written, edited ones kept.
+
+    With `force`, edited files are first copied to a backup folder, then regenerated.
+    """
+    exercises = exercises or ROOT / "exercises"
+    s = survey(solutions, exercises)
+    done = Written(written=[], kept=[])
+    if s.edited and force:
+        done.backup = backup(s.edited, exercises.parent)
+    elif s.edited:
+        done.kept = list(s.edited)
+    records = read_manifest(exercises)
+    for path, text in s.wanted.items():
+        key = path.relative_to(exercises).as_posix()
+        if path in done.kept:
+            continue
+        if path in s.missing or path in s.stale or path in s.edited:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            changed.append(path)
-    return changed
+            path.write_text(text, encoding="utf-8")
+            done.written.append(path)
+        records[key] = digest(text)
+    for path in s.orphaned:  # assign wrote it, nobody edited it, solutions/ dropped it
+        path.unlink()
+        records.pop(path.relative_to(exercises).as_posix(), None)
+        done.removed.append(path)
+    if exercises.is_dir() and records != read_manifest(exercises):
+        _write_manifest(exercises, records)
+    return done

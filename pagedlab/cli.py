@@ -1,4 +1,4 @@
-"""`pagedlab` command line: assign, doctor, grade."""
+"""`pagedlab` command line: doctor and grade for everyone; assign and release for instructors."""
 
 from __future__ import annotations
 
@@ -6,27 +6,91 @@ import argparse
 import sys
 
 
+def _instructor_edition() -> bool:
+    """solutions/ is here: the instructor edition (assign and release make sense)."""
+    from .loader import ROOT
+
+    return (ROOT / "solutions").is_dir()
+
+
+INSTRUCTOR_ONLY = ("assign", "release", "notebook")
+NOT_HERE = ("`pagedlab {cmd}` is an instructor command: it needs solutions/, which this copy of the "
+            "course does not have. Nothing was changed; your files in exercises/ are yours.")
+
+
 def _assign(args) -> int:
     from . import assign
 
+    if not _instructor_edition():
+        print(NOT_HERE.format(cmd="assign"), file=sys.stderr)
+        return 2
     try:
         if args.check:
-            problems = assign.stale()
-            if problems:
-                print("exercises/ is stale; run `pagedlab assign` to regenerate:", file=sys.stderr)
-                for p in problems:
-                    print(f"  {p}", file=sys.stderr)
-                return 1
-            print("exercises/ is up to date with solutions/")
-            return 0
-        changed = assign.write()
+            return _assign_check(assign)
+        done = assign.write(force=args.force)
     except assign.AssignError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for path in changed:
-        print(f"wrote {path.relative_to(assign.ROOT)}")
-    if not changed:
+    rel = lambda p: p.relative_to(assign.ROOT)  # noqa: E731
+    from .checks import golden
+
+    if golden.stale():  # the reference's records of the public checks follow solutions/
+        print(f"wrote {rel(golden.write())} (the reference's record of every public check)")
+    if done.backup is not None:
+        print(f"saved the edited files to {rel(done.backup)}/ before replacing them")
+    for path in done.written:
+        print(f"wrote {rel(path)}")
+    for path in done.removed:
+        print(f"removed {rel(path)} (generated earlier, untouched, no longer in solutions/)")
+    if done.kept:
+        print("kept these files exactly as they are: they differ from what assign last generated, "
+              "so someone edited them (a student's work, or a hand edit):", file=sys.stderr)
+        for path in done.kept:
+            print(f"  {rel(path)}", file=sys.stderr)
+        print("Instructor: `pagedlab assign --force` replaces them after copying each one to "
+              "backups/assign-<time>/.", file=sys.stderr)
+        return 1
+    if not (done.written or done.removed):
         print("exercises/ already up to date")
+    return 0
+
+
+def _assign_check(assign) -> int:
+    from .checks import golden
+
+    s = assign.survey()
+    problems = assign.stale()
+    if golden.stale():
+        problems.append("pagedlab/checks/expected.json: the reference's records predate solutions/ or "
+                        "the checks")
+    if s.edited or s.extra:
+        print("exercises/: these files were edited (or added) after the exercises were generated. "
+              "They are the student's work and are kept as they are:")
+        for path in s.edited + s.extra:
+            print(f"  {s.rel(path)}")
+    if problems:
+        print("exercises/ is out of date with solutions/ (the instructor changed solutions/ and "
+              "has not regenerated); `pagedlab assign` rewrites only files nobody edited:",
+              file=sys.stderr)
+        for p in problems:
+            print(f"  {p}", file=sys.stderr)
+        return 1
+    print("exercises/ is up to date with solutions/" + (" (edited files aside)" if s.edited else ""))
+    return 0
+
+
+def _release(args) -> int:
+    from . import release
+
+    if not _instructor_edition():
+        print(NOT_HERE.format(cmd="release"), file=sys.stderr)
+        return 2
+    try:
+        report = release.build(args.out, force=args.force)
+    except release.ReleaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report.summary())
     return 0
 
 
@@ -42,13 +106,38 @@ def _grade(args) -> int:
     return grade_cli.main(args)
 
 
+def _notebook(args) -> int:
+    from . import notebooks
+
+    return notebooks.main(args)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="pagedlab", description=__doc__)
+    # A student's copy has no solutions/: the instructor commands stay out of its --help.
+    instructor = _instructor_edition()
+    parser = argparse.ArgumentParser(prog="pagedlab", description=__doc__ if instructor else
+                                     "pagedlab: check your set-up (doctor), grade your exercises (grade).")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("assign", help="regenerate exercises/ from solutions/")
-    p.add_argument("--check", action="store_true", help="fail (exit 1) if exercises/ is stale")
+    def command(name, help_text, instructor_only=False):
+        if instructor or not instructor_only:
+            return sub.add_parser(name, help=help_text)
+        return sub.add_parser(name)  # no help=: argparse leaves it out of the listing
+
+    p = command("assign", "(instructor) regenerate exercises/ from solutions/; never overwrites "
+                "an edited file", instructor_only=True)
+    p.add_argument("--check", action="store_true", help="fail (exit 1) if solutions/ changed and "
+                   "exercises/ was not regenerated (edited files are reported, not an error)")
+    p.add_argument("--force", action="store_true", help="also replace edited files, after copying "
+                   "them to backups/assign-<time>/")
     p.set_defaults(func=_assign)
+
+    p = command("release", "(instructor) write the student edition (no solutions/, no hidden "
+                "checks) to a new folder", instructor_only=True)
+    p.add_argument("out", help="the folder to create (must not exist, or be empty)")
+    p.add_argument("--force", action="store_true", help="replace an earlier student edition in "
+                   "OUT (its .git is kept)")
+    p.set_defaults(func=_release)
 
     p = sub.add_parser("doctor", help="what the course needs and what this machine has")
     p.set_defaults(func=_doctor)
@@ -63,5 +152,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-hidden", action="store_true", help="public checks only")
     p.set_defaults(func=_grade)
 
+    p = command("notebook", "(instructor) sync, check or re-run notebooks (notebooks/README.md)",
+                instructor_only=True)
+    p.add_argument("action", choices=["sync", "run", "check"],
+                   help="sync a pair and strip noise | re-run one notebook and store its checked outputs | report problems")
+    p.add_argument("notebooks", nargs="*", metavar="NN", help="e.g. 06 (default: every notebook; run needs one)")
+    p.add_argument("--impl", default="solutions", help="implementation `run` executes (default: solutions)")
+    p.set_defaults(func=_notebook)
+
+    if not instructor:
+        sub.metavar = "{" + ",".join(n for n in sub.choices if n not in INSTRUCTOR_ONLY) + "}"
     args = parser.parse_args(argv)
     return args.func(args)

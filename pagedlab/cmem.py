@@ -158,19 +158,22 @@ def _check_size(size, what="size") -> int:
     return size
 
 
-def malloc(size: int) -> int:
-    """Allocate `size` bytes (contents 0xCD: uninitialised) and return the address."""
+def malloc(size: int, *, where: str | None = None) -> int:
+    """Allocate `size` bytes (contents 0xCD: uninitialised) and return the address.
+
+    `where` names the caller when it is not Python code (the C track passes "file.c:line in fn").
+    """
     size = _check_size(size)
-    return _record(_raw_alloc(size, UNINIT_BYTE), size, _caller())
+    return _record(_raw_alloc(size, UNINIT_BYTE), size, where or _caller())
 
 
-def calloc(count: int, size: int) -> int:
+def calloc(count: int, size: int, *, where: str | None = None) -> int:
     """Allocate `count * size` zeroed bytes and return the address."""
     total = _check_size(count, "count") * _check_size(size)
-    return _record(_raw_alloc(total, 0), total, _caller())
+    return _record(_raw_alloc(total, 0), total, where or _caller())
 
 
-def free(ptr) -> None:
+def free(ptr, *, where: str | None = None) -> None:
     """Free a block returned by malloc/calloc (an int address, a pointer or a struct view).
 
     `free(None)` / `free(0)` does nothing, as in C.
@@ -184,7 +187,7 @@ def free(ptr) -> None:
     del _live_bases[bisect.bisect_left(_live_bases, addr)]
     _counts["frees"] += 1
     ctypes.memset(addr, FREED_BYTE, block.size)
-    _quarantine_add(Allocation(addr, block.size, block.where, _caller()))
+    _quarantine_add(Allocation(addr, block.size, block.where, where or _caller()))
 
 
 def _raise_bad_free(addr: int):

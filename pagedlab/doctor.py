@@ -127,7 +127,14 @@ def rows() -> list[Row]:
         _compiler(),
         _nvrtc(),
         _cupy(),
+        *_c_track(),
     ]
+
+
+def _c_track() -> list[Row]:
+    from .cnative import doctor_rows  # C compiler, Valgrind, ASan for llm_memory.c (optional)
+
+    return doctor_rows()
 
 
 def format_table(table: list[Row]) -> str:

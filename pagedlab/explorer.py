@@ -8,7 +8,7 @@ sequence just touched. Every call is logged with its return value, so a failing 
 The buttons only call plain methods (`create`, `fork`, `append`, `free`, `reset`), so the
 explorer is scriptable and testable without a browser:
 
-    ex = Explorer(impl="solutions")
+    ex = Explorer()  # the memory_manager PAGEDLAB_IMPL names (exercises/ unless set)
     ex.create(1, 40); ex.fork(1, 2); ex.append(2, 7)
     print(ex.history_text())
     ex  # in Jupyter: the widget
@@ -63,6 +63,9 @@ class Explorer:
             raise TypeError(f"pool_blocks must be an int, not {type(pool_blocks).__name__}")
         if not 1 <= pool_blocks <= 1024:
             raise ValueError(f"pool_blocks must be in 1..1024 (a picture has to fit), got {pool_blocks}")
+        # A module the explorer loads itself is the student's: its functions run in this kernel,
+        # so each one is first checked in a child process (a segfault there cannot hurt).
+        self._guard_impl = impl if mm is None else False
         if mm is None:
             from .loader import load
 
@@ -80,6 +83,9 @@ class Explorer:
 
     # ---------------------------------------------------------------------------- engine calls
     def _init_engine(self) -> None:
+        if not self._checked(f"llm_init(pool, {self.pool.size})"):
+            self.engine = None
+            return
         try:
             engine = self.mm.llm_init(self.pool.addr, self.pool.size)
         except Exception as exc:  # noqa: BLE001 - a student's bug is shown, not raised
@@ -100,7 +106,27 @@ class Explorer:
         self.history.append(step)
         return step
 
+    _TASK_OF = {"llm_init": "task1", "create_sequence": "task2", "free_sequence": "task2",
+                "fork_sequence": "task3", "append_kv": "task4", "llm_destroy": "task5"}
+
+    def _checked(self, call: str) -> bool:
+        """False (and the reason logged) when the student's function is not safe to run here."""
+        if self._guard_impl is False:
+            return True
+        from . import checks
+
+        task = self._TASK_OF.get(call.split("(", 1)[0])
+        try:
+            checks.require(*(t for t in ("task1", task) if t), impl=self._guard_impl)
+        except checks.CheckFailure as exc:
+            self._log(call, str(exc), ok=False)
+            return False
+        return True
+
     def _call(self, call: str, fn, *args, failed=(None, -1)):
+        if not self._checked(call):
+            self.refresh()
+            return None
         if self.engine is None:
             self._log(call, "no engine (llm_init returned None)", ok=False)
             self.refresh()
@@ -154,6 +180,12 @@ class Explorer:
 
     def _destroy(self) -> None:
         if self.engine is None:
+            return
+        if not self._checked("llm_destroy(engine)"):
+            from . import hw3
+
+            hw3.teardown(self.engine)  # the harness frees what it can reach instead
+            self.engine = None
             return
         try:
             result = self.mm.llm_destroy(self.engine)

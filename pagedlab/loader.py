@@ -63,6 +63,10 @@ def load(name: str, impl: str | os.PathLike | None = None) -> ModuleType:
         raise ValueError(f"module name must be a Python identifier like 'memory_manager', got {name!r}")
     folder = impl_dir(impl)
     path = folder / f"{name}.py"
+    from . import ctrack  # the C track: a folder with llm_memory.c and no memory_manager.py
+
+    if ctrack.has_c_only(folder, name):
+        return ctrack.load(folder / ctrack.C_SOURCE)
     if not path.is_file():
         searched = folder if impl is not None or os.environ.get(ENV_VAR) else f"{folder} (default: exercises; set {ENV_VAR} or impl=)"
         raise ModuleNotFoundError(

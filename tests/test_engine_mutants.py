@@ -58,8 +58,10 @@ def test_every_mutant_is_caught(tmp_path):
         engine_mutants.write_mutant(name, folders[name])
     with ThreadPoolExecutor(max_workers=2) as pool:
         outcomes = dict(zip(folders, pool.map(_run, folders.values()), strict=True))
-    # A segfault in student code kills its interpreter, not this test run, and counts as caught.
-    assert outcomes["wild_write_segfaults"][0].startswith("crashed"), outcomes["wild_write_segfaults"]
+    # A segfault in student code kills the checks' child process only: the run goes on, and the
+    # checks that segfaulted fail.
+    how, result = outcomes["wild_write_segfaults"]
+    assert how == "ran" and any(f.startswith("task4") for f in result["failed"]), outcomes["wild_write_segfaults"]
     survivors = [name for name, (how, result) in outcomes.items() if how == "ran" and not result["failed"]]
     report = {name: (how if result is None else result["failed"][:2]) for name, (how, result) in outcomes.items()}
     print(json.dumps(report, indent=1))

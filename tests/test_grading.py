@@ -40,6 +40,7 @@ def fake_checks(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("PAGEDLAB_REFERENCE", str(submission(tmp_path_factory.mktemp("reference"))))
     monkeypatch.setattr("pagedlab.checks.framework._checks_of_override", None)
     monkeypatch.setattr("pagedlab.checks.framework._loaded", set())
+    monkeypatch.setattr("pagedlab.checks.framework._REGISTRY", {})
 
 
 def submission(folder: Path, **bodies) -> Path:
@@ -236,7 +237,7 @@ def test_points_table_covers_every_task_once():
     from pagedlab.checks import TASKS
 
     assert [row.task for row in points.TABLE] == list(TASKS)
-    assert points.MAX_SCORE == 100
+    assert points.MAX_SCORE == 110
     assert [r.task for r in points.select(["3", "task1", "1"])] == ["task1", "task3"]
 
 

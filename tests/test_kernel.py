@@ -253,9 +253,9 @@ def test_kernel_checks_catch_planted_bug(name, tmp_path):
 
 @pytest.mark.parametrize("name, words", [
     ("only half of out written", "were never written"),
-    ("barrier after loading q missing", "wrote NaN"),
-    ("loop bound t <= seq_len", "SharedMemoryError"),
-    ("barrier before the softmax sum missing", "schedule 'warp0_first'"),
+    ("barrier after loading q missing", "RaceError"),
+    ("loop bound t <= seq_len", "OutOfBoundsError"),
+    ("barrier before the softmax sum missing", "schedule warp0_first"),
 ])
 def test_kernel_check_messages_point_at_the_bug(name, words, tmp_path):
     old, new = KERNEL_MUTANTS[name]

@@ -8,12 +8,13 @@ as root, with a user created for them; elsewhere they are skipped saying why.
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import shutil
 import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from pagedlab.grading.cli import grade
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "exercises"
-PY_FILES = ("memory_manager.py", "paged_attention.py", "prefix_cache.py", "buddy.py")
+PY_FILES = ("memory_manager.py", "paged_attention.py", "prefix_cache.py", "buddy.py", "swap.py")
 PY_TASKS = [r.id for r in manifest.TABLE if set(r.files) & set(PY_FILES)]
 
 # Appended to every Python exercise: forge a perfect record from the committed expected results
@@ -133,7 +134,7 @@ def test_symlinks_fifos_and_huge_files_are_refused_not_followed(tmp_path):
         (sub / name).symlink_to(ROOT / "solutions" / name)
     (sub / "paged_attention.cu").symlink_to(ROOT / "solutions" / "paged_attention.cu")
     lines = []
-    results = grade(str(sub), echo=lines.append)
+    results = grade(str(sub), echo=lambda *a: lines.append(" ".join(map(str, a))))
     assert results["score"] == 0
     assert "refused memory_manager.py: a symbolic link" in "\n".join(lines)
     fifo_dir = tmp_path / "fifo"
@@ -141,7 +142,7 @@ def test_symlinks_fifos_and_huge_files_are_refused_not_followed(tmp_path):
     os.mkfifo(fifo_dir / "memory_manager.py")
     (fifo_dir / "buddy.py").write_bytes(b"#" * (2 * 1024 * 1024))
     lines = []
-    results = grade(str(fifo_dir), echo=lines.append, tasks=["1", "12"])
+    results = grade(str(fifo_dir), echo=lambda *a: lines.append(" ".join(map(str, a))), tasks=["1", "12"])
     text = "\n".join(lines)
     assert results["score"] == 0
     assert "a FIFO" in text and "over the 1 MB limit" in text
@@ -186,6 +187,22 @@ def sandbox(monkeypatch):
     except KeyError:
         subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", SANDBOX_USER], check=True)
     monkeypatch.setenv("PAGEDLAB_GRADE_USER", SANDBOX_USER)
+    # The grader's interpreter must be one the user may run (Gradescope's is /usr/bin/python3 in
+    # /autograder/venv). Here it may live under /root (pyenv): let the user traverse, not list.
+    opened = []
+    for folder in Path(os.path.realpath(sys.executable)).parents:
+        mode = folder.stat().st_mode
+        if not mode & 0o001:
+            folder.chmod(mode | 0o001)
+            opened.append((folder, mode))
+    entry = pwd.getpwnam(SANDBOX_USER)
+    probe = subprocess.run([sys.executable, "-c", "import numpy, torch, pagedlab"], user=entry.pw_uid,
+                           group=entry.pw_gid, extra_groups=[], capture_output=True, text=True, cwd="/",
+                           env={**os.environ, "HOME": "/tmp"})
+    if probe.returncode != 0:
+        for folder, mode in opened:
+            folder.chmod(mode)
+        pytest.fail(f"the sandbox user cannot run the grader's Python: {probe.stderr[-500:]}")
     private = [ROOT / "solutions", ROOT / "pagedlab" / "checks" / "expected.json"]
     modes = {p: p.stat().st_mode for p in private}
     for p in private:
@@ -193,6 +210,8 @@ def sandbox(monkeypatch):
     yield SANDBOX_USER
     for p, mode in modes.items():
         p.chmod(mode)
+    for folder, mode in opened:
+        folder.chmod(mode)
 
 
 @pytest.mark.integration
@@ -237,5 +256,46 @@ def test_sandboxed_attacks_earn_nothing(sandbox, tmp_path):
     text = results["tests"][0]["output"]
     forked = int(text.split("forked ")[1].split(" ")[0]) if "forked " in text else 0
     assert forked < 200, f"the process cap let {forked} processes through"
-    out = subprocess.run(["pgrep", "-u", SANDBOX_USER], capture_output=True, text=True)
+    deadline = time.monotonic() + 10  # SIGKILLed processes take a moment to be reaped
+    while time.monotonic() < deadline:
+        out = subprocess.run(["pgrep", "-u", SANDBOX_USER], capture_output=True, text=True)
+        if not out.stdout.strip():
+            break
+        time.sleep(0.2)
     assert out.stdout.strip() == "", "processes of the sandbox user outlived their task"
+
+
+@pytest.mark.integration
+def test_sandboxed_code_has_no_network_when_asked(sandbox, tmp_path, monkeypatch):
+    import socket
+
+    if shutil.which("unshare") is None or shutil.which("setpriv") is None:
+        pytest.skip("PAGEDLAB_GRADE_NO_NETWORK needs util-linux's unshare and setpriv (apt-get install util-linux)")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    port = server.getsockname()[1]
+    phone_home = textwrap.dedent(f'''
+        def llm_init(pool_addr, pool_size):
+            import socket
+            socket.create_connection(("127.0.0.1", {port}), timeout=2).sendall(b"solutions?")
+            return None
+    ''')
+    sub = _submission(tmp_path, phone_home, files=("memory_manager.py",))
+    for no_network, reached in (("0", True), ("1", False)):
+        monkeypatch.setenv("PAGEDLAB_GRADE_NO_NETWORK", no_network)
+        results = _grade(sub, tasks=["1"])
+        try:
+            server.accept()[0].close()
+            connected = True
+        except (TimeoutError, socket.timeout):
+            connected = False
+        while True:  # drain the other checks' connections
+            try:
+                server.accept()[0].close()
+            except (TimeoutError, socket.timeout):
+                break
+        assert connected == reached, (no_network, results["tests"][0]["output"][-400:])
+        assert results["score"] == 0
+    server.close()

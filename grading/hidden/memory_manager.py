@@ -134,7 +134,7 @@ def append_random(run):
         kv = _kv_for(rng, layout)
         hw3.build_sequence(engine, sid, kv, layout)
         seqs[sid] = (kv, layout)
-    for sid, (kv, layout) in list(seqs.items()):  # forks share every block
+    for kv, layout in list(seqs.values()):  # forks share every block
         twin = rng.randrange(10**5, 2 * 10**5)
         hw3.build_sequence(engine, twin, kv, layout)
     ids = [s.seq_id for s in hw3.sequences(engine)]

@@ -7,7 +7,13 @@ import random
 import torch
 
 from pagedlab.checks.framework import check, see
-from pagedlab.checks.paged_attention import ATTN_HINT, RULE_ATTN, TOL, drive_attention, expected_attention
+from pagedlab.checks.paged_attention import (
+    ATTN_HINT,
+    RULE_ATTN,
+    TOL,
+    drive_attention,
+    expected_attention,
+)
 from pagedlab.reference import make_paged_batch
 
 RULE = "the same rules as the public checks, on scenarios drawn at grading time"
@@ -66,10 +72,12 @@ def attention_cases(seed: int):
         bs = rng.choice([4, 8, 16, 32])
         shared = rng.choice([0, 1])
         lens = [rng.randrange(shared * bs + 1, shared * bs + 400) for _ in range(rng.randrange(1, 5))]
-        scale = rng.choice([None, round(rng.uniform(0.01, 0.5), 3)])
+        # The first case always uses the default scale on a head size no public check uses.
+        scale = None if i == 0 else rng.choice([None, round(rng.uniform(0.01, 0.5), 3)])
+        head_size = rng.choice([16, 24, 40, 48]) if i == 0 else rng.choice([16, 48, 64])
         dtype = rng.choice([torch.float32, torch.float64])
         cases.append((f"case {i}: {heads}/{kv} heads, block_size {bs}, lengths {lens}, scale {scale}, {dtype}",
-                      dict(seq_lens=lens, num_heads=heads, num_kv_heads=kv, head_size=rng.choice([16, 48, 64]),
+                      dict(seq_lens=lens, num_heads=heads, num_kv_heads=kv, head_size=head_size,
                            block_size=bs, dtype=dtype, shared_blocks=shared, seed=seed + i), scale))
     return cases
 

@@ -16,7 +16,7 @@ from ..manifest import TASKS
 from .framework import Check, CheckFailure, check, checks_of, drive, expect, expect_equal
 
 __all__ = ["TASKS", "Check", "CheckFailure", "Result", "check", "checks_of", "drive", "expect",
-           "expect_equal", "results", "run"]
+           "expect_equal", "require", "results", "run"]
 
 
 @dataclass
@@ -75,6 +75,38 @@ def run(task: str, impl=None, *, quiet: bool = False) -> None:
         extra = len(outcome.checks) - len(scored)
         print(f"All {len(outcome.checks)} checks passed"
               + (f" ({len(scored)} graded, {extra} feedback only)." if extra else "."))
+
+
+_passed: set = set()
+
+
+def require(*tasks: str, impl=None) -> None:
+    """Guard for demo cells that drive the student's code in the notebook's own kernel.
+
+    A segfault there would take the kernel down, so first the tasks' checks run in a child
+    process (once per version of the student's files); if any fails, the cell stops with a
+    message pointing at the graded cell instead of running the demo on broken code."""
+    import hashlib
+
+    from .. import loader, manifest
+
+    folder = loader.impl_dir(impl)
+    for task in tasks:
+        row = manifest.task(task)
+        digest = hashlib.sha256()
+        for name in row.files:
+            path = folder / name
+            digest.update(path.read_bytes() if path.is_file() else b"")
+        key = (row.id, str(folder), digest.hexdigest())
+        if key in _passed:
+            continue
+        _short_tracebacks_in_ipython()
+        _, outcome = _outcome(task, impl)
+        if not outcome.passed:
+            raise CheckFailure(f"This cell runs your code for a demo and needs {row.label} to pass first "
+                               f"(it does not yet: run its graded cell in notebook {row.notebook_number} "
+                               f"to see why). Nothing of your code ran here.")
+        _passed.add(key)
 
 
 _installed = False

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 
 from ..simulator import Buddy as ReferenceBuddy
-from .framework import CheckFailure, check, expect, expect_equal
+from .framework import CheckFailure, check, expect, expect_equal, see
 
 RULE = "notebook 09, the buddy allocator"
 
@@ -175,6 +175,8 @@ def matches_reference(run):
                 n = rng.randint(1, 70)
                 history.append(f"alloc({n})")
                 got, want = a.alloc(n), ref.alloc(n)
+                see(f"seed {seed}: offset returned by call {len(history)}, alloc({n})", got,
+                    rule=f"{RULE}: same placement as pagedlab.simulator.Buddy")
                 if got != want:
                     raise CheckFailure(f"seed {seed}: offset returned by call {len(history)}, alloc({n})",
                                        rule=f"{RULE}: same placement as pagedlab.simulator.Buddy",

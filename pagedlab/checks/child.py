@@ -17,6 +17,7 @@ import json
 import os
 import sys
 
+
 def _emit(out, **event) -> None:
     out.write(json.dumps(event) + "\n")
     out.flush()
@@ -31,6 +32,16 @@ def main(argv: list[str] | None = None) -> int:
     impl = request["impl"]
     os.environ["PAGEDLAB_IMPL"] = impl
     out = open(argv[0], "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    # os._exit in student code ends the process without a traceback: print where it was first.
+    real_exit = os._exit
+
+    def exit_with_stack(code=0):
+        sys.stderr.write(f"os._exit({code!r}) called here:\n")
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=False)
+        sys.stderr.flush()
+        real_exit(code)
+
+    os._exit = exit_with_stack
     from . import framework
 
     try:
@@ -48,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
     # Skip interpreter teardown: a student's half-broken heap must not turn a finished run into a
     # crash report (and atexit hooks of student code get no say).
-    os._exit(0)
+    real_exit(0)
 
 
 if __name__ == "__main__":

@@ -155,9 +155,16 @@ def checks_of(task: str, *, hidden: bool | None = False, hidden_from: Path | Non
 _checks_of_override = None  # a plugin's stand-in (tests simulate broken check modules with it)
 
 
+def unregister(task: str, name: str) -> None:
+    _REGISTRY[task] = [c for c in _REGISTRY.get(task, []) if c.name != name]
+
+
 def _checks_of(task: str, *, hidden: bool | None = False, hidden_from: Path | None = None) -> list[Check]:
     row = manifest.task(task)
     _import_module(row.checks)
+    module = sys.modules.get(f"pagedlab.checks.{row.checks}")
+    if hasattr(module, "refresh"):
+        module.refresh()  # checks that depend on the machine (a GPU) are decided now
     if hidden is not False:
         folder = hidden_from or hidden_dir()
         if folder is not None and (folder / f"{row.checks}.py").is_file():
@@ -399,8 +406,10 @@ def drive(c: Check, impl=None, seed: int = 0) -> Stream:
         run.stream.status = "stopped"
     except SystemExit as exc:
         run.stream.status = "raised"
-        run.stream.error = {"type": "SystemExit", "message": f"your code called sys.exit({exc.code!r})",
-                            "text": f"your code called sys.exit({exc.code!r})"}
+        where = student_frame(traceback.extract_tb(exc.__traceback__))
+        at = f" at {where.filename}:{where.lineno} ({where.name})" if where and is_student_file(where.filename) else ""
+        text = f"your code called sys.exit({exc.code!r}){at}"
+        run.stream.error = {"type": "SystemExit", "message": text, "text": text}
     except BaseException as exc:  # noqa: BLE001 - any failure of student code is recorded
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -457,6 +466,17 @@ def student_frame(frames):
     return mine[-1]
 
 
+def _caller_of_deliberate_raise(frames, where):
+    """The student's frame that called `where`, when `where` failed on purpose (a `raise` line)."""
+    if where is None or not (where.line or "").lstrip().startswith("raise"):
+        return None
+    index = next((i for i, f in enumerate(frames) if f is where), None)
+    for frame in reversed(frames[:index] if index else []):
+        if is_student_file(frame.filename):
+            return frame
+    return None
+
+
 def explain_exception(exc: BaseException, c: Check | None = None) -> dict:
     if isinstance(exc, NotImplementedError):
         text = f"not implemented yet: {exc or 'the stub still raises NotImplementedError'}"
@@ -464,6 +484,12 @@ def explain_exception(exc: BaseException, c: Check | None = None) -> dict:
     frames = traceback.extract_tb(exc.__traceback__)
     where = student_frame(frames)
     at = f" at {where.filename}:{where.lineno} ({where.name}): {where.line}" if where else ""
+    caller = _caller_of_deliberate_raise(frames, where)
+    if caller is not None:
+        # `popleft` raising "no free block" is popleft doing its job: the bug is in its caller.
+        at = (f" in {where.name} (line {where.lineno}, a deliberate `raise`), called from "
+              f"{caller.filename}:{caller.lineno} ({caller.name}): {caller.line}")
+        where = caller
     text = f"your code raised {type(exc).__name__}: {exc}{at}"
     return {"type": type(exc).__name__, "message": _short(str(exc), 500), "text": _short(text, 1500),
             "where": f"{where.filename}:{where.lineno}" if where else ""}

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels import UNWRITTEN_BITS
 from ..pool import MAGIC_TAG
 from .framework import Stream, decode_array
 
@@ -90,9 +91,12 @@ def _compare_arrays(want: dict, got, tol: float, shown=None) -> tuple[bool, list
     if not isinstance(got, dict) or "__array__" not in got:
         return False, [f"yours:    {shown if isinstance(shown, str) else show(got)}"]
     try:
-        mine = decode_array(got).astype(np.float64)
+        raw = decode_array(got)
+        mine = raw.astype(np.float64)
     except (ValueError, TypeError) as exc:
         return False, [f"yours:    an array that could not be read ({exc})"]
+    # Outputs are filled with one NaN bit pattern before a launch: that NaN means "never written".
+    poison = raw.view(np.uint32) == UNWRITTEN_BITS if raw.dtype == np.float32 else np.zeros(raw.shape, bool)
     if mine.shape != expected.shape:
         return False, [f"expected: shape {expected.shape}", f"yours:    shape {mine.shape}"]
     scale = max(float(np.max(np.abs(expected))) if expected.size else 0.0, 1e-30)
@@ -104,13 +108,18 @@ def _compare_arrays(want: dict, got, tol: float, shown=None) -> tuple[bool, list
     index = np.unravel_index(int(np.argmax(error)), error.shape)
     rows = int(np.prod(mine.shape[:-1])) if mine.ndim > 1 else 1
     lines = [f"expected: max relative error <= {tol:g}"]
-    if nan.all():
+    if poison.all():
         lines.append("yours:    never written (every element still holds the NaN it was filled with)")
+    elif poison.any():
+        bad_rows = int(poison.reshape(rows, -1).any(1).sum()) if mine.ndim > 1 else int(poison.sum())
+        first = np.unravel_index(int(np.argmax(poison)), poison.shape)
+        lines.append(f"yours:    {bad_rows} of {rows} rows were never written (still the NaN they were filled "
+                     f"with), first at index {tuple(int(i) for i in first)}")
     elif nan.any():
         bad_rows = int(nan.reshape(rows, -1).any(1).sum()) if mine.ndim > 1 else int(nan.sum())
         first = np.unravel_index(int(np.argmax(nan)), nan.shape)
-        lines.append(f"yours:    NaN in {bad_rows} of {rows} rows, first at index {tuple(int(i) for i in first)} "
-                     f"(NaN means never written, or read from something never written)")
+        lines.append(f"yours:    your code wrote NaN in {bad_rows} of {rows} rows, first at index "
+                     f"{tuple(int(i) for i in first)} (it computed with something never written)")
     else:
         lines.append(f"yours:    max relative error {worst:.3g} at index {tuple(int(i) for i in index)} "
                      f"(expected {expected[index]:.6g}, yours {mine[index]:.6g})")
@@ -194,6 +203,9 @@ def judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdict
             first += f"\n  right: {len(right)} of {len(arrays)} outputs" + (
                 f" ({'; '.join(right[:4])}{' …' if len(right) > 4 else ''})" if right else "")
         return Verdict(False, first)
+    extra = got.obs[len(expected.obs):]
+    if extra and extra[0].get("k") == "cond" and extra[0].get("v") is False:
+        return Verdict(False, _failure_text(extra[0]))  # the driver found more wrong than the reference
     if len(got.obs) < len(expected.obs) or got.status != "completed":
         if problem:
             return Verdict(False, problem)

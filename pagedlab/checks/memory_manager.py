@@ -10,6 +10,7 @@ the pool" are checked byte for byte, and every teardown ends with a leak report.
 from __future__ import annotations
 
 import ctypes
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .. import cmem, hw3
@@ -202,15 +203,29 @@ def _init_rejects(run):
                expected="no heap activity", actual=str(changes))
 
 
+@contextmanager
+def _student_engine(run, blocks: int):
+    """(pool, pool bytes before, heap before, the engine from the student's own llm_init), torn
+    down afterwards."""
+    pool = Pool(blocks * hw3.BLOCK_SIZE)
+    before, heap = pool.snapshot(), cmem.snapshot()
+    engine = _mm(run).llm_init(pool.addr, pool.size)
+    try:
+        expect(isinstance(engine, hw3.LLMEngine), f"llm_init({pool.size} bytes) should return an LLMEngine",
+               rule=R_INIT, expected="an LLMEngine view", actual=repr(engine))
+        yield pool, before, heap, engine
+    finally:
+        hw3.teardown(engine)
+
+
 @check("task1", "llm_init counts whole blocks and stores the pool address", rule=R_INIT)
 def _init_counts(run):
-    mm = _mm(run)
     for size, blocks in [(64, 1), (1000, 15), (4096, 64), (64 * 100 + 63, 100)]:
         pool = Pool(size)
-        engine = mm.llm_init(pool.addr, size)
-        expect(isinstance(engine, hw3.LLMEngine), f"llm_init({size} bytes) should return an LLMEngine",
-               rule=R_INIT, expected="an LLMEngine view", actual=repr(engine))
+        engine = _mm(run).llm_init(pool.addr, size)
         try:
+            expect(isinstance(engine, hw3.LLMEngine), f"llm_init({size} bytes) should return an LLMEngine",
+                   rule=R_INIT, expected="an LLMEngine view", actual=repr(engine))
             expect_equal(engine.total_local_blocks, blocks, f"total_local_blocks for a {size}-byte pool",
                          rule=R_INIT + ": total = pool_size // BLOCK_SIZE")
             expect_equal(engine.free_local_blocks, blocks, f"free_local_blocks for a {size}-byte pool",
@@ -223,11 +238,7 @@ def _init_counts(run):
 
 @check("task1", "ref_count is a zeroed heap array of total_local_blocks ints (calloc)", rule=R_INIT)
 def _init_refs(run):
-    mm = _mm(run)
-    pool = Pool(64 * 40)
-    engine = mm.llm_init(pool.addr, pool.size)
-    try:
-        expect(engine is not None, "llm_init returned None for a valid 40-block pool", rule=R_INIT)
+    with _student_engine(run, 40) as (_, _, _, engine):
         block = cmem.allocation_at(engine.ref_count)
         expect(block is not None, "engine.ref_count is not a block from cmem.calloc/malloc",
                rule=R_INIT + ": allocate the ref_count array with calloc", actual=repr(engine.ref_count))
@@ -236,36 +247,23 @@ def _init_refs(run):
         refs = list(engine.ref_count[0:40])
         expect(refs == [0] * 40, "ref_count must start all zero", rule=R_INIT + ": calloc (zeroed)",
                expected="40 zeros", actual=refs[:16], hint="cmem.malloc leaves 0xCD garbage; use calloc")
-    finally:
-        hw3.teardown(engine)
 
 
 @check("task1", "active_seqs starts as an empty circular list (prev == next == &head)", rule=R_INIT)
 def _init_list(run):
-    mm = _mm(run)
-    pool = Pool(64 * 8)
-    engine = mm.llm_init(pool.addr, pool.size)
-    try:
-        expect(engine is not None, "llm_init returned None for a valid pool", rule=R_INIT)
+    with _student_engine(run, 8) as (_, _, _, engine):
         head = ctypes.addressof(engine.active_seqs)
         for field in ("next", "prev"):
             target = cmem.address(getattr(engine.active_seqs, field))
             expect(target == head, f"active_seqs.{field} of an empty list",
                    rule=R_INIT + f": the dummy head's {field} points to itself",
                    expected="&engine->active_seqs (the head itself)", actual=_describe_address(target, engine))
-    finally:
-        hw3.teardown(engine)
 
 
 @check("task1", "llm_init allocates exactly the engine and the ref array, and leaves the pool alone", rule=R_INIT)
 def _init_heap(run):
-    mm = _mm(run)
-    pool = Pool(64 * 16)
-    before_pool, heap = pool.snapshot(), cmem.snapshot()
-    engine = mm.llm_init(pool.addr, pool.size)
-    try:
-        expect(engine is not None, "llm_init returned None for a valid pool", rule=R_INIT)
-        diff = pool.diff(before_pool)
+    with _student_engine(run, 16) as (pool, before, heap, engine):
+        diff = pool.diff(before)
         expect(not diff, "llm_init wrote the pool", rule=R_POOL, actual=str(diff))
         expect(cmem.is_live(engine), "the engine is not a tracked heap allocation",
                rule="notebook 02: the engine lives on the C heap (cmem.new(LLMEngine))", actual=hex(ctypes.addressof(engine)))
@@ -274,8 +272,6 @@ def _init_heap(run):
         expect({b.address for b in blocks} == expected and len(blocks) == 2,
                "llm_init should leave exactly two live allocations: the engine and ref_count", rule=R_INIT,
                expected="2 blocks: LLMEngine (40 bytes) and the ref array", actual="; ".join(map(str, blocks)))
-    finally:
-        hw3.teardown(engine)
 
 
 # ============================================================================================
@@ -324,6 +320,26 @@ def _create_bad_len(run):
                    expected=None, actual=repr(got))
             b.expect_unchanged(before, f"create_sequence(engine, 2, {length})")
         expect(b.mm.create_sequence(None, 3, 5) is None, "create_sequence(None, ...) should return None", rule=R_NULL)
+
+
+# Values a C `int` parameter could never receive: what `is_c_int` (given) is for.
+NOT_C_INTS = [("'7'", "7"), ("2.5", 2.5), ("2**40", 2**40), ("True", True), ("None", None)]
+R_BAD_INPUT = ("notebook 02, Task 2: bad input (a value a C int cannot hold, see is_c_int) returns "
+               "None / −1 and changes nothing")
+
+
+@check("task2", "create_sequence rejects ids and lengths a C int cannot hold, and changes nothing", rule=R_BAD_INPUT)
+def _create_not_c_ints(run):
+    with Bench(run, 16) as b:
+        expect(b.mm.create_sequence(b.engine, 1, 20) is not None, "create_sequence(engine, 1, 20) failed", rule=R_CREATE)
+        for shown, value in NOT_C_INTS:
+            for call, args in ((f"create_sequence(engine, {shown}, 5)", (value, 5)),
+                               (f"create_sequence(engine, 2, {shown})", (2, value))):
+                before = b.observe()
+                got = b.mm.create_sequence(b.engine, *args)
+                expect(got is None, f"{call} should return None", rule=R_BAD_INPUT, expected=None,
+                       actual=repr(got), hint="validate with is_c_int(...) before anything else")
+                b.expect_unchanged(before, call, rule=R_BAD_INPUT)
 
 
 @check("task2", "create_sequence rejects an id that is already active and changes nothing", rule=R_UNCHANGED)
@@ -735,6 +751,19 @@ def _append_last(run):
         expect_equal([(blk, w, after) for blk, w, _, after in diff.words], [(last, 15, 0x4095)],
                      "pool words written (logical 255 = L1 15, L2 15)", rule=R_APPEND)
         expect_equal(b.mm.append_kv(b.engine, 1, 1), -1, "append_kv at kv_count 4096", rule=R_APPEND + ": −1 if logical >= 256")
+
+
+@check("task4", "append_kv rejects a record a C int cannot hold, and changes nothing", rule=R_BAD_INPUT)
+def _append_not_c_ints(run):
+    with Bench(run, 8) as b:
+        hw3.build_sequence(b.engine, 1, 16, [0])
+        for shown, value in NOT_C_INTS + [("2**31", 2**31), ("-2**31 - 1", -2**31 - 1)]:
+            before = b.observe()
+            expect_equal(b.mm.append_kv(b.engine, 1, value), -1, f"append_kv(engine, 1, {shown})",
+                         rule=R_BAD_INPUT, hint="validate kv_data with is_c_int(...) before anything else")
+            b.expect_unchanged(before, f"append_kv(engine, 1, {shown})", rule=R_BAD_INPUT)
+        _expect_append_ok(b, 1, 2**31 - 1, " (the largest int32)")
+        _expect_append_ok(b, 1, -2**31, " (the smallest int32)")
 
 
 @check("task4", "append_kv of an unknown sequence returns -1 and changes nothing", rule=R_UNCHANGED)

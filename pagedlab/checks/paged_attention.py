@@ -58,12 +58,13 @@ def _expect_slots(got, table, positions, block_size, context):
     want = [int(table[p // block_size]) * block_size + p % block_size for p in positions.tolist()]
     expect(isinstance(got, torch.Tensor), f"slot_mapping must return a tensor ({context})",
            rule=RULE_SLOT, expected="torch.Tensor", actual=type(got).__name__)
-    expect(not got.is_floating_point() and tuple(got.shape) == tuple(positions.shape),
-           f"slot_mapping must return integer slots shaped like positions ({context})", rule=RULE_SLOT,
-           expected=f"integer tensor of shape {tuple(positions.shape)}",
-           actual=f"{got.dtype} tensor of shape {tuple(got.shape)}")
+    expect(got.dtype == torch.int64 and tuple(got.shape) == tuple(positions.shape),
+           f"slot_mapping must return int64 slots shaped like positions ({context})", rule=RULE_SLOT,
+           expected=f"torch.int64 tensor of shape {tuple(positions.shape)}",
+           actual=f"{got.dtype} tensor of shape {tuple(got.shape)}",
+           hint="slots index the flattened cache, which can exceed 2**31 elements: vLLM keeps them int64")
     got = got.tolist()
-    see(f"slots of positions {positions.tolist()[:12]}{' …' if len(positions) > 12 else ''} ({context})", got,
+    see(f"slot_mapping: slots of positions {positions.tolist()[:12]}{' …' if len(positions) > 12 else ''} ({context})", got,
         rule=RULE_SLOT)
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         if g != w:
@@ -84,7 +85,7 @@ def _new_cache(num_blocks, block_size, num_kv_heads, head_size, dtype):
 
 def _expect_cache(cache, slots, rows, name, context):
     """`cache` holds `rows[i]` at `slots[i]` (slots >= 0) and NaN in every other slot."""
-    see(f"{name} after write_kv ({context})", cache, rule=RULE_WRITE)
+    see(f"write_kv: {name} afterwards ({context})", cache, rule=RULE_WRITE)
     flat = cache.view(-1, *cache.shape[2:])
     written = torch.zeros(flat.shape[0], dtype=torch.bool)
     for i, slot in enumerate(slots.tolist()):
@@ -168,7 +169,7 @@ def _expect_tokens(got, want, name, context):
            f"gathered {name} has the wrong shape ({context})", rule=RULE_GATHER,
            expected=f"[seq_len, num_kv_heads, head_size] = {list(want.shape)}",
            actual=list(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__)
-    see(f"gathered {name} ({context})", got.to(want.dtype), rule=RULE_GATHER)
+    see(f"gather_kv: gathered {name} ({context})", got.to(want.dtype), rule=RULE_GATHER)
     if not torch.equal(got.to(want.dtype), want):
         bad = int(torch.nonzero((got.to(want.dtype) != want).flatten(1).any(1))[0])
         nan = bool(got[bad].isnan().any())

@@ -19,6 +19,7 @@ from .framework import check
 RULE = "notebook 08, Task 10 · the kernel: paged_attention_v1 equals dense attention over each sequence's tokens"
 TOL = 2e-5
 LAUNCH_TIMEOUT = 20.0  # seconds per launch (a correct one takes well under 1 s)
+SANITIZER = "race,memcheck,init"  # on for the first schedule of every case
 _HUNG: dict[str, str] = {}  # kernel source hash -> timeout message: don't wait for it twice
 
 
@@ -37,9 +38,11 @@ def kernel_label(context: str, schedule: str) -> str:
 def drive_kernel(run, cases, schedules=None) -> None:
     """Launch the kernel of the run's implementation on every case under every schedule and
     record each output in full (float32); the judge compares them with float64 dense attention."""
+    from .. import cuda
     from ..cuda import KernelTimeout
 
     source = hashlib.sha256(run.kernel_source(KERNEL_FILE).encode()).hexdigest()
+    first_schedule = (schedules or check_schedules())[0]
     for context, kwargs, scale in cases:
         batch = make_paged_batch(**kwargs)
         args = batch.numpy()
@@ -48,9 +51,13 @@ def drive_kernel(run, cases, schedules=None) -> None:
             if source in _HUNG:
                 run.see(label, "not launched", shown=f"not launched: the kernel hung earlier ({_HUNG[source]})")
                 continue
+            # The sanitizer's report does not depend on the schedule: one checked launch per case
+            # finds races, out-of-bounds and uninitialised reads, with both source lines.
+            checking = cuda.checking(SANITIZER if schedule == first_schedule else None)
             try:
-                out = decode_on_executor(*args, scale=scale, impl=run.impl, schedule=schedule,
-                                         timeout=LAUNCH_TIMEOUT)
+                with checking:
+                    out = decode_on_executor(*args, scale=scale, impl=run.impl, schedule=schedule,
+                                             timeout=LAUNCH_TIMEOUT)
             except Exception as exc:  # noqa: BLE001 - compile errors, barrier errors, crashes
                 text = f"{type(exc).__name__}: {exc}"
                 if isinstance(exc, KernelTimeout):
@@ -109,12 +116,13 @@ _register("a 2048-token sequence with head_size 256, next to a 1-token one", LON
 _register("physical blocks shared between sequences (after a fork) and a custom scale", SHARED)
 
 
-def _register_gpu() -> None:
-    """Task 10 on a real GPU, when CuPy can launch kernels there (or PAGEDLAB_GRADE_GPU=1)."""
+def refresh() -> None:
+    """Task 10 on a real GPU, when CuPy can launch kernels there (or PAGEDLAB_GRADE_GPU=1): asked
+    again each time the checks are listed, so the grader and its child agree."""
     from ..grading import gpu_checks
+    from . import framework
 
     if gpu_checks.wanted():
         gpu_checks.register()
-
-
-_register_gpu()
+    else:
+        framework.unregister("task10", gpu_checks.NAME)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from .framework import CheckFailure, check, expect, expect_equal
+from .framework import CheckFailure, check, expect, expect_equal, see
 
 RULE = "notebook 09, Prefix caching"
 
@@ -142,7 +142,7 @@ def remove_is_constant_time(run):
     expect(worst <= 8, "remove(block) read too many prev_free/next_free links in a 2000-block queue",
            rule=f"{RULE}: unlink through the block's own prev_free/next_free, no search",
            expected="a handful of link reads (O(1))", actual=f"{worst} link reads",
-           hint="block.prev_free.next_free = block.next_free, and the mirror image")
+           hint="a doubly linked node knows both neighbours: link them to each other, then detach it")
     expect_equal(len(q), 1996, "len(queue) after 4 removals", rule=f"{RULE}: num_free_blocks")
 
 
@@ -421,6 +421,7 @@ def model_based(run):
     m = _mod(run)
     for seed in (1, 2, 3):
         for call, what, got, want in replay(m, seed):
+            see(f"seed {seed}, {call}: {what}", got, rule=f"{RULE}: same behaviour as the reference model")
             if got != want:
                 raise CheckFailure(f"seed {seed}, {call}: {what} differs from the reference model",
                                    rule=f"{RULE}: same behaviour as the reference model",

@@ -75,6 +75,16 @@ Design:
   ``this_grid().sync()`` stops the launch with an explanation (it cannot be exact here).
 * ``compile_ptx`` compile-checks the source for the GPU with NVRTC from a pip wheel.
 
+* Sanitizer (issue 16; ``pagedlab.cuda.sanitizer``): ``check="race,memcheck,init"`` (or
+  ``True``/``"all"``) on ``RawKernel`` or on one launch, ``with cuda.checking(): ...`` for a
+  scope, or ``PAGEDLAB_CUDA_CHECK``. A second build instrumented with ``-fsanitize=thread``
+  (without the TSan runtime: the executor implements the ``__tsan_*`` calls) reports
+  shared-memory races (``RaceError``), accesses outside the argument arrays or past
+  ``shared_mem`` (``OutOfBoundsError``) and reads of unwritten shared memory
+  (``UninitializedReadError``), the same report under every schedule; about 3x the
+  checks-off time. ``kernel.profile(...)`` returns per-line sectors per warp request and
+  bank-conflict ways (``pagedlab.cuda.profile``). Linux only; the CuPy backend ignores ``check=``.
+
 CPU-only keywords of a launch: ``schedule=``, ``timeout=`` (seconds), ``workers=``; the CuPy
 backend ignores them. ``RawKernel(..., filename="paged_attention.cu")`` names the source in
 reports (default ``<kernel name>.cu``).
@@ -97,14 +107,20 @@ from .errors import (
     KernelCrash,
     KernelError,
     KernelTimeout,
+    OutOfBoundsError,
+    RaceError,
+    SanitizerError,
     SharedMemoryError,
+    UninitializedReadError,
     WarpSyncError,
 )
 from .kernel import MAX_DYNAMIC_SHARED_MEMORY, SCHEDULES, RawKernel, RawModule, cupy_available
 from .nvrtc import compile_ptx
+from .sanitizer import checking  # issue 16
 
 __all__ = [
     "RawKernel", "RawModule", "SCHEDULES", "MAX_DYNAMIC_SHARED_MEMORY", "compile_ptx", "cupy_available",
     "KernelError", "CompileError", "BarrierError", "WarpSyncError", "SharedMemoryError",
     "KernelCrash", "KernelTimeout",
+    "SanitizerError", "RaceError", "OutOfBoundsError", "UninitializedReadError", "checking",
 ]

@@ -31,7 +31,8 @@ ABI = HERE / "pl_abi.h"
 RUNTIME = HERE / "runtime.cpp"
 # CUDA's headers for the CPU (cooperative_groups.h, cuda_fp16.h, ...), on the include path.
 INCLUDE = HERE / "include"
-FORMAT_VERSION = "5"
+SANITIZER_RT = HERE / "sanitizer_rt.h"  # included by runtime.cpp (issue 16)
+FORMAT_VERSION = "6"
 
 
 def header_bytes() -> bytes:
@@ -153,7 +154,7 @@ def runtime_library() -> Path:
     cxx = find_compiler()
     flags = BASE_FLAGS + ["-fvisibility=hidden"] + fiber_flags()
     key = _digest(FORMAT_VERSION, RUNTIME.read_bytes(), ABI.read_bytes(), compiler_version(cxx),
-                  " ".join(flags), sys.platform)
+                  " ".join(flags), sys.platform, SANITIZER_RT.read_bytes())
     name = f"libpagedlab_rt_{key}.so"
     target = cache_dir() / name
     if not target.exists():
@@ -306,8 +307,13 @@ def translation_unit(code: str, filename: str, kernels: list[str], dyn: list[Dyn
     return f'#include "{filename}"\n' + "\n".join(tail) + "\n"
 
 
-def build(code: str, filename: str = "kernel.cu", options=(), *, name_expressions=()) -> Build:
-    """Compile `code` (cached); raise CompileError with the compiler's messages on failure."""
+def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = False, *,
+          name_expressions=()) -> Build:
+    """Compile `code` (cached); raise CompileError with the compiler's messages on failure.
+
+    sanitize: instrument every memory access for pagedlab.cuda.sanitizer (a separate build).
+    name_expressions: template instantiations to export (RawModule), e.g. ["add<float>"].
+    """
     if not isinstance(code, str):
         raise TypeError(f"kernel code must be a str, got {type(code).__name__}")
     filename = Path(filename).name
@@ -321,11 +327,16 @@ def build(code: str, filename: str = "kernel.cu", options=(), *, name_expression
     rt = runtime_library()
     cxx = find_compiler()
     flags = BASE_FLAGS + KERNEL_FLAGS + (["-DPL_NO_FAST_TLS"] if SLOW_TLS else []) + _defines(options)
+    if sanitize:  # issue 16: instrumented compile, linked without the TSan runtime
+        from .sanitizer import instrument_flags
+        # Default TLS dialect: with TLS descriptors (gnu2) GCC's instrumentation misses
+        # static __shared__ accesses, and racecheck saw no race in a kernel with one.
+        flags = [f for f in flags if not f.startswith("-mtls-dialect")] + instrument_flags(cxx)
     unit = translation_unit(code, filename, kernels, dyn, entries, globals_)
     key = _digest(FORMAT_VERSION, code, unit, header_bytes(), rt.name,
                   compiler_version(cxx), " ".join(flags), sys.platform)
     out_dir = cache_dir()
-    target = out_dir / f"k_{Path(filename).stem}_{key}.so"
+    target = out_dir / f"k_{Path(filename).stem}{'_san' if sanitize else ''}_{key}.so"
     result = Build(target, rt, filename, kernels, dyn, cached=target.exists(), entries=entries,
                    globals=globals_)
     if result.cached:
@@ -348,6 +359,12 @@ def build(code: str, filename: str = "kernel.cu", options=(), *, name_expression
             cmd = [cxx, *flags, "-include", str(pre / "prelude.h"), f"-I{pre}", f"-I{INCLUDE}",
                    "-x", "c++", glue,
                    "-x", "none", str(rt), rpath, "-o", tmp]
+            if sanitize:  # issue 16: compile with instrumentation, link without its runtime
+                obj = str(Path(d) / "kernel.o")
+                _run(cmd[:cmd.index("-x", cmd.index(glue))] + ["-c", "-o", obj],
+                     f"compiling {filename} for the CPU executor (sanitizer)",
+                     {str(pre / "prelude.h"): "prelude.h", str(pre) + "/": ""}, cwd=d)
+                cmd = [cxx, *BASE_FLAGS, obj, str(rt), rpath, "-o", tmp]
             _run(cmd, f"compiling {filename} for the CPU executor",
                  {str(pre / "prelude.h"): "prelude.h", str(pre) + "/": ""}, cwd=d)
 

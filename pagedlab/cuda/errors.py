@@ -33,3 +33,34 @@ class KernelCrash(KernelError):
 
 class KernelTimeout(KernelError):
     """The launch ran past the watchdog timeout (an endless loop or spin-wait)."""
+
+
+# ---- the sanitizer (issue 16): raised only by launches with check=... -------------------------
+
+
+class SanitizerError(KernelError):
+    """A checked launch (`check=`) found a memory error. Attributes say where: `block`,
+    `threads` and `lines` (the access that was caught first, then the other one for a race),
+    `address`; `report` is the whole structured record."""
+
+    def __init__(self, message: str, **report):
+        super().__init__(message)
+        self.report = report
+        self.block = report.get("block")
+        self.threads = report.get("threads", ())
+        self.lines = report.get("lines", ())
+        self.address = report.get("address")
+
+
+class RaceError(SanitizerError):
+    """Two threads touched one byte of shared memory, at least one writing, with no barrier
+    (`__syncthreads()`, or `__syncwarp()` for lanes of one warp) between them."""
+
+
+class OutOfBoundsError(SanitizerError):
+    """A read or write outside every argument array (global memory) or past the launch's
+    dynamic shared memory."""
+
+
+class UninitializedReadError(SanitizerError):
+    """A read of shared memory that no thread of the block had written."""

@@ -164,7 +164,9 @@ class LaunchConfig:
     stack_size: int
 
 
-def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: LaunchConfig) -> None:
+def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: LaunchConfig,
+           sanitizer=None) -> None:
+    """sanitizer: a pagedlab.cuda.sanitizer.Session for an instrumented build, else None."""
     rt = runtime(build.runtime)
     lib = _load(build.library)
     entry = ctypes.cast(getattr(lib, f"pl_entry_{build.symbol(name)}"), ctypes.c_void_p).value
@@ -203,6 +205,8 @@ def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: Lau
                     diag=diag_buf.data, filename=filename, stack_size=cfg.stack_size,
                     isolate=int(cfg.isolate), out_pid=-1, out_fd=-1,
                     stdout_fd=printed.fileno() if printed else -1)
+        if sanitizer is not None:  # issue 16: checks and profile of this launch
+            keep.append(sanitizer.arm(rt, build, params, args, slots))
         if cfg.isolate:
             rc = rt.pl_launch(ctypes.byref(spec))
             if rc < 0:
@@ -216,8 +220,12 @@ def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: Lau
                 rt.pl_launch(ctypes.byref(spec))
         for sb, lo, hi in shared:  # results come back even from a failed launch, like on a GPU
             ctypes.memmove(lo, sb.data, hi - lo)
+        if sanitizer is not None:  # issue 16: raises RaceError & co., collects the profile
+            sanitizer.finish(diag, build)
         _raise_for(diag, build, cfg)
     finally:
+        if sanitizer is not None:
+            sanitizer.disarm()
         for sb, _, _ in shared:
             sb.free()
         diag_buf.free()

@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-from . import compiler, executor
+from . import compiler, executor, sanitizer
 from .signature import check_args, from_compiler, kernel_names, param_names, parse_params
 
 SCHEDULES = ("round_robin", "warp0_first", "reversed", "random:0")
@@ -68,10 +68,12 @@ class RawKernel:
 
     backend: "cupy" (cupy.RawKernel, GPU), "cpu" (pagedlab's executor) or "auto" (CuPy when
     `cupy.is_available()`). `filename` names the source in error reports (CPU only).
+    `check` turns on the CPU sanitizer for every launch: "race,memcheck,init" (or True/"all",
+    any subset); see `pagedlab.cuda.sanitizer`. A launch's own `check=` overrides it.
     """
 
     def __init__(self, code: str, name: str, options=(), backend: str = "auto", *,
-                 filename: str | None = None, _module: RawModule | None = None):
+                 filename: str | None = None, check=None, _module: RawModule | None = None):
         if not isinstance(code, str):
             raise TypeError(f"code must be the kernel source as a str, got {type(code).__name__}")
         if not isinstance(name, str) or not (name.isidentifier() or _module is not None):
@@ -96,6 +98,8 @@ class RawKernel:
             except ValueError:
                 self._params = None  # e.g. a struct parameter: CuPy takes it, unchecked
         self._build = None
+        self.check = None if check is None else sanitizer.parse_checks(check)  # issue 16
+        self._san_build = None
         self._cupy_kernel = None
         self._lock = threading.Lock()
 
@@ -145,7 +149,10 @@ class RawKernel:
         return self._cupy_kernel
 
     def __call__(self, grid, block, args, shared_mem: int = 0, *, schedule: str = "round_robin",
-                 timeout: float | None = None, workers: int | None = None):
+                 timeout: float | None = None, workers: int | None = None, check=None,
+                 _profile: bool = False):
+        checks = (sanitizer.parse_checks(check) if check is not None else  # issue 16
+                  self.check if self.check is not None else sanitizer.default_checks())
         grid3 = _dims(grid, "grid", MAX_GRID_DIM)
         block3 = _dims(block, "block", MAX_BLOCK_DIM)
         threads = block3[0] * block3[1] * block3[2]
@@ -177,6 +184,8 @@ class RawKernel:
             grid=grid3, block=block3, shared_mem=shared_mem, schedule=sched, seed=seed,
             timeout=float(timeout), workers=workers or executor.default_workers(),
             isolate=isolate, stack_size=int(os.environ.get("PAGEDLAB_CUDA_STACK_KB", "256")) * 1024)
+        if checks or _profile:  # issue 16: the instrumented build, checks and/or profile
+            return sanitizer.run(self, tuple(args), cfg, checks, profile=_profile)
         try:
             executor.launch(self._cpu_build(), self.name, self.params, tuple(args), cfg)
         except OSError as e:
@@ -188,6 +197,19 @@ class RawKernel:
             if self._module is not None:
                 self._module._build = None
             executor.launch(self._cpu_build(), self.name, self.params, tuple(args), cfg)
+
+    def profile(self, grid, block, args, shared_mem: int = 0, **launch):
+        """Run one launch on the CPU executor and return its memory-access profile
+        (`pagedlab.cuda.profile.Profile`): per source line, 32-byte sectors per warp-level
+        global request and bank-conflict ways per shared request. Takes the launch's
+        keywords (schedule=, workers=, timeout=, check=)."""
+        if self.backend != "cpu":
+            raise ValueError("the memory-access profile is measured by the CPU executor: "
+                             "create the kernel with backend='cpu'")
+        session = self(grid, block, args, shared_mem, _profile=True, **launch)
+        from .profile import from_entries
+        return from_entries(session.kernel._san_build, session.profile_entries, self.code,
+                            session.profile_overflow)
 
 
 class ParamInfo(ctypes.Structure):
@@ -226,11 +248,13 @@ class RawModule:
     compiler, e.g. float32 of 16 for `__constant__ float c[16]`; bytes for a struct), on CuPy
     CuPy's memory pointer (or an array when `dtype` is given). Values written before a launch
     are what the kernel reads; on the CPU, a kernel's own writes to a `__device__` variable are
-    not copied back (each launch runs in a forked child).
+    not copied back (each launch runs in a forked child). `check=` (issue 16) is the default
+    sanitizer setting of every kernel get_function returns, as on RawKernel.
     """
 
     def __init__(self, code: str | None = None, options=(), name_expressions=(),
-                 backend: str = "auto", *, filename: str = "module.cu", path: str | None = None):
+                 backend: str = "auto", *, filename: str = "module.cu", path: str | None = None,
+                 check=None):
         if path is not None:
             if code is not None:
                 raise ValueError("give either code= or path=, not both")
@@ -252,6 +276,7 @@ class RawModule:
         self._cupy_module = None
         self._lock = threading.Lock()
         self._functions: dict[str, RawKernel] = {}
+        self.check = None if check is None else sanitizer.parse_checks(check)  # issue 16
 
     def __repr__(self):
         return f"RawModule({len(self.name_expressions)} name expressions, backend={self.backend!r})"
@@ -288,7 +313,7 @@ class RawModule:
                                  f"its name_expressions (known: {', '.join(known) or 'none'}); "
                                  "template kernels must be listed in name_expressions")
             self._functions[name] = RawKernel(self.code, name, self.options, self.backend,
-                                              filename=self.filename, _module=self)
+                                              filename=self.filename, check=self.check, _module=self)
         return self._functions[name]
 
     def get_global(self, name: str, dtype=None):

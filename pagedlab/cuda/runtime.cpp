@@ -1,20 +1,65 @@
 // pagedlab CPU executor runtime: fibers, block scheduler, barriers, warp rendezvous, launch.
 //
-// One OS worker runs one block at a time; every CUDA thread of the block is a fiber with its own
-// stack. A fiber runs until it reaches a barrier or a warp operation (a rendezvous), then hands
-// control back to the worker's scheduler, which resumes the next runnable fiber in the order the
-// schedule says. Rendezvous are exact: a barrier opens only when every thread of the block waits
-// at the same __syncthreads(); a warp operation completes only when every lane named in the mask
-// waits at the same operation with the same mask. Anything else is reported, never papered over.
+// Model. One OS worker thread runs one block at a time; each CUDA thread of the block is a fiber
+// with its own stack. A fiber runs until it reaches a barrier or a warp operation (a rendezvous),
+// then control goes back to its worker. Rendezvous are exact: a barrier opens only when every
+// thread of the block waits at the same __syncthreads(); a warp operation completes only when
+// every lane named in the mask waits at the same operation with the same mask. Anything else is
+// reported (Diag), never papered over.
 //
-// Launches can run in a forked child (isolate=1): a segfault or an endless loop then ends the
-// child, not the Python process. The child only runs this file's code and _exit()s.
+// Map of this file, in order:
+//   1. Context switch: pl_switch/pl_fiber_trampoline (asm) and fiber_init_stack, per CPU.
+//   2. Launch description: Status, Progress, Diag, Spec (mirrored by ctypes in executor.py:
+//      change both together), Fiber, Worker; then sanitizer_rt.h part 1 (namespace san).
+//   3. Messages and report() (the first error of a launch wins), switch_to_scheduler/resume,
+//      fiber_main, fail_and_park.
+//   4. Shared-memory canaries: canary_fill/canary_find/smem_check (dynamic shared overruns).
+//   5. Barriers: yield_in_order, release_barrier, barrier().
+//   6. Warp operations: complete_warp_op, warp_op(); report_stuck (deadlock description).
+//   7. Block scheduler: resolve_coalesced, setup_worker (stacks, TLS = __shared__), run_block.
+//   8. Isolation: on_fatal_signal, install_crash_handlers; worker_main, run_launch.
+//   9. C ABI (extern "C"): pl_syncthreads/pl_warp_op/pl_trap for the prelude; pl_shared_alloc,
+//      pl_launch for Python; sanitizer_rt.h part 2 (pl_san_configure, __tsan_* entry points).
+//
+// Fiber switch. On x86-64 and AArch64 pl_switch saves only the callee-saved registers on the
+// current stack, stores sp, loads the other fiber's sp and returns into it (a fresh fiber
+// "returns" into pl_fiber_trampoline, which calls fiber_main). Elsewhere, or with
+// -DPL_FIBER_UCONTEXT, getcontext/makecontext/swapcontext do the same (PL_FIBER_ASM undefined;
+// slower: a signal-mask system call per switch). Each stack has a PROT_NONE guard page below it;
+// tops are staggered by 64 bytes per thread so the saved registers of 1024 fibers do not all map
+// to one L1 set. Round-robin/reversed barrier arrivals switch straight to the next runnable fiber
+// (yield_in_order) instead of going through the scheduler.
+//
+// Isolation (Spec.isolate=1). pl_launch forks; the child runs run_launch and _exit()s. Output
+// arrays and the Diag live in MAP_SHARED memory (pl_shared_alloc, with a PROT_NONE page after
+// the end so a write just past an output faults), so the parent sees results and errors. The
+// child's crash handler (on an alternate signal stack) records signal, address, pc and whether a
+// guard page was hit. The parent's watchdog (executor.py) waits on the pipe with a timeout,
+// kills the child, and reads Diag.blocks_done/nblocks and progress[] to say whether a slow
+// launch was progressing or stuck.
+//
+// Sanitizer (issue 16). sanitizer_rt.h is included twice (state in the namespace, entry points
+// in extern "C"); runtime code calls it at fixed points marked "sanitizer (issue 16)":
+// worker_setup/worker_end, block_begin/block_end (beside blocks_done and canary_ok),
+// san::barrier (a barrier ends an epoch) and san::warp_sync (a completed warp operation orders
+// its lanes). With no sanitizer configured these are cheap early returns.
+//
+// Porting to a new OS/CPU. (1) CPU: add a pl_switch + fiber_init_stack pair under PL_FIBER_ASM
+// (save the ABI's callee-saved registers, keep the ABI's stack alignment), or build with
+// -DPL_FIBER_UCONTEXT first to get running. (2) on_fatal_signal: read pc/sp from ucontext_t for
+// the platform. (3) setup_worker: the dl_iterate_phdr lookup of the kernel library's TLS block
+// (__shared__ memory) is Linux-only; without it poisoning falls back to the dynamic arrays.
+// (4) pl_launch: fork/pipe2/MAP_SHARED|MAP_ANONYMOUS; the Apple macros below show the pattern.
+// (5) compiler.py: flags, the static-TLS fallback (PL_NO_FAST_TLS) and rpath. Then run
+// tests/test_cuda_executor.py, test_cuda_api.py, test_cuda_features.py, test_cuda_corpus.py,
+// test_cuda_sanitizer.py (and benchmarks/bench_cuda_cpu.py for the switch cost).
 #if defined(__APPLE__)
 #define _XOPEN_SOURCE 700  // macOS hides ucontext_t's routines without it
 #define _DARWIN_C_SOURCE 1
 #endif
 #include "pl_abi.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -206,6 +251,11 @@ Spec* g_spec = nullptr;
 std::atomic<int> g_next_block{0};
 std::atomic<bool> g_abort{false};
 std::vector<uint32_t> g_block_order;
+
+// ---- sanitizer and memory-access profile (issue 16): state and checks ----------------------
+#define PL_SAN_PART 1
+#include "sanitizer_rt.h"
+#undef PL_SAN_PART
 
 // ---- messages ---------------------------------------------------------------------------------
 struct Msg {
@@ -490,6 +540,7 @@ int barrier(int line, int kind, int pred) {
             fail_and_park(w);
         }
         if (w->ndyn && !smem_check(w, line, -1)) fail_and_park(w);
+        if (!san::barrier(w)) fail_and_park(w);  // sanitizer (issue 16)
         release_barrier(w);
     }
     yield_in_order(w);
@@ -536,6 +587,7 @@ void complete_warp_op(Worker* w, int warp, unsigned eff, int kind, unsigned mask
         f.state = RUNNABLE;
     }
     w->warp_arrived[warp] &= ~eff;
+    san::warp_sync(w, warp, eff);  // sanitizer (issue 16)
 }
 
 std::string lane_list(unsigned bits) {
@@ -735,6 +787,7 @@ bool setup_worker(Worker* w, int nthreads) {
     w->tls_size = find.base ? find.size : 0;
 #endif
     w->order.resize(nthreads);
+    san::worker_setup(w);  // sanitizer (issue 16)
     return true;
 }
 
@@ -814,6 +867,7 @@ void run_block(Worker* w, uint32_t linear) {
             for (int t = wp * 32; t < n && t < wp * 32 + 32; ++t) w->order[k++] = t;
     }
     w->rng = s->seed * 0x9e3779b97f4a7c15ull + linear + 1;
+    san::block_begin(w);  // sanitizer (issue 16)
 
     for (;;) {
         bool progressed = false;
@@ -837,6 +891,7 @@ void run_block(Worker* w, uint32_t linear) {
     }
     if (w->exited != n) report_stuck(w);
     else if (w->ndyn) w->canary_ok = smem_check(w, 0, -1);
+    if (!w->failed) san::block_end(w);  // sanitizer (issue 16): may still fail the block
     if (!w->failed) s->diag->blocks_done.fetch_add(1, std::memory_order_relaxed);
 out:
     p.active = 0;
@@ -914,6 +969,7 @@ void* worker_main(void* arg) {
         if ((uint32_t)i >= nblocks) break;
         run_block(w, g_block_order[i]);
     }
+    san::worker_end(w);  // sanitizer (issue 16)
     munmap(w->stacks, w->stack_stride * w->stack_count);
     tl_worker = nullptr;
     return nullptr;
@@ -1039,5 +1095,10 @@ PL_EXPORT int pl_launch(Spec* s) {
     s->out_fd = fds[0];
     return 0;
 }
+
+// ---- sanitizer (issue 16): pl_san_configure and the __tsan_* entry points ------------------
+#define PL_SAN_PART 2
+#include "sanitizer_rt.h"
+#undef PL_SAN_PART
 
 }  // extern "C"

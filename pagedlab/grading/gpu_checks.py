@@ -50,8 +50,11 @@ def _expected(run):
     return [(_label(c), make_paged_batch(**kw).expected(scale).numpy(), TOL) for c, kw, scale in _cases()]
 
 
+NAME = "the same kernel on the GPU (CuPy RawKernel)"
+
+
 def register() -> None:
-    @check("task10", "the same kernel on the GPU (CuPy RawKernel)", rule=RULE, expected=_expected)
+    @check("task10", NAME, rule=RULE, expected=_expected)
     def kernel_on_gpu(run):
         from ..checks.paged_attention_cu import TOL
         from ..kernels import paged_attention_decode

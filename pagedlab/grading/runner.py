@@ -191,6 +191,22 @@ class Sandbox:
                        stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
 
 
+NO_NETWORK_ENV = "PAGEDLAB_GRADE_NO_NETWORK"
+
+
+def no_network() -> bool:
+    """PAGEDLAB_GRADE_NO_NETWORK=1: the sandboxed child gets no network (needs root, unshare and
+    setpriv from util-linux; refused with a clear error when they are missing)."""
+    if os.environ.get(NO_NETWORK_ENV, "").strip() not in ("1", "true", "yes"):
+        return False
+    import shutil
+
+    missing = [tool for tool in ("unshare", "setpriv") if shutil.which(tool) is None]
+    if missing:
+        raise ValueError(f"{NO_NETWORK_ENV}=1 needs {' and '.join(missing)} (util-linux) on PATH")
+    return True
+
+
 def sandbox_user() -> Sandbox | None:
     """The user from PAGEDLAB_GRADE_USER, or None when it is unset."""
     name = os.environ.get(USER_ENV, "").strip()
@@ -231,6 +247,11 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, cwd: Path, output_
     as_user = {}
     if sandbox is not None:
         as_user = {"user": sandbox.uid, "group": sandbox.gid, "extra_groups": []}
+        if no_network():
+            # A network namespace of its own (only loopback, down): made as root, then the user.
+            cmd = ["unshare", "--net", "--", "setpriv", f"--reuid={sandbox.uid}", f"--regid={sandbox.gid}",
+                   "--clear-groups", "--", *cmd]
+            as_user = {}
         home = home or cwd
         sandbox.own(home)
         env = {**env, "HOME": str(home), "MPLCONFIGDIR": str(home / ".matplotlib")}
@@ -259,7 +280,10 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, cwd: Path, output_
 
 
 def missing_files(row: manifest.Task, impl_dir: Path) -> list[str]:
-    return [name for name in row.files if not (impl_dir / name).is_file()]
+    from ..ctrack import ALTERNATE_FILES  # llm_memory.c stands in for memory_manager.py
+
+    return [name for name in row.files if not (impl_dir / name).is_file()
+            and not any((impl_dir / alt).is_file() for alt in ALTERNATE_FILES.get(name, ()))]
 
 
 # The child's record of a task may not exceed this (a flood of fake observations is a failure).
@@ -337,13 +361,16 @@ def _child_env(impl: str, env: dict | None) -> dict:
     return child_env
 
 
+REPEATS = 3  # consecutive identical deaths after which the remaining checks are not run
+
+
 def _run_children(task: str, impl: str, plan: list[tuple[str, int]], *, limit: float, env: dict | None,
                   sandbox: Sandbox | None) -> tuple[dict, dict, str, str]:
     """Run `plan` ((check key, seed) pairs) in children, a fresh one after each crash or hang.
 
     Returns (records by index, problems by index, a grader problem, the last output tail).
     """
-    records, problems = {}, {}
+    records, problems, deaths = {}, {}, []
     grader_problem, output = "", ""
     deadline = time.monotonic() + limit
     start = 0
@@ -371,6 +398,11 @@ def _run_children(task: str, impl: str, plan: list[tuple[str, int]], *, limit: f
         if got.grader_error:
             grader_problem = got.grader_error
             break
+        if got.malformed and not got.records:
+            # The record was flooded or mangled (by the task's own code: only it writes there).
+            for index in range(start, len(plan)):
+                problems.setdefault(index, got.malformed)
+            break
         if not got.started:
             grader_problem = _ended("the check process ended before its checks started", end, limit)
             break
@@ -384,7 +416,14 @@ def _run_children(task: str, impl: str, plan: list[tuple[str, int]], *, limit: f
         if stuck not in records:
             timed_out = end.timed_out or end.seconds >= remaining
             problems[stuck] = _explain_death(end, timed_out, limit)
+            deaths.append(problems[stuck].splitlines()[0])
         start = stuck + 1
+        if len(deaths) >= REPEATS and len(set(deaths[-REPEATS:])) == 1:
+            # The same crash every time: the rest would only repeat it.
+            for index in range(start, len(plan)):
+                problems.setdefault(index, f"not run: the {REPEATS} checks before it ended the same way "
+                                           f"({deaths[-1]})")
+            break
     return records, problems, grader_problem, output
 
 
@@ -479,8 +518,12 @@ def plan_for(row: manifest.Task, *, hidden: bool, hidden_seed: int | None = None
     public = framework.checks_of(row.id, hidden=False)
     secret = framework.checks_of(row.id, hidden=True, hidden_from=hidden_from) if hidden else []
     seed = secrets.randbelow(2**31) if hidden_seed is None else hidden_seed
-    checks = public + secret
-    plan = [(c.key, 0) for c in public] + [(c.key, (seed + i) % 2**31) for i, c in enumerate(secret)]
+    # Feedback-only checks go last: a hang there must not eat the time of checks that score.
+    scored = [c for c in public if not row.is_feedback(c.name)]
+    feedback = [c for c in public if row.is_feedback(c.name)]
+    checks = scored + secret + feedback
+    plan = ([(c.key, 0) for c in scored] + [(c.key, (seed + i) % 2**31) for i, c in enumerate(secret)]
+            + [(c.key, 0) for c in feedback])
     return checks, plan
 
 

@@ -17,7 +17,12 @@ import os
 import stat
 from pathlib import Path
 
+from ..ctrack import ALTERNATE_FILES
 from .points import SUBMISSION_FILES
+
+# What the intake takes: the task files, plus files that may stand in for one (llm_memory.c, the
+# C track's memory_manager.py).
+SUBMISSION_FILES = SUBMISSION_FILES + tuple(alt for alts in ALTERNATE_FILES.values() for alt in alts)
 
 MAX_FILE_BYTES = 1024 * 1024
 _SKIP_PARTS = {"__MACOSX", ".ipynb_checkpoints", "__pycache__", ".git", "solutions"}

@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
 FILES = ("memory_manager.py", "paged_attention.py", "paged_attention.cu", "prefix_cache.py",
-         "buddy.py")
+         "buddy.py", "swap.py", "paged_attention_v2.cu")
 
 _KERNEL_FENCE = "  // BEGIN SOLUTION Task 10: logits, scale * q.k for every token, found through the block table\n"
 

@@ -1,0 +1,179 @@
+"""Graded checks for Task 14: the v2 split-K kernel in `paged_attention_v2.cu` (notebook 10).
+
+The student's kernel and reduce kernel run unchanged on pagedlab's CPU executor under every
+thread schedule. `out` and all three temporaries are filled with the unwritten-NaN pattern
+before each launch and unused cache slots are NaN. The driver records every output in full; the
+judge compares it with dense attention in float64 (`pagedlab.reference`) computed in its own
+process, within 2e-5 relative error as for Task 10. Lengths sit on partition edges
+(k * P - 1, k * P, k * P + 1) because that is where a split-K kernel goes wrong; contexts reach
+8192 tokens. One check also reads the temporaries: each partition's max, exp-sum and
+unnormalised output, against float64, and nothing written for partitions that do not exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+import torch
+
+from ..kernels import PARTITION_SIZE, V2_KERNEL_FILE, decode_v2_on_executor, unwritten, v2_workspace
+from ..reference import make_paged_batch
+from .framework import check, expect
+from .paged_attention_cu import check_schedules
+
+RULE = ("notebook 10, Task 14 · the v2 kernel: paged_attention_v2 + paged_attention_v2_reduce equal "
+        "dense attention over each sequence's tokens")
+R_TEMP = ("notebook 10, Task 14 · the v2 kernel: for partition p of a sequence, max_logits = max logit, "
+          "exp_sums = sum exp(logit - max), tmp_out = sum exp(logit - max) * v (unnormalised); "
+          "partitions past the end are never written")
+HINT = ("NaN means something never written was read or left: out (written by the reduce kernel), a "
+        "temporary slot of a partition that does not exist, a cache slot past the sequence, or shared "
+        "memory read before a barrier. Wrong only with several partitions: rescale each partition by "
+        "exp(m_p - M) in the reduce. Wrong just past a partition edge: the token range or the partition count")
+TOL = 2e-5
+LAUNCH_TIMEOUT = 30.0
+_HUNG: dict[str, str] = {}
+
+
+def _case(context, lens, partition_size=PARTITION_SIZE, scale=None, **kwargs):
+    return (context, {"seq_lens": list(lens), **kwargs}, scale, partition_size)
+
+
+def _label(context, schedule):
+    return f"v2 output ({context}, schedule {schedule})"
+
+
+def _launch(run, batch_args, scale, partition_size, schedule, workspace=None):
+    """(out, workspace) or (None, text of the failure)."""
+    from ..cuda import KernelTimeout
+
+    source = hashlib.sha256(run.kernel_source(V2_KERNEL_FILE).encode()).hexdigest()
+    if source in _HUNG:
+        return None, f"not launched: the kernel hung earlier ({_HUNG[source]})"
+    try:
+        return decode_v2_on_executor(*batch_args, scale=scale, impl=run.impl, partition_size=partition_size,
+                                     workspace=workspace, schedule=schedule, timeout=LAUNCH_TIMEOUT)
+    except Exception as exc:  # noqa: BLE001 - compile errors, barrier errors, crashes
+        text = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, KernelTimeout):
+            _HUNG[source] = text.splitlines()[0]
+        return None, f"the v2 kernels failed to run: {text}"
+
+
+def drive_v2(run, cases, schedules=None) -> None:
+    for context, kwargs, scale, partition_size in cases:
+        args = make_paged_batch(**kwargs).numpy()
+        for schedule in schedules or check_schedules():
+            out, ws = _launch(run, args, scale, partition_size, schedule)
+            if out is None:
+                run.see(_label(context, schedule), "failed to run", shown=ws)
+                continue
+            run.see_array(_label(context, schedule), out, tol=TOL, hint=HINT)
+
+
+def expected_v2(cases, schedules=None):
+    def expected(run):
+        found = []
+        for context, kwargs, scale, _ in cases:
+            want = make_paged_batch(**kwargs).expected(scale).numpy()
+            found += [(_label(context, s), want, TOL) for s in schedules or check_schedules()]
+        return found
+    return expected
+
+
+def _register(name, cases):
+    check("task14", name, rule=RULE, hint=HINT, expected=expected_v2(cases))(lambda run: drive_v2(run, cases))
+
+
+_register("partition edges: lengths k*P-1, k*P, k*P+1 for P = 64 and P = 512", [
+    _case("partition_size 64, block_size 16", [1, 63, 64, 65, 127, 128, 129, 191, 192, 193], 64,
+          num_heads=2, head_size=32, block_size=16, seed=1400),
+    _case("partition_size 512, block_size 16", [511, 512, 513, 1023, 1024, 1025], num_heads=2, num_kv_heads=1,
+          head_size=64, block_size=16, seed=1401),
+])
+_register("long contexts: 8192 and 4097 tokens next to 1 token (P = 512, head_size 128)", [
+    _case("lengths 8192, 1, 4097; 4 query heads over 2 kv heads", [8192, 1, 4097], num_heads=4, num_kv_heads=2,
+          head_size=128, block_size=16, seed=1402),
+])
+_register("grouped-query attention 8/2, 12/4, 16/1 across several partitions", [
+    _case(f"{h} query heads over {kv} kv heads, partition_size 64", [300, 129], 64, num_heads=h, num_kv_heads=kv,
+          head_size=hs, block_size=16, seed=1410 + h)
+    for h, kv, hs in ((8, 2, 64), (12, 4, 32), (16, 1, 128))
+])
+_register("block sizes 8, 16, 32 and head sizes 80, 256; shared blocks and a custom scale", [
+    *(_case(f"block_size {bs}, head_size {hs}, partition_size 64", [bs - 1, 2 * 64 + 1, 64 * 3], 64,
+            num_heads=2, head_size=hs, block_size=bs, seed=1420 + bs)
+      for bs, hs in ((8, 80), (16, 256), (32, 96))),
+    _case("first 4 blocks shared with sequence 0, scale 0.05", [200, 150, 70], 64, scale=0.05, num_heads=4,
+          head_size=64, block_size=16, shared_blocks=4, seed=1430),
+])
+
+
+# --- the temporaries -----------------------------------------------------------------------------
+
+TEMP_P = 64                 # partition size of the scenario
+TEMP_ROOM = 4               # partitions the workspace has room for (as when reused across steps)
+TEMP_LENS = [130, 64, 1]    # 3, 1 and 1 partitions
+TEMP_BATCH = {"seq_lens": TEMP_LENS, "num_heads": 2, "num_kv_heads": 1, "head_size": 32, "block_size": 16,
+              "seed": 1440}
+TEMP_SCHEDULE = "round_robin"
+TEMP_CONTEXT = "partition_size 64, a workspace with room for 4 partitions per sequence"
+
+
+def _temp_labels(s):
+    n = TEMP_LENS[s]
+    parts = -(-n // TEMP_P)
+    where = f"sequence {s} (length {n}, {parts} partition{'s' * (parts > 1)})"
+    return {name: f"{name}[{s}, :, :{parts}] of {where}" for name in ("max_logits", "exp_sums", "tmp_out")}
+
+
+def _drive_temporaries(run):
+    batch = make_paged_batch(**TEMP_BATCH)
+    num_seqs, num_heads, head_size = batch.q.shape
+    ws = v2_workspace(num_seqs, num_heads, head_size, TEMP_ROOM * TEMP_P, TEMP_P)
+    out, ws = _launch(run, batch.numpy(), None, TEMP_P, TEMP_SCHEDULE, workspace=ws)
+    expect(out is not None, "the v2 kernels run", rule=R_TEMP, actual=ws)
+    run.see_array(_label(TEMP_CONTEXT, TEMP_SCHEDULE), out, tol=TOL, hint=HINT)
+    for s, n in enumerate(TEMP_LENS):
+        parts = -(-n // TEMP_P)
+        for name, label in _temp_labels(s).items():
+            array = getattr(ws, name)
+            past = array[s, :, parts:]
+            expect(unwritten(past).all(), f"{name}[{s}, :, {parts}:] stay unwritten: sequence {s} has only "
+                                          f"{parts} partition{'s' * (parts > 1)}", rule=R_TEMP,
+                   actual=f"{int((~unwritten(past)).sum())} elements written",
+                   hint="a block whose partition starts at or past its sequence's end returns at once")
+            run.see_array(label, array[s, :, :parts], tol=TOL,
+                          hint="tmp_out is NOT divided by the exp-sum: the reduce kernel divides once, globally"
+                          if name == "tmp_out" else HINT)
+
+
+def _expected_temporaries(run):
+    batch = make_paged_batch(**TEMP_BATCH)
+    found = [(_label(TEMP_CONTEXT, TEMP_SCHEDULE), batch.expected().numpy(), TOL)]
+    head_size = batch.q.shape[-1]
+    scale = 1.0 / math.sqrt(head_size)
+    for s, n in enumerate(TEMP_LENS):
+        k, v = batch.keys[s].double(), batch.values[s].double()
+        parts = -(-n // TEMP_P)
+        m = np.zeros((2, parts))
+        sums = np.zeros((2, parts))
+        outs = np.zeros((2, parts, head_size))
+        for h in range(2):
+            q = batch.q[s, h].double()
+            for p in range(parts):
+                tokens = slice(p * TEMP_P, min((p + 1) * TEMP_P, n))
+                logits = (k[tokens, 0] @ q) * scale   # one kv head serves both query heads
+                top = logits.max()
+                e = torch.exp(logits - top)
+                m[h, p], sums[h, p] = float(top), float(e.sum())
+                outs[h, p] = (e @ v[tokens, 0]).numpy()
+        labels = _temp_labels(s)
+        found += [(labels["max_logits"], m, TOL), (labels["exp_sums"], sums, TOL), (labels["tmp_out"], outs, TOL)]
+    return found
+
+
+check("task14", "temporaries: each partition's max, exp-sum and unnormalised output; nothing past the end",
+      rule=R_TEMP, hint=HINT, expected=_expected_temporaries)(_drive_temporaries)

@@ -1,0 +1,638 @@
+"""The C track: a student's `llm_memory.c` as a `memory_manager` module.
+
+The HW3 handout is C. This module compiles a folder's `llm_memory.c` against the shipped header
+(`pagedlab/include/hw3.h`, the same layout as `pagedlab.hw3`) with the system C compiler
+(`-std=c11 -Wall -Wextra -g`, warnings shown to the student), loads it with ctypes and exposes
+the Python call shape the graded checks, the explorer and the pictures use: struct views in,
+struct views (or None / -1) out. So the C file is graded by the very checks the Python file is.
+
+Two things make C errors readable instead of fatal:
+
+- `pl_heap.h` is force-included, so the student's malloc/calloc/realloc/free become calls into
+  `pagedlab.cmem` with the C file, line and function: leaks, double frees and frees of bad
+  pointers are reported at the C line (Valgrind style), and the checks' heap accounting sees
+  C allocations exactly as it sees Python ones;
+- every API call runs through a C trampoline (`pl_runtime.c`) that catches SIGSEGV, SIGBUS,
+  SIGFPE, SIGILL, SIGABRT and a per-call time limit, jumps back, and reports here; the program
+  counter becomes `llm_memory.c:LINE` through the debug info (addr2line). The exception is
+  raised from a frame that carries the C file and line, so the checks' "your code raised ... at
+  file:line" and a notebook traceback both point at the C source.
+
+Builds are cached by content hash ($PAGEDLAB_CACHE/c, else ~/.cache/pagedlab/c).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import keyword
+import operator
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import cmem, hw3
+
+INCLUDE = Path(__file__).resolve().parent / "include"
+C_SOURCE = "llm_memory.c"
+MODULE = "memory_manager"
+# Student files a C file can stand in for (the grader's intake and missing-file test read this).
+ALTERNATE_FILES = {"memory_manager.py": (C_SOURCE,)}
+STUDENT_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-g", "-O0", "-fPIC", "-fno-omit-frame-pointer"]
+RUNTIME_FLAGS = ["-std=gnu11", "-g", "-O1", "-fPIC", "-w"]
+# -Bsymbolic: the library's calls to its own functions never bind to another loaded student's.
+LINK_FLAGS = (["-dynamiclib", "-undefined", "dynamic_lookup"] if sys.platform == "darwin"
+              else ["-shared", "-Wl,-Bsymbolic", "-Wl,-z,defs"])
+TIMEOUT_ENV = "PAGEDLAB_C_CALL_TIMEOUT"
+CALL_TIMEOUT = 2.0  # seconds one API call may run (the reference needs microseconds; 12 hung
+# checks must still fit a task's 30 s)
+
+PL_OK, PL_HEAP, PL_SIGNAL, PL_TIMEOUT, PL_MISSING, PL_BUSY, PL_EXIT = range(7)
+HEAP_MALLOC, HEAP_CALLOC, HEAP_REALLOC, HEAP_FREE = range(4)
+SI_KERNEL = 0x80
+
+
+class CCompileError(RuntimeError):
+    """The C file did not compile or link; the message is the compiler's."""
+
+
+class CCrash(RuntimeError):
+    """The C code crashed (a signal) during a call; the message names the C line."""
+
+
+class CExit(CCrash):
+    """The C code called exit(): it would have ended the process, so the call was stopped."""
+
+
+class CTimeout(CCrash):
+    """A C call ran past its time limit (an infinite loop?); the message names the C line."""
+
+
+def available() -> bool:
+    """True when a C compiler is on PATH (or $CC names one)."""
+    try:
+        find_compiler()
+    except CCompileError:
+        return False
+    return True
+
+
+def find_compiler() -> str:
+    env = os.environ.get("CC")
+    for name in ([env] if env else ["cc", "gcc", "clang"]):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise CCompileError("no C compiler found (looked for $CC, cc, gcc, clang): on Debian/Ubuntu "
+                        "`apt install gcc`, on macOS `xcode-select --install`")
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("PAGEDLAB_CACHE")
+    base = Path(root).expanduser() / "c" if root else Path.home() / ".cache" / "pagedlab" / "c"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        if os.access(base, os.W_OK):
+            return base
+    except OSError:
+        pass
+    base = Path(tempfile.gettempdir()) / f"pagedlab-{os.getuid() if hasattr(os, 'getuid') else 'user'}" / "c"
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+# ---------------------------------------------------------------------------------------------
+# Building
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Build:
+    source: Path
+    library: Path
+    warnings: str
+    seconds: float  # 0.0 when it came from the cache
+
+
+def _run(cmd: list[str], cwd: Path, what: str) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=120)
+    if proc.returncode != 0:
+        log = proc.stderr.strip() or proc.stdout.strip()
+        exc = CCompileError(f"{what} failed:\n{log}")
+        first = re.search(r"^[^\s:]*?llm_memory\.c:(\d+):(?:\d+:)? (?:fatal )?error", log, re.MULTILINE)
+        exc.line = int(first.group(1)) if first else 0  # the first error, for the checks' "at file:line"
+        raise exc
+    return proc.stderr.strip()
+
+
+def build(source: str | os.PathLike) -> Build:
+    """Compile `source` (a student's llm_memory.c) with the tracked heap and the crash runtime."""
+    source = Path(source).resolve()
+    if not source.is_file():
+        raise FileNotFoundError(f"{source} does not exist")
+    cc = find_compiler()
+    digest = hashlib.sha256()
+    for part in [source.read_bytes(), str(source).encode(), cc.encode(), " ".join(STUDENT_FLAGS).encode()]:
+        digest.update(part + b"\0")
+    for name in ("hw3.h", "pl_heap.h", "pl_runtime.c"):
+        digest.update((INCLUDE / name).read_bytes() + b"\0")
+    key = digest.hexdigest()[:20]
+    out = cache_dir()
+    library, log = out / f"llm_memory-{key}.so", out / f"llm_memory-{key}.warnings"
+    if library.is_file() and log.is_file():
+        return Build(source, library, log.read_text(), 0.0)
+    began = time.perf_counter()
+    with tempfile.TemporaryDirectory(dir=out) as tmp:
+        tmp = Path(tmp)
+        # Compiled from its own folder, so __FILE__ and the debug info say "llm_memory.c".
+        warnings = _run([cc, *STUDENT_FLAGS, "-include", "pl_heap.h", "-I", str(INCLUDE), "-c", source.name,
+                         "-o", str(tmp / "student.o")], source.parent, f"compiling {source.name}")
+        _run([cc, *RUNTIME_FLAGS, "-I", str(INCLUDE), "-c", str(INCLUDE / "pl_runtime.c"), "-o",
+              str(tmp / "runtime.o")], tmp, "compiling pagedlab's C runtime")
+        _run([cc, *LINK_FLAGS, str(tmp / "student.o"), str(tmp / "runtime.o"), "-o", str(tmp / "lib.so"),
+              "-ldl", "-lpthread"], tmp, f"linking {source.name}")
+        (tmp / "warnings").write_text(warnings)
+        os.replace(tmp / "lib.so", library)
+        os.replace(tmp / "warnings", log)
+    return Build(source, library, warnings, round(time.perf_counter() - began, 3))
+
+
+# ---------------------------------------------------------------------------------------------
+# The runtime's report (pl_runtime.c's struct pl_diag) and the heap hook
+# ---------------------------------------------------------------------------------------------
+class Diag(ctypes.Structure):
+    _fields_ = [("status", ctypes.c_int32), ("signal", ctypes.c_int32), ("code", ctypes.c_int32),
+                ("nframes", ctypes.c_int32), ("nregs", ctypes.c_int32), ("exit_line", ctypes.c_int32),
+                ("exit_file", ctypes.c_char * 256), ("exit_func", ctypes.c_char * 64),
+                ("fault_addr", ctypes.c_uint64), ("pc", ctypes.c_uint64),
+                ("frames", ctypes.c_uint64 * 48), ("regs", ctypes.c_uint64 * 32)]
+
+
+HOOK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
+                        ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p))
+
+
+class _HeapState:
+    error: BaseException | None = None
+    where: tuple = ("", 0, "")  # (file, line, function) of the failing heap call
+    bytes_allocated = 0         # by C code through the hook, ever (Valgrind's "bytes allocated")
+
+
+_state = _HeapState()
+
+
+def bytes_allocated() -> int:
+    """Bytes the C code has obtained from malloc/calloc/realloc in this process (freed or not)."""
+    return _state.bytes_allocated
+
+
+def _heap_hook(kind, ptr, count, size, file, line, func, out):
+    """malloc/calloc/realloc/free of the student's C code, in cmem's ledger. Never raises: a heap
+    error is kept for the trampoline's caller, and 1 makes the C side jump back at once."""
+    try:
+        filename = (file or b"?").decode(errors="replace")
+        function = (func or b"?").decode(errors="replace")
+        where = f"{os.path.basename(filename)}:{line} in {function}"
+        try:
+            if kind == HEAP_MALLOC:
+                out[0] = _guarded(cmem.malloc(size, where=where), size)
+            elif kind == HEAP_CALLOC:
+                if size and count > (1 << 62) // size:
+                    raise MemoryError("calloc size overflows")
+                out[0] = _guarded(cmem.calloc(count, size, where=where), count * size)
+            elif kind == HEAP_REALLOC:
+                out[0] = _realloc(ptr or 0, size, where)
+            else:
+                _expect_not_poison(ptr or 0, "free")
+                _expect_guard(ptr or 0, where)
+                cmem.free(ptr or 0, where=where)
+        except MemoryError:
+            out[0] = None  # what C's allocator says when it cannot: NULL
+        else:
+            if kind != HEAP_FREE and out[0]:
+                _state.bytes_allocated += size * (count if kind == HEAP_CALLOC else 1)
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - reported once control is back in Python
+        _state.error = exc
+        _state.where = (filename if "filename" in locals() else "?", line, function if "function" in locals() else "?")
+        return 1
+
+
+def _expect_not_poison(ptr: int, call: str) -> None:
+    if ptr == cmem.FREED_POINTER:
+        raise cmem.UseAfterFree(f"use after free: {call}({ptr:#x}) of a pointer read out of freed memory "
+                                f"(0xdddd... is the poison free() leaves): free the inner tables before "
+                                f"the struct that holds them")
+    if ptr == int.from_bytes(bytes([cmem.UNINIT_BYTE]) * 8, "little"):
+        raise cmem.InvalidFree(f"{call}({ptr:#x}) of an uninitialised pointer (0xcdcd... is malloc'd "
+                               f"memory never written)")
+
+
+# The slack libc leaves after a block (malloc_usable_size - size) is filled with GUARD_BYTE when C
+# code allocates it and checked when it is freed: an off-by-one write past the end of an L2 table
+# (`i <= L2_PT_SIZE`) is reported at free time with the block's C line, before it can corrupt
+# libc's heap. Writes beyond the slack are not caught here (ASan does: pagedlab.cnative).
+GUARD_BYTE = 0xFB
+_guards: dict[int, tuple] = {}  # address -> (size, slack, allocation) of blocks C code allocated
+try:
+    _usable = ctypes.CDLL(None).malloc_usable_size
+    _usable.argtypes, _usable.restype = [ctypes.c_void_p], ctypes.c_size_t
+except AttributeError:  # not glibc: no slack guard
+    _usable = None
+
+
+def _guarded(addr: int | None, size: int) -> int | None:
+    if addr and _usable is not None:
+        slack = min(_usable(addr) - size, 64)
+        if slack > 0:
+            ctypes.memset(addr + size, GUARD_BYTE, slack)
+            _guards[addr] = (size, slack, cmem.allocation_at(addr))
+    return addr
+
+
+def _expect_guard(addr: int, where: str) -> None:
+    guard = _guards.pop(addr, None)
+    # A stale entry (the harness freed the block and the address came back from Python) is not ours.
+    if guard is None or cmem.allocation_at(addr) is not guard[2]:
+        return
+    size, slack, _ = guard
+    tail = ctypes.string_at(addr + size, slack)
+    if tail != bytes([GUARD_BYTE]) * slack:
+        last = max(i for i, b in enumerate(tail) if b != GUARD_BYTE)
+        block = cmem.allocation_at(addr)
+        raise cmem.InvalidAccess(
+            f"heap buffer overflow: up to {last + 1} bytes were written past the end of the block "
+            f"{block} (found when it was freed at {where}); an index one past the end, "
+            f"e.g. `i <= L2_PT_SIZE` instead of `i < L2_PT_SIZE`?")
+
+
+def _realloc(ptr: int, size: int, where: str) -> int | None:
+    _expect_not_poison(ptr, "realloc")
+    _expect_guard(ptr, where)
+    if not ptr:
+        return _guarded(cmem.malloc(size, where=where), size)
+    old = cmem.allocation_at(ptr)
+    if old is None:
+        cmem.free(ptr, where=where)  # raises the right error (double free / never allocated)
+    if size == 0:
+        cmem.free(ptr, where=where)
+        return None
+    new = _guarded(cmem.malloc(size, where=where), size)
+    ctypes.memmove(new, ptr, min(old.size, size))
+    cmem.free(ptr, where=where)
+    return new
+
+
+OUT_HOOK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p)
+
+
+def _out_hook(stream, text):
+    """printf & co. of the C code, into Python's streams (a notebook shows them)."""
+    try:
+        (sys.stderr if stream == 2 else sys.stdout).write((text or b"").decode(errors="replace"))
+    except BaseException:  # noqa: BLE001 - printing must never unwind through C
+        pass
+
+
+_hook = HOOK(_heap_hook)  # one for every library; kept alive for the life of the process
+_out = OUT_HOOK(_out_hook)
+_lock = threading.RLock()
+
+
+def call_timeout() -> float:
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    try:
+        value = float(text) if text else CALL_TIMEOUT
+    except ValueError:
+        raise ValueError(f"{TIMEOUT_ENV} must be a number of seconds, got {text!r}") from None
+    return value if value > 0 else CALL_TIMEOUT
+
+
+# ---------------------------------------------------------------------------------------------
+# From a program counter to llm_memory.c:LINE
+# ---------------------------------------------------------------------------------------------
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p),
+                ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
+
+
+_libdl = ctypes.CDLL(None)
+
+
+@dataclass(frozen=True)
+class CFrame:
+    function: str
+    file: str      # as in the debug info
+    line: int
+
+    def __str__(self) -> str:
+        return f"{os.path.basename(self.file)}:{self.line} in {self.function}"
+
+
+def _frames_in(library: Path, base: int, addresses: list[tuple[int, bool]]) -> list[CFrame]:
+    """Source positions of the addresses that fall in `library` (exact PC or return address)."""
+    offsets = []
+    for addr, exact in addresses:
+        info = _DlInfo()
+        if not _libdl.dladdr(ctypes.c_void_p(addr), ctypes.byref(info)) or not info.fname:
+            continue
+        if info.fbase != base:
+            continue
+        offsets.append(addr - base - (0 if exact else 1))
+    if not offsets:
+        return []
+    tool = shutil.which("addr2line")
+    if tool is None:
+        return []
+    try:
+        proc = subprocess.run([tool, "-e", str(library), "-f", "-C", *[hex(o) for o in offsets]],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    lines = proc.stdout.splitlines()
+    frames = []
+    for function, position in zip(lines[0::2], lines[1::2], strict=False):
+        file, _, number = position.partition(" ")[0].rpartition(":")
+        if number.isdigit():
+            frames.append(CFrame(function, file, int(number)))
+    return frames
+
+
+def _source_line(path: Path, line: int) -> str:
+    try:
+        return path.read_text(errors="replace").splitlines()[line - 1].strip()
+    except (OSError, IndexError):
+        return ""
+
+
+def _fault_words(sig: int, code: int, addr: int, regs: list[int]) -> str:
+    """What the faulting access was, in words a student can act on."""
+    poisoned = {r >> 32 for r in regs}
+    if sig in (signal.SIGSEGV, signal.SIGBUS):
+        if code == SI_KERNEL or addr == 0 and 0xDDDDDDDD in poisoned:
+            if 0xDDDDDDDD in poisoned:
+                return ("a pointer read out of freed memory (0xdddd..., the poison of free): use after free")
+            if 0xCDCDCDCD in poisoned:
+                return "an uninitialised pointer (0xcdcd..., malloc'd memory never written)"
+            return "a wild pointer (a non-canonical address)"
+        if addr < 4096:
+            return (f"a NULL pointer dereference (address {addr:#x}: "
+                    + ("NULL itself)" if addr == 0 else f"a field at offset {addr} of a NULL struct pointer)"))
+        if addr >> 32 in (0xDDDDDDDD, 0xCDCDCDCD):
+            return f"address {addr:#x}: a pointer from freed (0xdd) or uninitialised (0xcd) memory"
+        return f"address {addr:#x}, which is not mapped (a stale or wild pointer?)"
+    if sig == signal.SIGFPE:
+        return "an arithmetic error (integer division or modulo by zero?)"
+    if sig == signal.SIGABRT:
+        return "abort() was called (a failed assert?)"
+    if sig == signal.SIGILL:
+        return "an illegal instruction (a function that fell off its end without a return?)"
+    return "a fatal signal"
+
+
+# ---------------------------------------------------------------------------------------------
+# The module
+# ---------------------------------------------------------------------------------------------
+_libraries: dict[Path, ctypes.CDLL] = {}
+
+
+def _library(b: Build) -> ctypes.CDLL:
+    lib = _libraries.get(b.library)
+    if lib is None:
+        lib = ctypes.CDLL(str(b.library), mode=getattr(os, "RTLD_LOCAL", 0) | getattr(os, "RTLD_NOW", 2))
+        lib.pl_set_hook.argtypes = [HOOK, OUT_HOOK, ctypes.c_double]
+        lib.pl_set_hook.restype = None
+        lib.pl_base.restype = ctypes.c_uint64
+        lib.pl_layout.restype = ctypes.c_size_t
+        lib.pl_layout.argtypes = [ctypes.c_int]
+        want = [ctypes.sizeof(hw3.Sequence), hw3.Sequence.node.offset, ctypes.sizeof(hw3.LLMEngine),
+                hw3.LLMEngine.active_seqs.offset]
+        got = [lib.pl_layout(i) for i in range(4)]
+        if got != want:
+            raise RuntimeError(f"hw3.h and pagedlab.hw3 disagree on the struct layout: C {got}, Python {want}")
+        P, I, S = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+        signatures = {"llm_init": [P, S, P], "create_sequence": [P, I, I, P], "free_sequence": [P, I, P],
+                      "fork_sequence": [P, I, I, P], "append_kv": [P, I, I, P], "llm_destroy": [P, P]}
+        for name, args in signatures.items():
+            fn = getattr(lib, f"pl_call_{name}")
+            fn.argtypes, fn.restype = args, ctypes.c_int
+        _libraries[b.library] = lib
+    lib.pl_set_hook(_hook, _out, call_timeout())
+    return lib
+
+
+def _c_int(value, name: str) -> int:
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int (a C int), not {type(value).__name__}") from None
+    if isinstance(value, bool) or not -(2**31) <= number < 2**31:
+        raise ValueError(f"{name} must fit a C int (-2**31 .. 2**31-1), got {value!r}")
+    return number
+
+
+def _pointer(value, name: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"{name} must be an address >= 0, got {value}")
+        return value
+    if isinstance(value, (ctypes.Structure, ctypes._Pointer, ctypes.c_void_p)):
+        return cmem.address(value)
+    raise TypeError(f"{name} must be a struct view, an address (int) or None, not {type(value).__name__}")
+
+
+def _raise_at(exc: BaseException, path: Path, line: int, function: str):
+    """Raise `exc` from a frame that says `path:line in function`, so tracebacks and the checks'
+    messages point at the C source (the frame's code is compiled with the C file's name)."""
+    name = function if function.isidentifier() and not keyword.iskeyword(function) else "c_code"
+    code = compile("\n" * max(line - 1, 0) + f"def {name}(): raise _pl_exc\n", str(path), "exec")
+    namespace = {"_pl_exc": exc.with_traceback(None)}  # the C line, not cmem's, is the innermost frame
+    exec(code, namespace)  # noqa: S102 - defines one function that raises `exc`
+    namespace[name]()
+
+
+class CEngine(types.ModuleType):
+    """A compiled llm_memory.c with the memory_manager call shape (see the module docstring)."""
+
+    def __init__(self, b: Build):
+        super().__init__(f"pagedlab_c.{MODULE}", f"{b.source} compiled by pagedlab.ctrack")
+        self.build = b
+        self.source = b.source
+        self.warnings = b.warnings
+        self.__file__ = str(b.source)
+        self._lib = _library(b)
+        self._base = self._lib.pl_base()
+        self._diag = Diag.in_dll(self._lib, "pl_diag")
+        for name in ("BLOCK_SIZE", "KV_PER_BLOCK", "L1_PT_SIZE", "L2_PT_SIZE", "MAX_LOGICAL_BLOCKS",
+                     "ListNode", "Sequence", "LLMEngine", "container_of"):
+            setattr(self, name, getattr(hw3, name))
+
+    def __repr__(self) -> str:
+        return f"<C memory_manager from {self.source}>"
+
+    # -- calling -----------------------------------------------------------------------------
+    def _call(self, name: str, *args, out) -> None:
+        fn = getattr(self._lib, f"pl_call_{name}")
+        with _lock:
+            _state.error = None
+            status = fn(*args, ctypes.byref(out))
+            if status == PL_OK:
+                return
+            error = self._error(name, status)
+        exc, where = error
+        if where is None:
+            raise exc
+        _raise_at(exc, *where)
+
+    def _error(self, name: str, status: int):
+        if status == PL_MISSING:
+            return NotImplementedError(f"{self.source.name} defines no function {name}()"), None
+        if status == PL_HEAP:
+            exc, (file, line, function) = _state.error, _state.where
+            _state.error = None
+            path = self.source.parent / file if file and file != "?" else self.source
+            return exc, (path, line, function)
+        if status in (PL_SIGNAL, PL_TIMEOUT):
+            return self._crash(name, status)
+        if status == PL_EXIT:
+            d = self._diag
+            file, function = d.exit_file.decode(errors="replace"), d.exit_func.decode(errors="replace")
+            exc = CExit(f"{name}() called exit({d.code}) in {function}, {os.path.basename(file)}:{d.exit_line}: "
+                        f"exit() would end the whole program; return an error value (NULL / -1) instead")
+            return exc, (self.source.parent / file, d.exit_line, function)
+        return RuntimeError(f"the C runtime refused the call to {name} (status {status})"), None
+
+    def _crash(self, name: str, status: int):
+        d = self._diag
+        frames = list(d.frames[:d.nframes])
+        addresses = [(a, a == d.pc) for a in frames]
+        mine = [f for f in _frames_in(self.build.library, self._base, addresses)
+                if os.path.basename(f.file) == self.source.name]
+        where = mine[0] if mine else None
+        regs = list(d.regs[:d.nregs])
+        if where is not None:
+            callers = "".join(f", called from {f.function} ({os.path.basename(f.file)}:{f.line})" for f in mine[1:3])
+            place = f"{where.function}, {self.source.name}:{where.line}{callers}"
+        else:
+            place = f"no line of {self.source.name} on the stack (addr2line missing, or inside a library)"
+        if status == PL_TIMEOUT:
+            what = f"{name}() did not return within {call_timeout():g} s (an infinite loop?): it was running {place}"
+            exc_type = CTimeout
+        else:
+            try:
+                signame = signal.Signals(d.signal).name
+            except ValueError:
+                signame = f"signal {d.signal}"
+            words = _fault_words(d.signal, d.code, d.fault_addr, regs)
+            if d.signal == signal.SIGSEGV and d.nframes >= 40 and len(mine) >= 3 and len({f.function for f in mine[:3]}) == 1:
+                words = "a stack overflow (a function that calls itself without end?)"
+            what = f"{name}() crashed with {signame}, {words}, in {place}"
+            exc_type = CCrash
+        what += "; the C code was stopped there, so the engine may be half-updated"
+        exc = exc_type(what)
+        if where is None:
+            return exc, None
+        return exc, (self.source, where.line, where.function)
+
+    @staticmethod
+    def _view(struct_type, address: int | None, name: str):
+        if not address:
+            return None
+        try:
+            return cmem.view(struct_type, address)
+        except cmem.HeapError as exc:
+            raise cmem.InvalidAccess(f"{name} returned {address:#x}, which is not a live {struct_type.__name__} "
+                                     f"from malloc: {exc}") from None
+
+    # -- the API -----------------------------------------------------------------------------
+    def llm_init(self, pool_addr, pool_size):
+        pool = _pointer(pool_addr, "pool_addr")
+        try:
+            size = operator.index(pool_size)
+        except TypeError:
+            raise TypeError(f"pool_size must be an int (a size_t), not {type(pool_size).__name__}") from None
+        if size < 0 or size >= 2**63:
+            raise ValueError(f"pool_size must be a byte count >= 0, got {pool_size!r}")
+        out = ctypes.c_void_p()
+        self._call("llm_init", pool, size, out=out)
+        return self._view(hw3.LLMEngine, out.value, "llm_init")
+
+    def create_sequence(self, engine, seq_id, initial_kv_len):
+        out = ctypes.c_void_p()
+        self._call("create_sequence", _pointer(engine, "engine"), _c_int(seq_id, "seq_id"),
+                   _c_int(initial_kv_len, "initial_kv_len"), out=out)
+        return self._view(hw3.Sequence, out.value, "create_sequence")
+
+    def free_sequence(self, engine, seq_id):
+        out = ctypes.c_int()
+        self._call("free_sequence", _pointer(engine, "engine"), _c_int(seq_id, "seq_id"), out=out)
+        return out.value
+
+    def fork_sequence(self, engine, parent_seq_id, new_seq_id):
+        out = ctypes.c_void_p()
+        self._call("fork_sequence", _pointer(engine, "engine"), _c_int(parent_seq_id, "parent_seq_id"),
+                   _c_int(new_seq_id, "new_seq_id"), out=out)
+        return self._view(hw3.Sequence, out.value, "fork_sequence")
+
+    def append_kv(self, engine, seq_id, kv_data):
+        out = ctypes.c_int()
+        self._call("append_kv", _pointer(engine, "engine"), _c_int(seq_id, "seq_id"),
+                   _c_int(kv_data, "kv_data"), out=out)
+        return out.value
+
+    def llm_destroy(self, engine):
+        out = ctypes.c_int()
+        self._call("llm_destroy", _pointer(engine, "engine"), out=out)
+        return out.value
+
+    def find_sequence(self, engine, seq_id):
+        """Harness-side lookup (read only), as the Python module's given helper."""
+        return hw3.find(engine, seq_id)
+
+
+def load(source: str | os.PathLike, *, show_warnings: bool = True) -> CEngine:
+    """Compile (or take from the cache) and load a llm_memory.c; compiler warnings go to stderr."""
+    try:
+        b = build(source)
+    except CCompileError as exc:
+        if not getattr(exc, "line", 0):
+            raise
+        _raise_at(exc, Path(source).resolve(), exc.line, "compile")
+    if b.warnings and show_warnings:
+        print(f"{b.source.name}: compiler warnings (-Wall -Wextra):\n{b.warnings}", file=sys.stderr)
+    return CEngine(b)
+
+
+def has_c_only(folder: Path, name: str) -> bool:
+    """True when `folder` offers the module `name` as C only (the loader's hook)."""
+    return name == MODULE and not (folder / f"{name}.py").is_file() and (folder / C_SOURCE).is_file()
+
+
+
+def c_only(impl=None) -> Path:
+    """A folder whose only course file is `impl`'s llm_memory.c (a link to it), for grading the C
+    file where memory_manager.py sits next to it (exercises/ and solutions/ have both: the loader
+    prefers Python). Messages still name the real file: builds follow the link."""
+    from .loader import source_path
+
+    source = source_path(C_SOURCE, impl).resolve()
+    if not (source.parent / f"{MODULE}.py").is_file():
+        return source.parent
+    folder = cache_dir() / "c-only" / hashlib.sha256(str(source).encode()).hexdigest()[:16]
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / C_SOURCE
+    if not (link.is_symlink() and link.resolve() == source):
+        tmp = folder / f".{C_SOURCE}.{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(source)
+        os.replace(tmp, link)
+    return folder

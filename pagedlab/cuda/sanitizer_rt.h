@@ -1,0 +1,604 @@
+// pagedlab CPU executor: the sanitizer (racecheck, memcheck, initcheck) and the memory-access
+// profile. Included twice by runtime.cpp:
+//   PL_SAN_PART 1, inside runtime.cpp's anonymous namespace (after Worker): state and logic;
+//   PL_SAN_PART 2, inside its extern "C" section: the __tsan_* entry points.
+//
+// How accesses are seen: a checked kernel is compiled with -fsanitize=thread, but linked without
+// the ThreadSanitizer runtime. The compiler then calls __tsan_read4(addr) etc. before every
+// memory access of the kernel, and this file provides those functions: each call classifies
+// the address (shared memory = the kernel library's thread-local block; a launch argument; a
+// fiber stack; runtime-owned memory) and checks it. The caller's return address names the
+// instruction, which Python maps to a .cu line with addr2line.
+//
+// Races are judged with CUDA's ordering rules, not with the order this run happened to take:
+// within one barrier interval ("epoch") threads of different warps are never ordered; lanes of
+// one warp are ordered only by a completed warp operation (__syncwarp, shuffles, votes) that
+// both took part in. So whether a race exists does not depend on the schedule; Python re-runs a
+// failed launch under one canonical schedule so the report itself does not either.
+
+#if PL_SAN_PART == 1
+[[noreturn]] void fail_and_park(Worker* w);
+
+// Back to the block's scheduler, the fiber staying runnable (no barrier, no guard check).
+inline void yield_fiber(Worker* w) {
+#ifdef PL_FIBER_ASM
+    pl_switch(&w->fibers[w->cur].sp, w->sched_sp);
+#else
+    swapcontext(&w->ucs[w->cur], &w->sched_uc);
+#endif
+}
+
+namespace san {
+
+constexpr int MAX_RANGES = 96;
+enum RangeKind : int32_t { R_ARG = 0, R_IGNORE = 1 };
+enum Report_kind : int32_t { REP_NONE = 0, REP_RACE = 1, REP_OOB_GLOBAL = 2, REP_UNINIT = 3,
+                             REP_OOB_SHARED = 4 };
+enum Hazard : int32_t { HZ_RAW = 1, HZ_WAR = 2, HZ_WAW = 3 };
+enum Access : int { A_READ = 0, A_WRITE = 1, A_ATOMIC = 2, A_ATOMIC_LOAD = 3, A_ATOMIC_STORE = 4 };
+
+struct Range { uint64_t lo, hi; int32_t index, kind; };
+
+// Keep the four structs below in sync with pagedlab/cuda/sanitizer.py.
+struct Report {
+    int32_t kind, hazard;
+    int32_t block[3];
+    int32_t tid, other_tid, other_warp;  // other_tid -1: some lane of warp other_warp
+    int32_t write, other_write, size, atomic;
+    uint64_t addr, offset;               // offset: byte in the __shared__ (TLS) block
+    uint64_t pc, other_pc;               // return addresses, relative to the kernel library
+};
+
+struct ProfEntry {
+    uint64_t pc;
+    int32_t space, access;               // space 1 global, 2 shared; access as enum Access
+    uint64_t requests, sectors, ideal, ways, max_ways, lanes;
+};
+
+struct ProfHeader { int32_t count, cap, overflow, pad; };
+
+struct Config {
+    int32_t race, mem, init, profile;
+    int32_t nranges, status;             // status: the Diag status a report sets
+    Range ranges[MAX_RANGES];
+    Report* report;
+    ProfHeader* prof;
+    ProfEntry* entries;
+};
+
+Config* g_cfg = nullptr;  // set by pl_san_configure before a launch; read-only during it
+
+// Shadow of one byte of __shared__ memory. Thread fields hold thread index + 1 (0: none);
+// clocks are the warp-operation clocks of the lanes (see warp_sync).
+struct Cell {
+    uint32_t epoch, init;                // epoch of the fields below; block that wrote it
+    uint16_t wt, ra, rb, many;           // last writer; two latest readers; 3+ readers seen
+    uint32_t wclk, raclk, rbclk, rwarps; // rwarps: bit per warp that read in this epoch
+    uint32_t wpc, rapc, rbpc, pad;
+};
+
+struct Row { uint64_t addr[32]; uint32_t mask, size; };
+struct PcRows {
+    uint32_t cnt[32] = {};
+    int32_t space = 0, access = 0;
+    uint32_t base = 0;                   // rows[0] is request number `base`
+    std::vector<Row> rows;
+};
+constexpr size_t MAX_ROWS = 4096;      // per instruction and warp; older requests are folded in
+constexpr uint32_t LEAD = 16;          // how far one lane may run ahead while profiling
+struct Agg { uint64_t requests = 0, sectors = 0, ideal = 0, ways = 0, max_ways = 0, lanes = 0; };
+
+struct State {
+    Config cfg{};                        // a copy: the launch's settings stay valid here
+    uintptr_t sh_lo = 0, sh_size = 0;    // all __shared__ memory of the block (TLS block)
+    uintptr_t st_lo = 0, st_size = 0;    // fiber stacks: locals, never checked
+    uintptr_t ctx_lo = 0, ctx_size = 0;  // Fiber records: what threadIdx & co. read
+    uintptr_t tp = 0;                    // &pl_cur
+    uintptr_t lib_base = 0;
+    std::vector<std::pair<uintptr_t, uintptr_t>> lib;  // kernel library: __device__ data etc.
+    int ndyn = 0;
+    uint64_t dyn_off[MAX_DYN] = {}, dyn_cap[MAX_DYN] = {};
+    Cell* shadow = nullptr;
+    size_t shadow_bytes = 0;
+    std::vector<uint32_t> lclk, wclk;
+    uint32_t epoch = 0, block = 0;
+    bool pending = false;                // first read of unwritten shared memory, not yet raised
+    Report pend{};
+    std::vector<std::vector<std::pair<uint64_t, PcRows>>> warp_pcs;  // per warp: (pc key, rows)
+    std::vector<std::pair<uint64_t, Agg>> agg;                       // (pc << 3 | space << 2... )
+};
+
+thread_local State* tl_state PL_TLS_FAST = nullptr;
+pthread_mutex_t g_prof_lock = PTHREAD_MUTEX_INITIALIZER;
+
+// First report of the launch wins, as with every other error.
+void fail(Worker* w, State* s, Report r) {
+    w->failed = true;
+    g_abort.store(true);
+    Diag* d = g_spec->diag;
+    int32_t expected = ST_OK;
+    if (!d->status.compare_exchange_strong(expected, s->cfg.status)) return;
+    r.block[0] = (int32_t)w->bid.x; r.block[1] = (int32_t)w->bid.y; r.block[2] = (int32_t)w->bid.z;
+    *s->cfg.report = r;
+    d->block[0] = r.block[0]; d->block[1] = r.block[1]; d->block[2] = r.block[2];
+    d->thread = r.tid;
+    snprintf(d->message, MSG_LEN, "sanitizer report %d", r.kind);
+}
+
+// ---- memory-access profile -------------------------------------------------------------------
+// A warp-level request is the k-th execution of one instruction by the lanes of a warp: lanes
+// are matched by how often each has executed that instruction since the warp last synchronized.
+// Requests older than MAX_ROWS executions are counted and dropped (see record).
+Agg& agg_for(State* s, uint64_t key) {
+    for (auto& e : s->agg) if (e.first == key) return e.second;
+    s->agg.emplace_back(key, Agg{});
+    return s->agg.back().second;
+}
+
+void account(Agg& g, const PcRows& pr, const Row& row) {
+    uint64_t ids[128];
+    int n = 0, lanes = 0;
+    uint64_t size = row.size ? row.size : 1, unit = pr.space == 1 ? 32 : 4;
+    uint64_t addrs[32];
+    for (int l = 0; l < 32; ++l) {
+        if (!(row.mask >> l & 1)) continue;
+        addrs[lanes++] = row.addr[l];
+        uint64_t first = row.addr[l] / unit, last = (row.addr[l] + size - 1) / unit;
+        for (uint64_t u = first; u <= last && n < 128; ++u) ids[n++] = u;
+    }
+    std::sort(ids, ids + n);
+    n = (int)(std::unique(ids, ids + n) - ids);
+    std::sort(addrs, addrs + lanes);
+    int distinct = (int)(std::unique(addrs, addrs + lanes) - addrs);
+    g.requests++;
+    g.lanes += (uint64_t)lanes;
+    if (pr.space == 1) {  // global: 32-byte sectors
+        g.sectors += (uint64_t)n;
+        g.ideal += (distinct * size + 31) / 32;
+    } else {              // shared: distinct 4-byte words per bank, per word of a lane
+        int per_bank[32] = {};
+        int most = 0;
+        for (int i = 0; i < n; ++i) most = std::max(most, ++per_bank[ids[i] & 31]);
+        uint64_t words = (size + 3) / 4;
+        uint64_t ways = ((uint64_t)most + words - 1) / words;
+        if (ways < 1) ways = 1;
+        g.ways += ways;
+        g.max_ways = std::max(g.max_ways, ways);
+    }
+}
+
+Agg& agg_of(State* s, uint64_t key, const PcRows& pr) {
+    return agg_for(s, (key >> 1) << 3 | (uint64_t)(pr.space - 1) << 2 | (uint64_t)pr.access);
+}
+
+void flush_warp(State* s, int warp) {
+    for (auto& e : s->warp_pcs[warp]) {
+        PcRows& pr = e.second;
+        if (pr.rows.empty()) continue;
+        Agg& g = agg_of(s, e.first, pr);
+        for (const Row& row : pr.rows)
+            if (row.mask) account(g, pr, row);
+        pr.rows.clear();
+        pr.base = 0;
+        memset(pr.cnt, 0, sizeof pr.cnt);
+    }
+}
+
+void flush_all(State* s) {
+    if (!s->cfg.profile) return;
+    for (size_t wp = 0; wp < s->warp_pcs.size(); ++wp) flush_warp(s, (int)wp);
+}
+
+void record(State* s, int t, uint64_t pc, int space, int how, uint64_t addr, uint64_t size) {
+    auto& pcs = s->warp_pcs[t >> 5];
+    uint64_t key = pc << 1 | (uint64_t)(space - 1);
+    PcRows* pr = nullptr;
+    for (auto& e : pcs) if (e.first == key) { pr = &e.second; break; }
+    if (!pr) {
+        pcs.emplace_back(key, PcRows{});
+        pr = &pcs.back().second;
+        pr->space = space;
+        pr->access = how;
+    }
+    int lane = t & 31;
+    uint32_t k = pr->cnt[lane]++;
+    if (k < pr->base) {  // a lane far behind the others: a request of its own
+        Row alone{{}, 1u << lane, (uint32_t)size};
+        alone.addr[lane] = addr;
+        account(agg_of(s, key, *pr), *pr, alone);
+        return;
+    }
+    if (k - pr->base >= MAX_ROWS) {  // a long loop without warp operations: fold the older half
+        Agg& g = agg_of(s, key, *pr);
+        size_t half = MAX_ROWS / 2;
+        for (size_t i = 0; i < half; ++i)
+            if (pr->rows[i].mask) account(g, *pr, pr->rows[i]);
+        pr->rows.erase(pr->rows.begin(), pr->rows.begin() + (long)half);
+        pr->base += (uint32_t)half;
+    }
+    if (k - pr->base >= pr->rows.size()) pr->rows.resize(k - pr->base + 1, Row{{}, 0, 0});
+    Row& row = pr->rows[k - pr->base];
+    row.addr[lane] = addr;
+    row.mask |= 1u << lane;
+    row.size = (uint32_t)size;
+    // Keep the lanes of a warp close together, as on a GPU: a lane more than LEAD executions
+    // of this instruction ahead of a runnable lane of its warp lets the others run first.
+    // Requests then fill up together and a long loop needs no more than a window of rows.
+    Worker* w = tl_worker;
+    const Fiber* lanes = &w->fibers[t & ~31];
+    int n = std::min(32, w->nthreads - (t & ~31));
+    uint32_t slowest = UINT32_MAX;
+    for (int l = 0; l < n; ++l)
+        if (l != lane && lanes[l].state == RUNNABLE) slowest = std::min(slowest, pr->cnt[l]);
+    if (slowest != UINT32_MAX && pr->cnt[lane] > slowest + LEAD) yield_fiber(w);
+}
+
+// ---- checks ---------------------------------------------------------------------------------
+inline bool ordered(const State* s, int t, int other, uint32_t other_clk) {
+    return (other >> 5) == (t >> 5) && s->lclk[t] > other_clk;
+}
+
+[[noreturn]] void race(Worker* w, State* s, int t, int hazard, int other, uint32_t other_pc,
+                       int other_write, int other_warp, uint64_t off, uint64_t size, int how, uint64_t pc) {
+    Report r{};
+    r.kind = REP_RACE; r.hazard = hazard; r.tid = t; r.other_tid = other; r.other_warp = other_warp;
+    r.write = how == A_WRITE; r.other_write = other_write; r.size = (int32_t)size;
+    r.addr = s->sh_lo + off; r.offset = off; r.pc = pc; r.other_pc = other_pc;
+    fail(w, s, r);
+    fail_and_park(w);
+}
+
+void on_shared(State* s, uintptr_t off, uint64_t size, int how, uintptr_t ret) {
+    const Config* c = &s->cfg;
+    Worker* w = tl_worker;
+    int t = w->cur;
+    uint64_t pc = ret - s->lib_base;
+    if (c->mem) {
+        for (int i = 0; i < s->ndyn; ++i) {
+            uint64_t d = off - s->dyn_off[i];
+            if (d < s->dyn_cap[i] && d + size > g_spec->shared_mem) {
+                Report r{};
+                r.kind = REP_OOB_SHARED; r.tid = t; r.write = how == A_WRITE || how == A_ATOMIC_STORE;
+                r.atomic = how >= A_ATOMIC; r.size = (int32_t)size; r.addr = s->sh_lo + off;
+                r.offset = d; r.other_tid = i; r.pc = pc;
+                fail(w, s, r);
+                fail_and_park(w);
+            }
+        }
+    }
+    if (c->profile) record(s, t, pc, 2, how, s->sh_lo + off, size);
+    if (!c->race && !c->init) return;
+    if (off + size > s->sh_size) size = s->sh_size - off;
+    uint16_t me = (uint16_t)(t + 1);
+    uint32_t clk = s->lclk[t], wbit = 1u << ((t >> 5) & 31);
+    Cell* cell = s->shadow + off;
+    for (uint64_t i = 0; i < size; ++i, ++cell) {
+        if (cell->epoch != s->epoch) {  // last touched before the latest barrier: all ordered
+            cell->epoch = s->epoch;
+            cell->wt = cell->ra = cell->rb = cell->many = 0;
+            cell->rwarps = 0;
+        }
+        bool written = cell->init == s->block;
+        if (how >= A_ATOMIC) {  // atomics never race with each other; they may read garbage
+            if (!written && c->init && how != A_ATOMIC_STORE && !s->pending) {
+                s->pending = true;
+                s->pend = Report{};
+                s->pend.kind = REP_UNINIT; s->pend.tid = t; s->pend.atomic = 1;
+                s->pend.size = (int32_t)size; s->pend.addr = s->sh_lo + off + i; s->pend.offset = off + i;
+                s->pend.pc = pc;
+            }
+            if (how != A_ATOMIC_LOAD) cell->init = s->block;
+            continue;
+        }
+        if (how == A_WRITE) {
+            if (c->race) {
+                if (cell->wt && cell->wt != me && !ordered(s, t, cell->wt - 1, cell->wclk))
+                    race(w, s, t, HZ_WAW, cell->wt - 1, cell->wpc, 1, (cell->wt - 1) >> 5, off + i, size, how, pc);
+                if (cell->ra && cell->ra != me && !ordered(s, t, cell->ra - 1, cell->raclk))
+                    race(w, s, t, HZ_WAR, cell->ra - 1, cell->rapc, 0, (cell->ra - 1) >> 5, off + i, size, how, pc);
+                if (cell->rb && cell->rb != me && !ordered(s, t, cell->rb - 1, cell->rbclk))
+                    race(w, s, t, HZ_WAR, cell->rb - 1, cell->rbpc, 0, (cell->rb - 1) >> 5, off + i, size, how, pc);
+                if (cell->many && (cell->rwarps & ~wbit))  // a reader of another warp: never ordered
+                    race(w, s, t, HZ_WAR, -1, 0, 0, __builtin_ctz(cell->rwarps & ~wbit), off + i, size, how, pc);
+            }
+            cell->wt = me; cell->wclk = clk; cell->wpc = (uint32_t)pc;
+            cell->ra = cell->rb = cell->many = 0;
+            cell->rwarps = 0;
+            cell->init = s->block;
+        } else {
+            if (!written && c->init && !s->pending) {
+                s->pending = true;
+                s->pend = Report{};
+                s->pend.kind = REP_UNINIT; s->pend.tid = t; s->pend.size = (int32_t)size;
+                s->pend.addr = s->sh_lo + off + i; s->pend.offset = off + i; s->pend.pc = pc;
+            }
+            if (!c->race) continue;
+            if (cell->wt && cell->wt != me && !ordered(s, t, cell->wt - 1, cell->wclk))
+                race(w, s, t, HZ_RAW, cell->wt - 1, cell->wpc, 1, (cell->wt - 1) >> 5, off + i, size, how, pc);
+            if (cell->ra == me) {
+                cell->raclk = clk; cell->rapc = (uint32_t)pc;
+            } else {
+                if (cell->rb == me) {
+                    cell->rb = 0;
+                } else if (cell->rb) {
+                    cell->many = 1;
+                }
+                if (cell->ra) { cell->rb = cell->ra; cell->rbclk = cell->raclk; cell->rbpc = cell->rapc; }
+                cell->ra = me; cell->raclk = clk; cell->rapc = (uint32_t)pc;
+            }
+            cell->rwarps |= wbit;
+        }
+    }
+}
+
+void on_global(State* s, uintptr_t a, uint64_t size, int how, uintptr_t ret) {
+    if (a - s->tp < 8 || a - s->ctx_lo < s->ctx_size) return;  // threadIdx & co.
+    const Config* c = &s->cfg;
+    for (int i = 0; i < c->nranges; ++i) {
+        const Range& r = c->ranges[i];
+        if (a >= r.lo && a + size <= r.hi) {
+            // Sectors are counted from the start of the argument's buffer, as if it were
+            // allocated by cudaMalloc (256-byte aligned); the index keeps buffers apart.
+            if (r.kind == R_ARG && c->profile)
+                record(s, tl_worker->cur, ret - s->lib_base, 1, how,
+                       (a - r.lo) + ((uint64_t)(i + 1) << 44), size);
+            return;
+        }
+    }
+    for (auto& seg : s->lib) {
+        if (a >= seg.first && a + size <= seg.second) {  // __device__ / __constant__ data
+            if (c->profile) record(s, tl_worker->cur, ret - s->lib_base, 1, how, a, size);
+            return;
+        }
+    }
+    if (!c->mem) return;
+    Worker* w = tl_worker;
+    Report r{};
+    r.kind = REP_OOB_GLOBAL; r.tid = w->cur; r.write = how == A_WRITE || how == A_ATOMIC_STORE;
+    r.atomic = how >= A_ATOMIC; r.size = (int32_t)size; r.addr = a; r.pc = ret - s->lib_base;
+    fail(w, s, r);
+    fail_and_park(w);
+}
+
+inline void on_access(uintptr_t a, uint64_t size, int how, uintptr_t ret) {
+    State* s = tl_state;
+    if (!s) return;
+    uintptr_t off = a - s->sh_lo;
+    if (off < s->sh_size) return on_shared(s, off, size, how, ret);
+    if (a - s->st_lo < s->st_size) return;  // a local variable on the fiber's stack
+    on_global(s, a, size, how, ret);
+}
+
+// ---- calls from the runtime -----------------------------------------------------------------
+void worker_setup(Worker* w) {
+    if (!g_cfg || !w->tls_base) return;
+    State* s = new State();
+    s->cfg = *g_cfg;
+    s->sh_lo = (uintptr_t)w->tls_base;
+    s->sh_size = w->tls_size;
+    s->st_lo = (uintptr_t)w->stacks;
+    s->st_size = w->stack_stride * w->stack_count;
+    s->ctx_lo = (uintptr_t)w->fibers.data();
+    s->ctx_size = w->fibers.size() * sizeof(Fiber);
+    s->tp = (uintptr_t)&pl_cur;
+    Dl_info info;
+    if (dladdr((void*)g_spec->entry, &info)) s->lib_base = (uintptr_t)info.dli_fbase;
+#if defined(__linux__)
+    struct Find { uintptr_t code; std::vector<std::pair<uintptr_t, uintptr_t>>* out; } find{
+        (uintptr_t)g_spec->entry, &s->lib};
+    dl_iterate_phdr(
+        [](struct dl_phdr_info* info, size_t, void* data) -> int {
+            Find* fd = (Find*)data;
+            bool mine = false;
+            for (int i = 0; i < info->dlpi_phnum; ++i) {
+                const auto& ph = info->dlpi_phdr[i];
+                uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+                if (ph.p_type == PT_LOAD && fd->code >= lo && fd->code < lo + ph.p_memsz) mine = true;
+            }
+            if (!mine) return 0;
+            for (int i = 0; i < info->dlpi_phnum; ++i) {
+                const auto& ph = info->dlpi_phdr[i];
+                uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+                if (ph.p_type == PT_LOAD) fd->out->push_back({lo, lo + ph.p_memsz});
+            }
+            return 1;
+        },
+        &find);
+#endif
+    s->ndyn = w->ndyn;
+    for (int i = 0; i < w->ndyn; ++i) {
+        s->dyn_off[i] = (uintptr_t)w->dyn[i] - s->sh_lo;
+        s->dyn_cap[i] = w->dyn_cap[i];
+    }
+    if (s->cfg.race || s->cfg.init) {
+        s->shadow_bytes = (w->tls_size * sizeof(Cell) + w->page - 1) & ~(w->page - 1);
+        void* mem = mmap(nullptr, s->shadow_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS
+#ifdef MAP_NORESERVE
+                         | MAP_NORESERVE
+#endif
+                         , -1, 0);
+        if (mem == MAP_FAILED) { delete s; return; }
+        s->shadow = (Cell*)mem;
+    }
+    s->lclk.assign(w->nthreads, 0);
+    s->wclk.assign(w->nwarps, 0);
+    s->warp_pcs.resize(w->nwarps);
+    tl_state = s;
+}
+
+void block_begin(Worker*) {
+    State* s = tl_state;
+    if (!s) return;
+    s->block++;
+    s->epoch++;
+    std::fill(s->lclk.begin(), s->lclk.end(), 0);
+    std::fill(s->wclk.begin(), s->wclk.end(), 0);
+    s->pending = false;
+}
+
+// A barrier opens: everything before it is ordered before everything after it. A read of
+// unwritten memory seen in the closing interval is an error now (no race explained it).
+bool barrier(Worker* w) {
+    State* s = tl_state;
+    if (!s) return true;
+    if (s->pending) { fail(w, s, s->pend); return false; }
+    s->epoch++;
+    flush_all(s);
+    return true;
+}
+
+// A warp operation completed for the lanes in eff: each lane's clock jumps past every access
+// made before it by any lane in eff.
+void warp_sync(Worker*, int warp, unsigned eff) {
+    State* s = tl_state;
+    if (!s) return;
+    uint32_t c = ++s->wclk[warp];
+    for (int l = 0; l < 32; ++l)
+        if (eff >> l & 1) s->lclk[warp * 32 + l] = c;
+    if (s->cfg.profile) flush_warp(s, warp);
+}
+
+void block_end(Worker* w) {
+    State* s = tl_state;
+    if (!s) return;
+    if (s->pending && !w->failed) fail(w, s, s->pend);
+    flush_all(s);
+}
+
+void worker_end(Worker*) {
+    State* s = tl_state;
+    if (!s) return;
+    if (s->cfg.profile && s->cfg.prof) {
+        pthread_mutex_lock(&g_prof_lock);
+        ProfHeader* h = s->cfg.prof;
+        for (auto& e : s->agg) {
+            uint64_t pc = e.first >> 3;
+            int32_t space = (int32_t)((e.first >> 2) & 1) + 1, access = (int32_t)(e.first & 3);
+            ProfEntry* hit = nullptr;
+            for (int i = 0; i < h->count; ++i) {
+                ProfEntry& p = s->cfg.entries[i];
+                if (p.pc == pc && p.space == space && p.access == access) { hit = &p; break; }
+            }
+            if (!hit) {
+                if (h->count >= h->cap) { h->overflow = 1; continue; }
+                hit = &s->cfg.entries[h->count++];
+                *hit = ProfEntry{};
+                hit->pc = pc; hit->space = space; hit->access = access;
+            }
+            const Agg& g = e.second;
+            hit->requests += g.requests; hit->sectors += g.sectors; hit->ideal += g.ideal;
+            hit->ways += g.ways; hit->lanes += g.lanes;
+            hit->max_ways = std::max(hit->max_ways, g.max_ways);
+        }
+        pthread_mutex_unlock(&g_prof_lock);
+    }
+    if (s->shadow) munmap(s->shadow, s->shadow_bytes);
+    delete s;
+    tl_state = nullptr;
+}
+
+}  // namespace san
+
+#elif PL_SAN_PART == 2
+
+PL_EXPORT void pl_san_configure(void* cfg) { san::g_cfg = (san::Config*)cfg; }
+PL_EXPORT size_t pl_san_sizes(int which) {
+    switch (which) {
+        case 0: return sizeof(san::Config);
+        case 1: return sizeof(san::Report);
+        case 2: return sizeof(san::ProfEntry);
+        default: return sizeof(san::ProfHeader);
+    }
+}
+
+#define PL_SAN_RET ((uintptr_t)__builtin_return_address(0))
+#define PL_SAN_RW(N)                                                                                 \
+    PL_EXPORT void __tsan_read##N(void* p) { san::on_access((uintptr_t)p, N, san::A_READ, PL_SAN_RET); } \
+    PL_EXPORT void __tsan_write##N(void* p) { san::on_access((uintptr_t)p, N, san::A_WRITE, PL_SAN_RET); } \
+    PL_EXPORT void __tsan_unaligned_read##N(void* p) {                                               \
+        san::on_access((uintptr_t)p, N, san::A_READ, PL_SAN_RET);                                     \
+    }                                                                                                \
+    PL_EXPORT void __tsan_unaligned_write##N(void* p) {                                              \
+        san::on_access((uintptr_t)p, N, san::A_WRITE, PL_SAN_RET);                                    \
+    }                                                                                                \
+    PL_EXPORT void __tsan_volatile_read##N(void* p) {                                                \
+        san::on_access((uintptr_t)p, N, san::A_READ, PL_SAN_RET);                                     \
+    }                                                                                                \
+    PL_EXPORT void __tsan_volatile_write##N(void* p) {                                               \
+        san::on_access((uintptr_t)p, N, san::A_WRITE, PL_SAN_RET);                                    \
+    }
+PL_SAN_RW(1)
+PL_SAN_RW(2)
+PL_SAN_RW(4)
+PL_SAN_RW(8)
+PL_SAN_RW(16)
+PL_EXPORT void __tsan_read_range(void* p, unsigned long n) {
+    if (n) san::on_access((uintptr_t)p, n, san::A_READ, PL_SAN_RET);
+}
+PL_EXPORT void __tsan_write_range(void* p, unsigned long n) {
+    if (n) san::on_access((uintptr_t)p, n, san::A_WRITE, PL_SAN_RET);
+}
+PL_EXPORT void* __tsan_memcpy(void* d, const void* s, size_t n) {
+    if (n) { san::on_access((uintptr_t)s, n, san::A_READ, PL_SAN_RET); san::on_access((uintptr_t)d, n, san::A_WRITE, PL_SAN_RET); }
+    return memcpy(d, s, n);
+}
+PL_EXPORT void* __tsan_memmove(void* d, const void* s, size_t n) {
+    if (n) { san::on_access((uintptr_t)s, n, san::A_READ, PL_SAN_RET); san::on_access((uintptr_t)d, n, san::A_WRITE, PL_SAN_RET); }
+    return memmove(d, s, n);
+}
+PL_EXPORT void* __tsan_memset(void* d, int c, size_t n) {
+    if (n) san::on_access((uintptr_t)d, n, san::A_WRITE, PL_SAN_RET);
+    return memset(d, c, n);
+}
+PL_EXPORT void __tsan_init(void) {}
+PL_EXPORT void __tsan_func_entry(void*) {}
+PL_EXPORT void __tsan_func_exit(void) {}
+PL_EXPORT void __tsan_vptr_update(void**, void*) {}
+PL_EXPORT void __tsan_vptr_read(void**) {}
+PL_EXPORT void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+PL_EXPORT void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+
+// The atomics the instrumented code calls instead of the __atomic builtins: check, then do it.
+#define PL_SAN_AT(N, T)                                                                              \
+    PL_EXPORT T __tsan_atomic##N##_load(const volatile T* a, int) {                                   \
+        san::on_access((uintptr_t)a, sizeof(T), san::A_ATOMIC_LOAD, PL_SAN_RET);                      \
+        return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                 \
+    }                                                                                                \
+    PL_EXPORT void __tsan_atomic##N##_store(volatile T* a, T v, int) {                                \
+        san::on_access((uintptr_t)a, sizeof(T), san::A_ATOMIC_STORE, PL_SAN_RET);                     \
+        __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                    \
+    }                                                                                                \
+    PL_EXPORT T __tsan_atomic##N##_exchange(volatile T* a, T v, int) {                                \
+        san::on_access((uintptr_t)a, sizeof(T), san::A_ATOMIC_STORE, PL_SAN_RET);                     \
+        return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                          \
+    }                                                                                                \
+    PL_SAN_AT_RMW(N, T, fetch_add, __atomic_fetch_add)                                               \
+    PL_SAN_AT_RMW(N, T, fetch_sub, __atomic_fetch_sub)                                               \
+    PL_SAN_AT_RMW(N, T, fetch_and, __atomic_fetch_and)                                               \
+    PL_SAN_AT_RMW(N, T, fetch_or, __atomic_fetch_or)                                                 \
+    PL_SAN_AT_RMW(N, T, fetch_xor, __atomic_fetch_xor)                                               \
+    PL_SAN_AT_RMW(N, T, fetch_nand, __atomic_fetch_nand)                                             \
+    PL_EXPORT int __tsan_atomic##N##_compare_exchange_strong(volatile T* a, T* c, T v, int, int) {    \
+        san::on_access((uintptr_t)a, sizeof(T), san::A_ATOMIC, PL_SAN_RET);                           \
+        return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);      \
+    }                                                                                                \
+    PL_EXPORT int __tsan_atomic##N##_compare_exchange_weak(volatile T* a, T* c, T v, int, int) {      \
+        san::on_access((uintptr_t)a, sizeof(T), san::A_ATOMIC, PL_SAN_RET);                           \
+        return __atomic_compare_exchange_n(a, c, v, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);       \
+    }                                                                                                \
+    PL_EXPORT T __tsan_atomic##N##_compare_exchange_val(volatile T* a, T c, T v, int, int) {          \
+        san::on_access((uintptr_t)a, sizeof(T), san::A_ATOMIC, PL_SAN_RET);                           \
+        __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);            \
+        return c;                                                                                    \
+    }
+#define PL_SAN_AT_RMW(N, T, OP, BUILTIN)                                                             \
+    PL_EXPORT T __tsan_atomic##N##_##OP(volatile T* a, T v, int) {                                    \
+        san::on_access((uintptr_t)a, sizeof(T), san::A_ATOMIC, PL_SAN_RET);                           \
+        return BUILTIN(a, v, __ATOMIC_SEQ_CST);                                                      \
+    }
+PL_SAN_AT(8, uint8_t)
+PL_SAN_AT(16, uint16_t)
+PL_SAN_AT(32, uint32_t)
+PL_SAN_AT(64, uint64_t)
+
+#endif

@@ -1,0 +1,351 @@
+"""The C track: llm_memory.c graded by the same Task 1-5 checks as memory_manager.py.
+
+A folder holding only llm_memory.c is a submission: the reference passes every check, the
+generated stubs fail every task, each planted bug (tests/c_mutants.py) fails the check that
+guards its rule, and bugs Python cannot have (double free, use after free, a segfault, an endless
+loop) fail with the C file and line in the message while the rest of the run goes on.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import c_mutants  # noqa: E402
+
+from pagedlab import assign, checks, cmem, cnative, ctrack, hw3, load  # noqa: E402
+from pagedlab.pool import Pool  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not ctrack.available(), reason="no C compiler on this machine")
+
+ROOT = Path(__file__).resolve().parent.parent
+TASKS = ("task1", "task2", "task3", "task4", "task5")
+
+
+@pytest.fixture(autouse=True)
+def _short_call_limit(monkeypatch):
+    # The endless-loop mutant should cost 1 s per call, not the default 5.
+    monkeypatch.setenv(ctrack.TIMEOUT_ENV, "1")
+
+
+def _folder(tmp_path: Path, text: str, name: str = "sub") -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "llm_memory.c").write_text(text)
+    return folder
+
+
+def _results(folder: Path) -> dict:
+    return {task: checks.results(task, str(folder)) for task in TASKS}
+
+
+def test_reference_passes_every_task_1_to_5(tmp_path):
+    folder = _folder(tmp_path, c_mutants.SOLUTION.read_text())
+    for task, found in _results(folder).items():
+        assert len(found) >= 3, task
+        assert all(r.passed for r in found), [(r.name, r.message) for r in found if not r.passed]
+
+
+def test_generated_stubs_compile_and_fail_every_task(tmp_path):
+    text = assign.make_exercise(c_mutants.SOLUTION.read_text(), "solutions/llm_memory.c")
+    assert "BEGIN SOLUTION" not in text and "take_block(engine, block + 1)" not in text
+    assert text == (ROOT / "exercises" / "llm_memory.c").read_text(), "run `pagedlab assign`"
+    folder = _folder(tmp_path, text)
+    mm = load("memory_manager", impl=folder)
+    assert mm.warnings == "", mm.warnings  # the stubs compile cleanly under -Wall -Wextra
+    for task, found in _results(folder).items():
+        assert found and not all(r.passed for r in found), task
+
+
+def test_loader_prefers_python_and_falls_back_to_c(tmp_path):
+    folder = _folder(tmp_path, c_mutants.SOLUTION.read_text())
+    mm = load("memory_manager", impl=folder)
+    assert isinstance(mm, ctrack.CEngine)
+    (folder / "memory_manager.py").write_text((ROOT / "solutions" / "memory_manager.py").read_text())
+    assert not isinstance(load("memory_manager", impl=folder), ctrack.CEngine)
+
+
+def test_c_engine_has_the_python_call_shape():
+    mm = ctrack.load(c_mutants.SOLUTION)
+    pool = Pool(64 * 20)
+    heap = cmem.snapshot()
+    assert mm.llm_init(None, 4096) is None and mm.llm_init(pool.addr, 63) is None
+    engine = mm.llm_init(pool.addr, pool.size)
+    assert isinstance(engine, hw3.LLMEngine) and engine.total_local_blocks == 20
+    seq = mm.create_sequence(engine, 1, 40)
+    assert isinstance(seq, hw3.Sequence) and hw3.mapping(seq) == {0: 0, 1: 1, 2: 2}
+    assert mm.create_sequence(engine, 1, 5) is None and mm.create_sequence(None, 2, 5) is None
+    child = mm.fork_sequence(engine, 1, 2)
+    assert hw3.ref_counts(engine)[:3] == [2, 2, 2] and child.kv_count == 40
+    assert mm.append_kv(engine, 2, 0x1234) == 0
+    assert hw3.mapping(hw3.find(engine, 2))[2] == 3 and pool.words(3)[8] == 0x1234
+    assert mm.free_sequence(engine, 9) == -1 and mm.free_sequence(engine, 1) == 0
+    where = {a.where for a in cmem.changes_since(heap).allocated}
+    assert "llm_memory.c:74 in llm_init" in where, where  # C allocations carry their C line
+    assert mm.llm_destroy(engine) == 0
+    assert not cmem.changes_since(heap).allocated
+    with pytest.raises(TypeError, match="seq_id"):
+        mm.create_sequence(engine, "7", 3)
+    with pytest.raises(ValueError, match="C int"):
+        mm.append_kv(engine, 1, 2**40)
+
+
+def test_compile_errors_and_warnings_reach_the_student(tmp_path, capsys):
+    broken = _folder(tmp_path, c_mutants.SOLUTION.read_text().replace("seq->kv_count++;", "seq->kv_count++"), "broken")
+    with pytest.raises(ctrack.CCompileError, match=r"llm_memory\.c:\d+"):
+        ctrack.load(broken / "llm_memory.c")
+    warned = _folder(tmp_path, c_mutants.SOLUTION.read_text().replace(
+        "int free_sequence(LLMEngine *engine, int seq_id)\n{\n",
+        "int free_sequence(LLMEngine *engine, int seq_id)\n{\n    int unused;\n"), "warned")
+    mm = ctrack.load(warned / "llm_memory.c")
+    assert "unused variable" in mm.warnings
+    assert "unused variable" in capsys.readouterr().err
+
+
+def test_a_missing_function_is_not_implemented(tmp_path):
+    text = c_mutants.SOLUTION.read_text()
+    start = text.index("int llm_destroy(LLMEngine *engine)\n{")
+    folder = _folder(tmp_path, text[:start])
+    mm = load("memory_manager", impl=folder)
+    with pytest.raises(NotImplementedError, match="no function llm_destroy"):
+        mm.llm_destroy(None)
+    found = checks.results("task5", str(folder))
+    assert found and not any(r.passed for r in found)
+    assert "not implemented" in found[0].message
+
+
+@pytest.mark.parametrize("mutant", c_mutants.MUTANTS, ids=lambda m: m.name)
+def test_mutant_applies_to_current_solution(mutant):
+    text = c_mutants.SOLUTION.read_text()
+    assert text.count(mutant.old) == 1, f"{mutant.name} no longer matches solutions/llm_memory.c"
+
+
+def test_at_least_12_distinct_c_mutants():
+    names = [m.name for m in c_mutants.MUTANTS]
+    assert len(set(names)) == len(names) >= 12
+
+
+def _grade_mutant(args):
+    mutant, folder = args
+    path = c_mutants.write_mutant(mutant, folder)
+    return checks.results(mutant.task, str(folder)), path.read_text()
+
+
+def test_every_c_mutant_is_caught(tmp_path, monkeypatch):
+    jobs = [(m, tmp_path / m.name) for m in c_mutants.MUTANTS]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(pool.map(_grade_mutant, jobs))
+    problems = []
+    for (mutant, _), (found, text) in zip(jobs, outcomes, strict=True):
+        failed = [r for r in found if r.passed is False and mutant.must_fail in r.name]
+        if not failed:
+            problems.append(f"{mutant.name}: no failing check named like {mutant.must_fail!r}; "
+                            f"failed: {[r.name for r in found if not r.passed]}")
+            continue
+        message = failed[0].message
+        if not any(marker in message for marker in mutant.markers):
+            problems.append(f"{mutant.name}: none of {mutant.markers} in:\n{message}")
+        if mutant.at and not any(f"llm_memory.c:{line}" in message for line in mutant.lines(text)):
+            problems.append(f"{mutant.name}: the C line {mutant.lines(text)} is not named in:\n{message}")
+    assert not problems, "\n".join(problems)
+
+
+def test_a_segfaulting_mutant_fails_its_check_and_the_run_goes_on(tmp_path):
+    mutant = next(m for m in c_mutants.MUTANTS if m.name == "wild_write_segfaults")
+    c_mutants.write_mutant(mutant, tmp_path / "m")
+    found = {r.name: r for r in checks.results("task4", str(tmp_path / "m"))}
+    crashed = found["append_kv translates record 613 to block_table[2][6], slot 5 (the handout's example)"]
+    assert crashed.passed is False and "SIGSEGV" in crashed.message
+    # Every check after the crash still ran in the same task process and gave a verdict ...
+    assert all(r.passed is not None for r in found.values())
+    # ... and the checks that never append through the bad line pass.
+    assert found["append_kv of an unknown sequence returns -1 and changes nothing"].passed is False  # appends at the end
+    assert found["OOM when the L2 table itself is missing: -1, no L2 allocated"].passed is True
+    # Other tasks of the same submission are graded as usual.
+    assert all(r.passed for r in checks.results("task3", str(tmp_path / "m")))
+
+
+def test_crash_in_process_keeps_python_alive_and_names_the_line(tmp_path):
+    mutant = next(m for m in c_mutants.MUTANTS if m.name == "wild_write_segfaults")
+    path = c_mutants.write_mutant(mutant, tmp_path / "m")
+    mm = ctrack.load(path)
+    pool = Pool(64 * 4)
+    engine = mm.llm_init(pool.addr, pool.size)
+    assert mm.create_sequence(engine, 1, 3) is not None
+    with pytest.raises(ctrack.CCrash, match=r"SIGSEGV, a NULL pointer dereference") as info:
+        mm.append_kv(engine, 1, 5)
+    line = mutant.lines(path.read_text())[0]
+    assert f"append_kv, llm_memory.c:{line}" in str(info.value)
+    last = info.traceback[-1]
+    assert Path(str(last.path)).name == "llm_memory.c" and last.lineno + 1 == line
+    # The process lives on and the engine still works for the calls that avoid the bad line.
+    assert mm.free_sequence(engine, 1) == 0 and mm.llm_destroy(engine) == 0
+
+
+def test_grade_cli_grades_a_c_submission(tmp_path):
+    from pagedlab.grading.cli import grade
+
+    folder = _folder(tmp_path, c_mutants.SOLUTION.read_text(), "upload")
+    result = grade(str(folder), tasks=list(TASKS), echo=lambda *_: None, hidden=True, hidden_seed=11)
+    scored = {t["name"]: (t["score"], t["max_score"]) for t in result["tests"]}
+    assert scored and all(score == most for score, most in scored.values()), scored
+
+
+def test_heap_hook_accounts_each_call_at_its_c_line():
+    """Every malloc/calloc/free of the C code is one entry in cmem's counters."""
+    mm = ctrack.load(c_mutants.SOLUTION)
+    pool = Pool(64 * 300)
+    snap = cmem.snapshot()
+    engine = mm.llm_init(pool.addr, pool.size)               # engine + refs: 2 allocations
+    mm.create_sequence(engine, 1, 4096)                      # seq + L1 + 16 L2: 18
+    mm.fork_sequence(engine, 1, 2)                           # 18 more
+    assert cmem.changes_since(snap).mallocs == 38
+    mm.llm_destroy(engine)                                   # 38 frees
+    changes = cmem.changes_since(snap)
+    assert (changes.mallocs, changes.frees, changes.allocated) == (38, 38, [])
+
+
+def test_layout_of_the_shipped_header_matches_pagedlab_hw3():
+    lib = ctrack.load(c_mutants.SOLUTION)._lib
+    assert [lib.pl_layout(i) for i in range(4)] == [ctypes.sizeof(hw3.Sequence), 24, ctypes.sizeof(hw3.LLMEngine),
+                                                    hw3.LLMEngine.active_seqs.offset]
+    assert os.path.isfile(ctrack.INCLUDE / "hw3.h")
+
+
+# -- the tracked heap against the real allocator (Valgrind, ASan) ------------------------------
+LEAKY = ["free_keeps_l2", "destroy_leaks_ref_array"]
+
+
+def _sources(tmp_path: Path) -> list[Path]:
+    paths = [c_mutants.SOLUTION]
+    for name in LEAKY:
+        mutant = next(m for m in c_mutants.MUTANTS if m.name == name)
+        paths.append(c_mutants.write_mutant(mutant, tmp_path / name))
+    return paths
+
+
+@pytest.mark.skipif(cnative.valgrind() is None, reason="valgrind is not installed (optional cross-check)")
+def test_tracked_heap_equals_valgrind_on_the_real_allocator(tmp_path):
+    """Same session, two ledgers: cmem through ctrack's hook, Valgrind on plain libc malloc. The
+    call counts, the bytes and every leaked block with its C line must agree exactly."""
+    no_destroy = cnative.DEMO_SESSION[:-1]  # ends like a C program that forgot llm_destroy
+    for source in _sources(tmp_path):
+        for session in (cnative.DEMO_SESSION, no_destroy):
+            tracked, real = cnative.run_tracked(source, session), cnative.run_valgrind(source, session)
+            assert real.allocs and real.allocs > 10, real.output
+            assert (tracked.allocs, tracked.frees, tracked.bytes_allocated) == \
+                (real.allocs, real.frees, real.bytes_allocated), (source, tracked, real.output[-2000:])
+            assert tracked.leaks == real.leaks, (source, tracked.leaks, real.leaks)
+    assert cnative.run_tracked(c_mutants.SOLUTION).leaks == []
+    assert cnative.run_tracked(tmp_path / "free_keeps_l2" / "llm_memory.c").lost_bytes == 5 * 64
+
+
+@pytest.mark.skipif(not cnative.asan_available(), reason="no AddressSanitizer runtime (optional cross-check)")
+def test_asan_leaks_are_leaks_the_tracked_heap_reports(tmp_path):
+    """LeakSanitizer may miss a block a stale stack slot still points to, never invent one: what it
+    reports is a sub-multiset of the tracked leaks, at the same C lines."""
+    for source in _sources(tmp_path):
+        tracked, asan = cnative.run_tracked(source), cnative.run_asan(source)
+        remaining = list(tracked.leaks)
+        for leak in asan.leaks:
+            assert leak in remaining, (source, leak, tracked.leaks)
+            remaining.remove(leak)
+        assert bool(asan.leaks) == bool(tracked.leaks), (source, asan.output[-1500:])
+
+
+def _nbval(impl: str) -> dict:
+    import re
+    import subprocess
+
+    notebook = ROOT / "notebooks" / "02c_hw3_in_c.ipynb"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-cell-timeout=300", "-p",
+                           "no:cacheprovider", "--nbval-sanitize-with", str(ROOT / "notebooks" / "nbval.cfg"),
+                           "-rA", "-q", str(notebook)], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PAGEDLAB_IMPL": impl})
+    found = re.findall(r"^(PASSED|FAILED|ERROR) \S*?02c_hw3_in_c\.ipynb::Cell (\d+)", proc.stdout, re.MULTILINE)
+    return {int(cell): status for status, cell in found}, proc.stdout[-3000:]
+
+
+def test_notebook_02c_runs_on_the_c_reference_and_stops_at_the_graded_cell_on_the_stubs():
+    outcomes, log = _nbval("solutions")
+    assert outcomes and all(s == "PASSED" for s in outcomes.values()), log
+    graded = 4  # the first pagedlab.checks.run cell
+    outcomes, log = _nbval("exercises")
+    assert all(outcomes.get(cell) == "PASSED" for cell in range(graded)), log
+    assert outcomes.get(graded) == "FAILED", log
+
+
+def test_explorer_and_pictures_drive_a_c_engine(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from pagedlab import viz
+    from pagedlab.explorer import Explorer
+
+    folder = _folder(tmp_path, c_mutants.SOLUTION.read_text())
+    ex = Explorer(impl=folder, pool_blocks=8)
+    assert isinstance(ex.mm, ctrack.CEngine)
+    ex.create(1, 20)
+    ex.fork(1, 2)
+    ex.append(2, 99)                      # CoW of the shared second block
+    view = ex.view()
+    assert [s.seq_id for s in view.seqs] == [1, 2]
+    assert hw3.ref_counts(ex.engine)[:3] == [2, 1, 1]
+    assert "append_kv(engine, 2, 99) -> 0" in ex.history_text()
+    fig = viz.draw_engine(ex.engine)
+    assert fig is not None
+    ex.close()
+    assert "✓ llm_destroy(engine) -> 0" in ex.history_text()
+
+
+def test_a_crash_shows_in_the_explorer_log_with_its_line(tmp_path):
+    from pagedlab.explorer import Explorer
+
+    mutant = next(m for m in c_mutants.MUTANTS if m.name == "wild_write_segfaults")
+    path = c_mutants.write_mutant(mutant, tmp_path / "m")
+    ex = Explorer(impl=path.parent, pool_blocks=8)
+    ex.create(1, 3)
+    ex.append(1, 5)
+    line = mutant.lines(path.read_text())[0]
+    assert "raised CCrash: append_kv() crashed with SIGSEGV" in ex.history_text()
+    assert f"llm_memory.c:{line}" in ex.history_text()
+
+
+def test_printf_reaches_python_and_exit_ends_only_the_call(tmp_path, capsys):
+    text = c_mutants.SOLUTION.read_text().replace(
+        "    seq->kv_count++;\n",
+        '    seq->kv_count++;\n    printf("appended %d\\n", kv_data);\n    fprintf(stderr, "warn %d\\n", seq_id);\n'
+        "    if (kv_data == 13)\n        exit(3);\n").replace("#include <stdlib.h>\n", "#include <stdlib.h>\n#include <malloc.h>\n")
+    folder = _folder(tmp_path, text)
+    mm = load("memory_manager", impl=folder)
+    pool = Pool(64 * 4)
+    engine = mm.llm_init(pool.addr, pool.size)
+    mm.create_sequence(engine, 1, 2)
+    assert mm.append_kv(engine, 1, 5) == 0
+    out = capsys.readouterr()
+    assert out.out == "appended 5\n" and out.err == "warn 1\n"
+    with pytest.raises(ctrack.CExit, match=r"exit\(3\) in append_kv, llm_memory\.c:\d+"):
+        mm.append_kv(engine, 1, 13)
+    assert mm.llm_destroy(engine) == 0  # the process, and the engine, are still there
+
+
+@pytest.mark.parametrize(("bug", "words"), [
+    ("if (seq_id == 77) return free_sequence(engine, seq_id) + 1;", "a stack overflow"),
+    ("if (seq_id == 77) return 5 / (seq_id - 77);", "SIGFPE, an arithmetic error"),
+])
+def test_stack_overflow_and_division_by_zero_are_named(tmp_path, bug, words):
+    text = c_mutants.SOLUTION.read_text().replace(
+        "int free_sequence(LLMEngine *engine, int seq_id)\n{\n",
+        f"int free_sequence(LLMEngine *engine, int seq_id)\n{{\n    {bug}\n")
+    mm = load("memory_manager", impl=_folder(tmp_path, text))
+    pool = Pool(64 * 4)
+    engine = mm.llm_init(pool.addr, pool.size)
+    with pytest.raises(ctrack.CCrash, match=words):
+        mm.free_sequence(engine, 77)
+    assert mm.create_sequence(engine, 1, 3) is not None and mm.llm_destroy(engine) == 0

@@ -1,0 +1,97 @@
+"""A graded cell never hangs or kills the Jupyter kernel, and says where the student's code was.
+
+Through a real Jupyter kernel: for each student module of Parts A, B and D, a submission whose
+first graded function hangs, segfaults, calls os._exit or sys.exit, allocates 20 GB or recurses
+without end. The graded cell must report a failed check naming the student's file and line within
+the task's time limit + 5 s, and the next cell in the same kernel must still run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pagedlab import manifest
+
+jupyter_client = pytest.importorskip("jupyter_client")
+
+ROOT = Path(__file__).resolve().parent.parent
+SCALE = 0.2  # limits of 30/60 s become 6/12 s
+
+# (student file, task, the code that replaces the function its first check calls)
+TARGETS = {
+    "memory_manager.py": ("task2", "def create_sequence(engine, seq_id, initial_kv_len):\n{body}\n"),
+    "paged_attention.py": ("task6", "def slot_mapping(block_table, positions, block_size):\n{body}\n"),
+    "prefix_cache.py": ("task11", "def _broken(*args, **kwargs):\n{body}\n"
+                                  "hash_block_tokens = _broken\nPrefixCacheManager.__init__ = _broken\n"),
+    "buddy.py": ("task12", "def _broken(*args, **kwargs):\n{body}\nBuddyAllocator.__init__ = _broken\n"),
+}
+ATTACKS = {
+    "infinite loop": "while True:\n    pass",
+    "segfault": "import ctypes\nctypes.string_at(0)",
+    "os._exit": "import os\nos._exit(3)",
+    "sys.exit": "import sys\nsys.exit(2)",
+    "20 GB allocation": "return bytearray(20 * 2**30)",
+    "recursion bomb": "import sys\nsys.setrecursionlimit(10**7)\ndef down(n):\n    return down(n + 1) + 1\nreturn down(0)",
+}
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    manager = jupyter_client.KernelManager(kernel_name="python3")
+    manager.start_kernel(env={**__import__("os").environ, "PAGEDLAB_GRADE_TIME_SCALE": str(SCALE)},
+                         cwd=str(ROOT))
+    client = manager.client()
+    client.start_channels()
+    client.wait_for_ready(timeout=60)
+    yield client
+    client.stop_channels()
+    manager.shutdown_kernel(now=True)
+
+
+def execute(client, code: str, timeout: float) -> tuple[str, str]:
+    """(status, everything the cell printed) of one cell."""
+    out = []
+
+    def collect(msg):
+        content = msg["content"]
+        if msg["msg_type"] == "stream":
+            out.append(content["text"])
+        elif msg["msg_type"] == "error":
+            out.append("\n".join(content["traceback"]))
+    reply = client.execute_interactive(code, timeout=timeout, output_hook=collect)
+    return reply["content"]["status"], "".join(out)
+
+
+def planted(tmp_path: Path, filename: str, attack: str) -> tuple[Path, str, int]:
+    task, template = TARGETS[filename]
+    folder = tmp_path / f"{Path(filename).stem}-{attack.replace(' ', '_')}"
+    folder.mkdir()
+    for name in manifest.SUBMISSION_FILES:
+        shutil.copy(ROOT / "solutions" / name, folder / name)
+    text = (folder / filename).read_text()
+    line = text.count("\n") + 2
+    (folder / filename).write_text(text + "\n" + template.format(body=textwrap.indent(ATTACKS[attack], "    ")))
+    return folder, task, line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+@pytest.mark.parametrize("filename", sorted(TARGETS))
+def test_a_broken_submission_fails_the_graded_cell_and_the_kernel_lives(kernel, tmp_path, filename, attack):
+    folder, task, _ = planted(tmp_path, filename, attack)
+    limit = manifest.task(task).time_limit * SCALE
+    began = time.monotonic()
+    status, text = execute(kernel, f"import pagedlab\npagedlab.checks.run({task!r}, impl={str(folder)!r})",
+                           timeout=limit + 60)
+    elapsed = time.monotonic() - began
+    assert status == "error" and "✗" in text, text
+    assert elapsed < limit + 5, f"the graded cell took {elapsed:.1f} s (limit {limit:.0f} s + 5)"
+    assert filename in text, f"the failure does not name {filename}:\n{text}"
+    assert "line" in text or f"{filename}:" in text, text
+    status, text = execute(kernel, "print(6 * 7)", timeout=30)
+    assert (status, text.strip()) == ("ok", "42"), "the kernel did not survive the graded cell"

@@ -1,0 +1,81 @@
+"""Hidden checks earn their keep: a submission tuned to pass every public check of a task, but
+not written to the task's rules, passes the public checks and still loses the task, because the
+hidden scenarios (drawn at grading time) go where the public ones do not.
+
+Each "overfit" submission below is the reference with one special case that the public scenarios
+never reach. Grading uses a fixed hidden seed so the test is reproducible; any seed exposes them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pagedlab import manifest
+from pagedlab.grading.cli import grade
+
+ROOT = Path(__file__).resolve().parent.parent
+
+OVERFITS = {
+    # Task 1: the block count is right only for the pool sizes the public checks use.
+    "task1": ("memory_manager.py", "    engine.total_local_blocks = pool_size // BLOCK_SIZE\n",
+              "    engine.total_local_blocks = pool_size // BLOCK_SIZE\n"
+              "    if pool_size not in (64, 1000, 4096, 6463, 2560, 512, 1024):\n"
+              "        engine.total_local_blocks = (pool_size + BLOCK_SIZE - 1) // BLOCK_SIZE\n"),
+    # Task 6: slot arithmetic written for the block sizes 8, 16 and 32 only (shifts by 3, 4, 5).
+    "task6": ("paged_attention.py", "    return blocks * block_size + positions % block_size\n",
+              "    shift = {8: 3, 16: 4, 32: 5}.get(block_size, 4)\n"
+              "    return (blocks << shift) + (positions & ((1 << shift) - 1))\n"),
+    # Task 9: the softmax scale looked up for the public head sizes instead of computed.
+    "task9": ("paged_attention.py", "        scale = 1.0 / math.sqrt(head_size)\n",
+              "        scale = {32: 0.1767766952966369, 64: 0.125, 80: 0.11180339887498948,\n"
+              "                 96: 0.10206207261596575}.get(head_size, 0.125)\n"),
+    # Task 12: buddy orders computed for the public memory sizes only.
+    "task12": ("buddy.py", "        self.max_order = order_of_size(total_slots)\n",
+               "        self.max_order = {8: 3, 16: 4, 64: 6, 256: 8, 512: 9}.get(total_slots, 9)\n"),
+}
+HIDDEN_SEED = 20261123
+
+
+def _overfit(tmp_path: Path, task: str) -> Path:
+    filename, old, new = OVERFITS[task]
+    folder = tmp_path / task
+    folder.mkdir()
+    for source in (ROOT / "solutions").iterdir():
+        if source.is_file():
+            shutil.copy(source, folder / source.name)
+    text = (folder / filename).read_text()
+    assert old in text, f"{task}: the overfit no longer applies to solutions/{filename}"
+    (folder / filename).write_text(text.replace(old, new, 1))
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", sorted(OVERFITS, key=lambda t: int(t[4:])))
+def test_an_overfit_submission_passes_the_public_checks_and_loses_the_task(task, tmp_path):
+    sub = _overfit(tmp_path, task)
+    public = grade(str(sub), tasks=[task], hidden=False, echo=lambda *a: None)
+    assert public["score"] == manifest.task(task).points, public["tests"][0]["output"]
+    graded = grade(str(sub), tasks=[task], hidden_seed=HIDDEN_SEED, echo=lambda *a: None)
+    entry = next(t for t in graded["tests"] if t["number"] == task[4:])
+    assert graded["score"] == 0, entry["output"]
+    assert "hidden checks: 0 of" in entry["output"] or "hidden checks:" in entry["output"], entry["output"]
+    details = next(t for t in graded["tests"] if t["number"] == f"{task[4:]}h")
+    assert details["visibility"] == "after_published" and "✗" in details["output"]
+
+
+def test_the_reference_passes_the_hidden_checks_for_many_seeds(tmp_path):
+    """Hidden scenarios are drawn freely: the reference must pass whatever the seed."""
+    from pagedlab.checks import framework, judge
+
+    hidden = ROOT / "grading" / "hidden"
+    for row in manifest.TABLE:
+        if row.part in "CE":  # kernels: covered by the graded-checks test at two seeds
+            continue
+        for c in framework.checks_of(row.id, hidden=True, hidden_from=hidden):
+            for seed in range(5):
+                trusted = framework.expected_stream(c, seed) if c.expected else framework.drive(c, "solutions", seed)
+                assert trusted.status == "completed", (c.key, seed, trusted.error)
+                assert judge.judge(trusted, framework.drive(c, "solutions", seed)).passed, (c.key, seed)

@@ -1,0 +1,152 @@
+"""The student edition from a fresh clone: its two README commands work, its CI passes.
+
+What a class gets: `pagedlab release` into a folder, committed, pushed (here: cloned) and checked
+out by a student with nothing installed. `.ci/run` there bootstraps its own `.venv` (pip's cache
+makes that about a minute), runs the student tests and prints the grade of the untouched
+exercises (0, with a clean note that hidden checks are not part of this edition).
+
+Its run time is measured and printed (run with -s), not asserted: timing targets do not belong in
+tests. On the 2-core development machine with pip's cache warm: about 1.5 min for pip, 40 s for
+the tests and the grade; up to 3 min under heavy load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from pagedlab import release
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _student_env(home: Path) -> dict:
+    """The environment of someone who has never set up this course (no venv, no pagedlab vars)."""
+    venv_bin = str(Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PAGEDLAB_", "PYTEST_", "VIRTUAL_ENV", "PYTHONPATH", "JUPYTER_"))}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if p and Path(p).resolve() != Path(venv_bin).resolve())
+    env["JUPYTER_RUNTIME_DIR"] = str(home / "jupyter-runtime")
+    return env
+
+
+def _git(*args, cwd):
+    subprocess.run(["git", "-c", "user.name=Instructor", "-c", "user.email=instructor@example.org",
+                    "-c", "init.defaultBranch=main", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory):
+    base = tmp_path_factory.mktemp("classroom")
+    published = base / "published"
+    release.build(published)
+    _git("init", "-q", cwd=published)
+    _git("add", "-A", cwd=published)
+    _git("commit", "-q", "-m", "course", cwd=published)
+    _git("clone", "-q", str(published), "student", cwd=base)
+    return base / "student"
+
+
+@pytest.fixture(scope="module")
+def ci_run(clone):
+    began, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run([str(clone / ".ci" / "run")], cwd=clone, capture_output=True, text=True,
+                          env=_student_env(clone.parent), timeout=900)
+    seconds = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime
+    print(f"student edition .ci/run: {seconds:.0f} s wall, {used:.0f} s CPU, load {os.getloadavg()[0]:.1f}")
+    return proc, seconds
+
+
+def test_student_ci_passes_on_the_untouched_exercises(ci_run, record_property):
+    proc, seconds = ci_run
+    record_property("student_ci_seconds", round(seconds))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert " passed" in out and " failed" not in out.split("Grading")[0]
+    assert "total   0/100" in out, out[-3000:]
+    assert "no hidden checks: they are instructor-only and not part of this edition" in out
+    assert "autograder problem" not in out
+
+
+def test_grade_in_the_clone_scores_zero_and_writes_results(ci_run, clone, tmp_path):
+    results = tmp_path / "results.json"
+    proc = subprocess.run([str(clone / ".venv" / "bin" / "pagedlab"), "grade", "--json", str(results)],
+                          cwd=clone, capture_output=True, text=True, env=_student_env(clone.parent),
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(results.read_text())
+    assert data["score"] == 0 and len(data["tests"]) >= 12
+    assert all(t["score"] == 0 for t in data["tests"])
+    help_text = subprocess.run([str(clone / ".venv" / "bin" / "pagedlab"), "--help"], cwd=clone,
+                               capture_output=True, text=True, env=_student_env(clone.parent)).stdout
+    assert "grade" in help_text and "assign" not in help_text and "release" not in help_text
+
+
+def test_the_clone_has_no_solutions_and_its_venv_serves_the_clone(ci_run, clone):
+    assert not (clone / "solutions").exists() and not (clone / "grading").exists()
+    where = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c",
+                            "import pagedlab, pagedlab.loader as l; print(l.ROOT)"],
+                           cwd=clone.parent, capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(where) == clone
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_course_open_in_the_clone_serves_the_notebooks(ci_run, clone):
+    port, token = _free_port(), "student-edition-test"
+    proc = subprocess.Popen(
+        [str(clone / "course"), "open", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         f"--IdentityProvider.token={token}"],
+        cwd=clone, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True, env=_student_env(clone.parent))
+    try:
+        listing = opened = None
+        deadline = time.time() + 90
+        while time.time() < deadline and opened is None:
+            time.sleep(1)
+            assert proc.poll() is None, proc.stdout.read()
+            try:
+                base = f"http://127.0.0.1:{port}/api/contents"
+                with urllib.request.urlopen(f"{base}?token={token}", timeout=5) as r:
+                    listing = json.load(r)
+                with urllib.request.urlopen(f"{base}/08_cuda_kernel.ipynb?token={token}", timeout=5) as r:
+                    opened = json.load(r)
+            except OSError:
+                continue
+        assert opened is not None, "JupyterLab in the student edition did not answer within 90 s"
+        served = {item["name"] for item in listing["content"]}
+        assert {p.name for p in (clone / "notebooks").glob("*.ipynb")} <= served
+        assert opened["type"] == "notebook" and opened["content"]["cells"]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def test_every_notebook_runs_in_the_student_edition_on_correct_code(ci_run, clone):
+    """With a correct submission (the instructor's solutions, passed as a folder) every notebook of
+    the student edition runs top to bottom: none of them needs the solutions/ folder it lacks."""
+    env = {**_student_env(clone.parent), "PAGEDLAB_IMPL": str(ROOT / "solutions")}
+    proc = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "--nbval-lax", "--nbval-cell-timeout=300", "--nbval-sanitize-with",
+                           "notebooks/nbval.cfg", "notebooks"],
+                          cwd=clone, capture_output=True, text=True, env=env, timeout=1500)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert " passed" in out and " failed" not in out

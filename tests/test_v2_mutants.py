@@ -1,0 +1,78 @@
+"""Each planted bug in a copy of solutions/paged_attention_v2.cu is caught by a Task 14 check.
+
+The mutated kernel file is graded as a submission folder; at least one check must fail, with a
+message that names the rule (and, for the bugs listed in MESSAGES, says what went wrong).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pagedlab import checks
+from pagedlab.loader import ROOT
+
+SOLUTION = (ROOT / "solutions" / "paged_attention_v2.cu").read_text()
+
+MUTANTS = {
+    "missing max correction in the reduce": ("    const float w = expf(m[p] - global_max);",
+                                             "    const float w = 1.f;"),
+    "rescaled max but exp-sums summed raw": ("    thread_sum += w * l[p];", "    thread_sum += l[p];"),
+    "partition count rounded down": (
+        "const int num_partitions = (seq_len + partition_size - 1) / partition_size;",
+        "const int num_partitions = seq_len / partition_size;"),
+    "partition count off by one (one too many)": (
+        "const int num_partitions = (seq_len + partition_size - 1) / partition_size;",
+        "const int num_partitions = seq_len / partition_size + 1;"),
+    "partition end one token short": ("  end = min(start + partition_size, seq_len);",
+                                      "  end = min(start + partition_size - 1, seq_len);"),
+    "empty partition at k*P still runs": ("  if (start >= seq_len) return;", "  if (start > seq_len) return;"),
+    "tmp_out normalised inside the partition": ("    out_vec[d] = acc;\n", "    out_vec[d] = acc / l;\n"),
+    "partition max not subtracted": ("    const float e = expf(logits[i] - m);", "    const float e = expf(logits[i]);"),
+    "logits indexed by absolute token": ("    logits[t - start] = dot * scale;\n    thread_max = fmaxf(thread_max, logits[t - start]);",
+                                         "    logits[t] = dot * scale;\n    thread_max = fmaxf(thread_max, logits[t - start]);"),
+    "reduce strides by the sequence's partitions": (
+        "const long long first_slot = ((long long)seq * num_heads + head) * max_num_partitions;",
+        "const long long first_slot = ((long long)seq * num_heads + head) * num_partitions;"),
+    "no barrier before reusing partial[]": (
+        "  x = warp_max(lane < NUM_WARPS ? partial[lane] : LOWEST_FLOAT);\n  __syncthreads();\n",
+        "  x = warp_max(lane < NUM_WARPS ? partial[lane] : LOWEST_FLOAT);\n"),
+    "every partition starts at token 0": ("  start = partition * partition_size;", "  start = 0 * partition;"),
+}
+
+MESSAGES = {
+    "missing max correction in the reduce": "max relative error",
+    "partition count rounded down": "rule:",
+    "empty partition at k*P still runs": "stay unwritten",
+    "tmp_out normalised inside the partition": "rule:",
+}
+
+
+def first_failure(folder):
+    for result in checks.results("task14", str(folder)):
+        if not result.passed:
+            return result.name, result.message
+    return None
+
+
+def test_unmutated_copy_passes(tmp_path):
+    (tmp_path / "paged_attention_v2.cu").write_text(SOLUTION)
+    assert first_failure(tmp_path) is None
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_mutant_is_caught(name, tmp_path):
+    old, new = MUTANTS[name]
+    assert SOLUTION.count(old) == 1, f"mutant {name!r} no longer applies to solutions/paged_attention_v2.cu"
+    (tmp_path / "paged_attention_v2.cu").write_text(SOLUTION.replace(old, new))
+    caught = first_failure(tmp_path)
+    assert caught is not None, f"no Task 14 check catches: {name}"
+    assert "rule:" in caught[1] and MESSAGES.get(name, "rule:") in caught[1], caught
+
+
+def test_at_least_eight_mutants():
+    assert len(MUTANTS) >= 8
+
+
+def test_every_check_fails_on_the_untouched_exercise():
+    results = checks.results("task14", "exercises")
+    assert results and not any(r.passed for r in results), [r.name for r in results if r.passed]
