@@ -29,7 +29,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .loader import ROOT
+from .course import root as course_root
+from .loader import ROOT  # noqa: F401 - where the library is; kept for callers
 
 FENCES = {  # suffix -> (comment prefix, default stub template)
     ".py": ("###", 'raise NotImplementedError("{label}")'),
@@ -102,8 +103,8 @@ def _source_files(solutions: Path) -> list[Path]:
 
 def plan(solutions: Path | None = None, exercises: Path | None = None) -> dict[Path, str]:
     """Map each exercise file to the text it should have."""
-    solutions = solutions or ROOT / "solutions"
-    exercises = exercises or ROOT / "exercises"
+    solutions = solutions or course_root() / "solutions"
+    exercises = exercises or course_root() / "exercises"
     wanted = {}
     for src in _source_files(solutions):
         rel = src.relative_to(solutions)
@@ -160,8 +161,8 @@ class Survey:
 
 
 def survey(solutions: Path | None = None, exercises: Path | None = None) -> Survey:
-    solutions = solutions or ROOT / "solutions"
-    exercises = exercises or ROOT / "exercises"
+    solutions = solutions or course_root() / "solutions"
+    exercises = exercises or course_root() / "exercises"
     if not solutions.is_dir():
         raise AssignError(f"no {solutions}: this copy of the course has no solutions/ to generate "
                           "exercises/ from (a student edition); nothing was changed")
@@ -238,7 +239,7 @@ def write(solutions: Path | None = None, exercises: Path | None = None, *,
 
     With `force`, edited files are first copied to a backup folder, then regenerated.
     """
-    exercises = exercises or ROOT / "exercises"
+    exercises = exercises or course_root() / "exercises"
     s = survey(solutions, exercises)
     done = Written(written=[], kept=[])
     if s.edited and force:

@@ -7,13 +7,14 @@ import sys
 
 
 def _instructor_edition() -> bool:
-    """solutions/ is here: the instructor edition (assign and release make sense)."""
-    from .loader import ROOT
+    """The course folder has solutions/: the instructor edition (assign and release make sense)."""
+    from .course import find
 
-    return (ROOT / "solutions").is_dir()
+    folder = find()
+    return folder is not None and (folder / "solutions").is_dir()
 
 
-INSTRUCTOR_ONLY = ("assign", "release", "notebook")
+INSTRUCTOR_ONLY = ("assign", "release", "notebook", "link")
 NOT_HERE = ("`pagedlab {cmd}` is an instructor command: it needs solutions/, which this copy of the "
             "course does not have. Nothing was changed; your files in exercises/ are yours.")
 
@@ -31,7 +32,7 @@ def _assign(args) -> int:
     except assign.AssignError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    rel = lambda p: p.relative_to(assign.ROOT)  # noqa: E731
+    rel = lambda p: p.relative_to(assign.course_root()) if p.is_relative_to(assign.course_root()) else p  # noqa: E731
     from .checks import golden
 
     if golden.stale():  # the reference's records of the public checks follow solutions/
@@ -112,6 +113,17 @@ def _notebook(args) -> int:
     return notebooks.main(args)
 
 
+def _link(args) -> int:
+    from .deploy import nbgitpuller_link
+
+    try:
+        print(nbgitpuller_link(args.hub, args.repo, branch=args.branch, path=args.path))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     # A student's copy has no solutions/: the instructor commands stay out of its --help.
     instructor = _instructor_edition()
@@ -159,6 +171,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("notebooks", nargs="*", metavar="NN", help="e.g. 06 (default: every notebook; run needs one)")
     p.add_argument("--impl", default="solutions", help="implementation `run` executes (default: solutions)")
     p.set_defaults(func=_notebook)
+
+    p = command("link", "(instructor) print the nbgitpuller link that puts the course in each "
+                "student's JupyterHub home", instructor_only=True)
+    p.add_argument("--hub", required=True, metavar="URL", help="the JupyterHub, e.g. https://hub.example.edu")
+    p.add_argument("--repo", required=True, metavar="URL", help="the student edition's git repository")
+    p.add_argument("--branch", default=None, help="branch to pull (default: the repository's default)")
+    p.add_argument("--path", default=None, help="file to open after pulling (default: notebooks/00_welcome.ipynb)")
+    p.set_defaults(func=_link)
 
     if not instructor:
         sub.metavar = "{" + ",".join(n for n in sub.choices if n not in INSTRUCTOR_ONLY) + "}"

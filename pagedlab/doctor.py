@@ -112,6 +112,32 @@ def _torch() -> Row:
     return row
 
 
+def _course() -> list[Row]:
+    """Which course folder and implementation the notebooks and `grade` will use from here."""
+    from . import course, loader
+
+    folder = course.find()
+    if folder is None or not folder.is_dir():
+        why = f"{course.ENV_VAR} names no folder" if os.environ.get(course.ENV_VAR) else f"none found from {os.getcwd()}"
+        return [Row("course folder", MISSING, why,
+                    f"cd into your course folder (it holds {course.MARKER}) or set {course.ENV_VAR}")]
+    try:
+        kind = course.edition(folder)
+    except ValueError as exc:
+        return [Row("course folder", MISSING, str(folder), str(exc))]
+    found = [Row("course folder", OK, f"{folder} ({kind} edition)")]
+    impl = os.environ.get(loader.ENV_VAR) or "exercises"
+    piece = f"implementation ({loader.ENV_VAR}={impl})" if os.environ.get(loader.ENV_VAR) else "implementation (exercises)"
+    try:
+        where = loader.impl_dir(impl)
+    except FileNotFoundError as exc:
+        return found + [Row(piece, MISSING, str(exc), f"unset {loader.ENV_VAR} or point it at your files")]
+    if not where.is_dir():
+        return found + [Row(piece, MISSING, f"{where} does not exist",
+                            f"pull the course again (the nbgitpuller link) or unset {loader.ENV_VAR}")]
+    return found + [Row(piece, OK, str(where))]
+
+
 def rows() -> list[Row]:
     py = sys.version_info
     python = Row("Python >= 3.10", OK if py >= (3, 10) else MISSING, sys.version.split()[0],
@@ -128,6 +154,7 @@ def rows() -> list[Row]:
         _nvrtc(),
         _cupy(),
         *_c_track(),
+        *_course(),
     ]
 
 
@@ -137,13 +164,18 @@ def _c_track() -> list[Row]:
     return doctor_rows()
 
 
+def _clip(r: Row) -> str:
+    # A folder is shown whole: the student needs to see which copy of the course is in use.
+    return r.found if r.piece.startswith(("course folder", "implementation")) else r.found[:60]
+
+
 def format_table(table: list[Row]) -> str:
     width = max(len(r.piece) for r in table)
     found_width = min(60, max(len(r.found) for r in table))
     lines = [f"{'piece'.ljust(width)}  {'status':8}  {'found'.ljust(found_width)}  what to do",
              "-" * (width + found_width + 24)]
     for r in table:
-        lines.append(f"{r.piece.ljust(width)}  {r.status:8}  {r.found[:60].ljust(found_width)}  {r.todo}".rstrip())
+        lines.append(f"{r.piece.ljust(width)}  {r.status:8}  {_clip(r).ljust(found_width)}  {r.todo}".rstrip())
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+# Where the library is installed. Not where exercises/ live: see course.root().
 ROOT = Path(__file__).resolve().parent.parent
 NAMED_IMPLS = ("exercises", "solutions")
 ENV_VAR = "PAGEDLAB_IMPL"
@@ -26,7 +27,9 @@ def impl_dir(impl: str | os.PathLike | None = None) -> Path:
         raise TypeError(f"impl must be 'exercises', 'solutions' or a folder path, not {type(impl).__name__}")
     text = os.fspath(impl)
     if text in NAMED_IMPLS:
-        return ROOT / text
+        from . import course
+
+        return course.root() / text
     path = Path(text).expanduser().resolve()
     if not path.is_dir():
         raise FileNotFoundError(
@@ -72,7 +75,8 @@ def load(name: str, impl: str | os.PathLike | None = None) -> ModuleType:
         raise ModuleNotFoundError(
             f"no module {name!r}: {path.name} not found in {searched}"
         )
-    tag = folder.name if folder.parent == ROOT else f"path_{abs(hash(str(folder))):x}"
+    named = os.fspath(impl if impl is not None else os.environ.get(ENV_VAR) or "exercises") in NAMED_IMPLS
+    tag = folder.name if named else f"path_{abs(hash(str(folder))):x}"
     qualname = f"pagedlab_impl.{tag}.{name}"
     spec = importlib.util.spec_from_file_location(qualname, path)
     module = importlib.util.module_from_spec(spec)

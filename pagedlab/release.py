@@ -28,8 +28,8 @@ from .loader import ROOT
 MARKER = ".pagedlab-course"
 CHECKED_OUTPUT = "NBVAL_CHECK_OUTPUT"      # nbval compares these cells' outputs: they ship
 CHECKED_TAG = "nbval-check-output"
-TOP_LEVEL = ("course", "environment.yml", "pyproject.toml", "constraints.txt", "requirements.lock",
-             ".gitignore")
+TOP_LEVEL = ("course", "environment.yml", "environment-gpu.yml", "pyproject.toml", "constraints.txt",
+             "requirements.lock", ".gitignore")
 _COURSE_TOOL = re.compile(r"\btools/[\w./-]+\.py\b")  # set-up helpers the `course` script runs
 INSTRUCTOR_DOCS = ("README.md",)            # pagedlab/checks/README.md, notebooks/README.md
 # This module quotes solution lines (the lists below) and is useless without solutions/.
@@ -386,12 +386,20 @@ is missing. Conda users: `environment.yml`.
 `./course test` passes as long as the course is set up and every file in `exercises/` loads; the
 grade it prints after that is a report (untouched exercises score 0), not a pass/fail gate.
 
+No set-up at all: open the course on Binder (replace ORG/REPO with this repository's):
+`https://mybinder.org/v2/gh/ORG/REPO/HEAD?urlpath=lab/tree/notebooks/00_welcome.ipynb` (work
+there is lost when the session ends: download your `exercises/`). On Colab, run
+`!pip install "pagedlab[dev] @ git+https://github.com/ORG/REPO"` and clone this repository in
+the first cell, then `%cd` into it; the notebooks find your `exercises/` from there.
+
 {_section(instructor, "Course map")}## Working on the tasks
 
 - Write your code in `exercises/` where it says `# YOUR CODE HERE`; the notebooks load it with
   `pagedlab.load("memory_manager")`, fresh on every call, so re-running a cell picks up edits.
-- A graded cell (`pagedlab.checks.run("task2")`) prints one line per check; a failure says which
-  rule was broken, what was expected and what your code did.
+- A graded cell (`pagedlab.checks.run("task2")`) prints one ✓/✗ line per check, and under every
+  ✗ the rule (with the notebook section that explains it), what was expected and what your code
+  did. Your code runs in a separate process: an endless loop or a segfault fails the check and
+  names your line; the notebook keeps working.
 - `.venv/bin/pagedlab grade --impl exercises` grades everything as the grader will. Your
   instructor's grader also runs hidden checks (other seeds, sizes and edge cases of the same
   rules); they are not part of this copy, so code that is right, not tuned to the visible checks,

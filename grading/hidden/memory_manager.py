@@ -107,6 +107,8 @@ def fork_random(run):
     ids = rng.sample(range(1, 10**5), 4)
     for sid in ids:
         layout = _layout(rng, total, rng.randrange(1, max(2, min(60, total - len(used) - 1))), used)
+        if not layout:  # the pool is full
+            break
         hw3.build_sequence(engine, sid, _kv_for(rng, layout), layout)
     heap = cmem.snapshot()
     for step in range(10):
@@ -160,6 +162,8 @@ def destroy_random(run):
     used: set = set()
     for sid in rng.sample(range(1, 10**5), rng.randrange(0, 6)):
         layout = _layout(rng, total, rng.randrange(1, max(2, min(40, total - len(used)))), used)
+        if not layout:  # the pool is full
+            break
         hw3.build_sequence(engine, sid, _kv_for(rng, layout), layout)
         if rng.random() < 0.5:
             hw3.build_sequence(engine, sid + 10**5, _kv_for(rng, layout), layout)

@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import loader
 from ..checks import framework
 from . import points, report, submission
-from .notebooks import notebook_paths, run_notebook
+from .notebooks import notebook_dir, notebook_paths, run_notebook
 from .runner import run_task, sandbox_user
 
 # Gradescope's fixed layout; overridable so the --gradescope path can be tested anywhere.
@@ -94,7 +94,7 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
         if notebooks:
             paths = notebook_paths()
             if not paths:
-                echo(f"--notebooks: no numbered notebooks in {loader.ROOT / 'notebooks'}; nothing to run")
+                echo(f"--notebooks: no numbered notebooks in {notebook_dir()}; nothing to run")
             for path in paths:
                 nb = run_notebook(path, impl_arg, sandbox)
                 nb_outcomes.append(nb)

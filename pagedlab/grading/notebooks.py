@@ -15,11 +15,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..loader import ROOT
+from .. import course
 from .points import time_scale
 from .runner import PACKAGE_PARENT, run_limited
 
-NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOK_POINTS = 0.0
 NOTEBOOK_TIME_LIMIT = 300.0  # seconds per notebook
 _NUMBERED = re.compile(r"^\d\d_.*\.ipynb$")
@@ -38,7 +37,13 @@ class NotebookOutcome:
         return self.max_score if self.passed else 0.0
 
 
-def notebook_paths(folder: Path = NOTEBOOK_DIR) -> list[Path]:
+def notebook_dir() -> Path:
+    """The course folder's notebooks/ (the student's copy, not the installed library's)."""
+    return course.root() / "notebooks"
+
+
+def notebook_paths(folder: Path | None = None) -> list[Path]:
+    folder = notebook_dir() if folder is None else folder
     if not folder.is_dir():
         return []
     return sorted(p for p in folder.iterdir() if _NUMBERED.match(p.name))

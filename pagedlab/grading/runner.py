@@ -355,6 +355,10 @@ def _read_events(path: Path) -> _ChildRun:
 def _child_env(impl: str, env: dict | None) -> dict:
     child_env = dict(os.environ if env is None else env)
     child_env["PAGEDLAB_IMPL"] = impl
+    if impl in ("exercises", "solutions") and "PAGEDLAB_COURSE" not in child_env:
+        from ..course import find as find_course  # the child starts in a scratch folder
+
+        child_env["PAGEDLAB_COURSE"] = str(find_course() or "")
     child_env["PYTHONUNBUFFERED"] = "1"
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, child_env.get("PYTHONPATH")]))
     child_env.setdefault("MPLBACKEND", "Agg")

@@ -1,0 +1,44 @@
+"""Run notebooks as a student would and report what each graded cell showed (JSON on stdout).
+
+    python tests/graded_cells.py NOTEBOOK...     (run from anywhere; the kernel starts in the
+                                                  notebook's folder, as Jupyter does)
+
+A graded cell is one that calls `pagedlab.checks.run(...)`. Errors are allowed so every graded
+cell runs; the caller decides what a stub's or a solution's cell should have shown.
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+
+def _text(output) -> str:
+    if output.get("output_type") == "stream":
+        return output.get("text", "")
+    if output.get("output_type") == "error":
+        return f"{output.get('ename')}: {output.get('evalue')}"
+    data = output.get("data", {})
+    return data.get("text/plain", "")
+
+
+def run(path: Path) -> dict:
+    nb = nbformat.read(path, as_version=4)
+    began = time.perf_counter()
+    NotebookClient(nb, timeout=600, allow_errors=True, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    cells = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and "pagedlab.checks.run(" in cell.source:
+            outputs = cell.get("outputs", [])
+            cells.append({"index": index, "source": cell.source.strip(),
+                          "error": any(o.get("output_type") == "error" for o in outputs),
+                          "text": "".join(_text(o) for o in outputs)})
+    return {"notebook": path.name, "seconds": round(time.perf_counter() - began, 1), "graded": cells}
+
+
+if __name__ == "__main__":
+    print(json.dumps([run(Path(p).resolve()) for p in sys.argv[1:]]))

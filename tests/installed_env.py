@@ -1,0 +1,119 @@
+"""A course as classes run it: pagedlab installed from its wheel (not editable) into a fresh
+environment every user can execute, a student course folder elsewhere, and real users.
+
+Built once per test process (about 2-3 minutes from a warm pip cache) and shared by the
+installed-library and JupyterHub tests; removed at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# [dev] as the documented Colab cell and the hub image install it: notebook 08 compile-checks the
+# kernel with NVRTC, which only [dev] brings.
+EXTRA = ["nbclient", "jupyterhub>=5", "nbgitpuller>=1.2"]
+MARKER = ".pagedlab-course"
+# Found on root's PATH now: a student's environment (user_env) has no sbin folders.
+RUNUSER = shutil.which("runuser") or "/usr/sbin/runuser"
+
+
+def _world_executable(path: Path) -> bool:
+    path = path.resolve()
+    return all(os.stat(p).st_mode & 0o001 for p in [path, *path.parents])
+
+
+def base_python() -> str:
+    """A Python >= 3.10 that users other than root may run (a pyenv under /root is not one)."""
+    for candidate in (getattr(sys, "_base_executable", sys.executable), shutil.which("python3"), "/usr/bin/python3"):
+        if not candidate or not Path(candidate).exists() or not _world_executable(Path(candidate)):
+            continue
+        ok = subprocess.run([candidate, "-c", "import sys, venv, ensurepip; assert sys.version_info >= (3, 10)"],
+                            capture_output=True)
+        if ok.returncode == 0:
+            return candidate
+    pytest.skip("no Python >= 3.10 with venv that other users can execute (install python3-venv)")
+
+
+def need_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create student users and switch to them (CI runs as root)")
+
+
+@lru_cache(maxsize=1)
+def installed_env() -> Path:
+    """bin/ folder of a fresh venv holding the pagedlab wheel and what students run notebooks with.
+    PAGEDLAB_TEST_ENV_BIN reuses one built earlier (while working on these tests)."""
+    if os.environ.get("PAGEDLAB_TEST_ENV_BIN"):
+        return Path(os.environ["PAGEDLAB_TEST_ENV_BIN"])
+    base = Path(tempfile.mkdtemp(prefix="pagedlab-installed-"))
+    base.chmod(0o755)
+    atexit.register(shutil.rmtree, base, True)
+    wheels = base / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                    "-w", str(wheels), str(REPO)], check=True, capture_output=True, timeout=300)
+    wheel = next(wheels.glob("pagedlab-*.whl"))
+    env = base / "env"
+    subprocess.run([base_python(), "-m", "venv", str(env)], check=True, timeout=300)
+    proc = subprocess.run([str(env / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                           "--disable-pip-version-check", "-c", str(REPO / "constraints.txt"), f"{wheel}[dev]", *EXTRA],
+                          capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        pytest.fail(f"installing the wheel into a fresh venv failed:\n{proc.stderr[-3000:]}")
+    return env / "bin"
+
+
+def make_student_course(folder: Path, *, solved: bool = False) -> Path:
+    """A student edition's course folder: exercises/ (stubs, or the solutions when `solved`),
+    the numbered notebooks, the marker. No solutions/ and no library source."""
+    (folder / "exercises").mkdir(parents=True)
+    (folder / "notebooks").mkdir()
+    source = REPO / ("solutions" if solved else "exercises")
+    for path in source.iterdir():
+        if path.is_file():
+            shutil.copy2(path, folder / "exercises" / path.name)
+    for path in (REPO / "notebooks").iterdir():
+        if path.suffix in (".ipynb", ".cfg") or path.name.endswith(".py"):
+            shutil.copy2(path, folder / "notebooks" / path.name)
+    (folder / MARKER).write_text('edition = "student"\n')
+    return folder
+
+
+def create_user(name: str, home: Path) -> pwd.struct_passwd:
+    """A student account with a private home (700: other students may not read it)."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", "--home-dir", str(home), "--shell", "/bin/bash", name],
+                       check=True, capture_output=True)
+    entry = pwd.getpwnam(name)
+    Path(entry.pw_dir).chmod(0o700)
+    return entry
+
+
+def remove_user(name: str) -> None:
+    subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)  # that user's processes only
+    subprocess.run(["userdel", "--remove", name], capture_output=True)
+
+
+def user_env(bin_dir: Path, home: str, **extra: str) -> dict:
+    """What a student's own shell has: no PAGEDLAB_IMPL, no PAGEDLAB_COURSE, the shared env first."""
+    return {"HOME": home, "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+            "MPLBACKEND": "Agg", **extra}
+
+
+def chown_tree(path: Path, entry: pwd.struct_passwd) -> None:
+    for folder, _dirs, files in os.walk(path):
+        os.chown(folder, entry.pw_uid, entry.pw_gid)
+        for name in files:
+            os.chown(os.path.join(folder, name), entry.pw_uid, entry.pw_gid)

@@ -1,0 +1,99 @@
+"""The install shape of Colab, Binder and a JupyterHub image: pagedlab from its wheel (not
+editable), the course folder somewhere else, a student who is not root.
+
+Before the course folder was found from the working directory, every graded cell here failed
+with "memory_manager.py not found in .../site-packages/exercises".
+"""
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from installed_env import (
+    REPO,
+    RUNUSER,
+    chown_tree,
+    create_user,
+    installed_env,
+    make_student_course,
+    need_root,
+    remove_user,
+    user_env,
+)
+
+pytestmark = pytest.mark.integration
+STUDENT = "pagedlab-colab"
+
+
+@pytest.fixture(scope="module")
+def student():
+    need_root()
+    bin_dir = installed_env()
+    # Not pytest's temp folder: any pytest starting meanwhile resets it to 700, locking the student out.
+    base = Path(tempfile.mkdtemp(prefix="pagedlab-colab-"))
+    base.chmod(0o711)
+    entry = create_user(STUDENT, base / "home")
+    course = make_student_course(base / "home" / "pagedlab-student", solved=False)
+    chown_tree(course, entry)
+    try:
+        yield bin_dir, entry, course
+    finally:
+        remove_user(STUDENT)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def as_student(student, *cmd, cwd, timeout=600):
+    bin_dir, entry, _ = student
+    return subprocess.run([RUNUSER, "-u", entry.pw_name, "--", *cmd], cwd=cwd, capture_output=True, text=True,
+                          env=user_env(bin_dir, entry.pw_dir), timeout=timeout)
+
+
+def test_the_wheel_is_not_the_course(student):
+    bin_dir, _, course = student
+    site = subprocess.run([str(bin_dir / "python"), "-c", "import pagedlab, os; print(os.path.dirname(pagedlab.__file__))"],
+                          capture_output=True, text=True, check=True, cwd="/").stdout.strip()
+    assert "site-packages" in site and str(course) not in site
+
+
+def test_doctor_names_the_course_folder(student):
+    _, _, course = student
+    proc = as_student(student, "pagedlab", "doctor", cwd=course / "notebooks")
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("course folder"))
+    assert str(course) in line and "student edition" in line, proc.stdout
+    proc = as_student(student, "pagedlab", "doctor", cwd=student[1].pw_dir)  # home, above the course
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("course folder"))
+    assert "MISSING" in line and "PAGEDLAB_COURSE" in line
+
+
+def test_load_and_grade_find_the_students_files(student):
+    bin_dir, _, course = student
+    proc = as_student(student, str(bin_dir / "python"), "-c",
+                      "import pagedlab; print(pagedlab.load('memory_manager').__file__)", cwd=course / "notebooks")
+    assert proc.stdout.strip() == str(course / "exercises" / "memory_manager.py"), proc.stderr
+    proc = as_student(student, "pagedlab", "grade", "--impl", "exercises", "--tasks", "1,2", cwd=course)
+    assert proc.returncode == 0, proc.stderr
+    assert "missing from the submission" not in proc.stdout
+    assert "✗ task1" in proc.stdout and "not implemented yet: Task 1" in proc.stdout
+    proc = as_student(student, "pagedlab", "assign", "--check", cwd=course)
+    assert proc.returncode == 2 and "it needs solutions/" in proc.stderr
+
+
+def test_notebooks_02_and_08_run_under_nbval_with_the_students_solutions(student):
+    bin_dir, entry, course = student
+    nbs = ["02_block_table.ipynb", "08_cuda_kernel.ipynb"]
+    # Untouched stubs: the graded cells fail (nbval reports them), so the notebooks really grade.
+    proc = as_student(student, str(bin_dir / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                      "--nbval-lax", "--nbval-sanitize-with", "nbval.cfg", *nbs, cwd=course / "notebooks")
+    assert proc.returncode == 1 and "failed" in proc.stdout, proc.stdout[-2000:]
+    # The student finishes the tasks (the reference files stand in for their work): all pass.
+    for path in (REPO / "solutions").iterdir():
+        if path.is_file():
+            (course / "exercises" / path.name).write_bytes(path.read_bytes())
+    chown_tree(course, entry)
+    proc = as_student(student, str(bin_dir / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                      "--nbval-lax", "--nbval-sanitize-with", "nbval.cfg", *nbs, cwd=course / "notebooks")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    cache = as_student(student, "du", "-sk", f"{entry.pw_dir}/.cache/pagedlab", cwd=course)
+    assert cache.returncode == 0, "pagedlab's compile cache belongs in the student's own home"
