@@ -302,6 +302,20 @@ def test_in_bounds_shifts_pass(hazards):
     np.testing.assert_array_equal(y[:n - 1], x[1:])
 
 
+def test_memcheck_bounds_of_a_view_are_its_whole_buffer(hazards):
+    """A view's kernel may read before the view's start, inside its buffer (legal on a GPU);
+    one element before the buffer is out of bounds, and the report says so."""
+    n = 100
+    buf = np.arange(n + 10, dtype=np.float32)
+    x, y = buf[5:n + 5], np.full(n, np.nan, np.float32)
+    hazards("read_shifted")((4,), (32,), (x, y, np.int32(n), np.int32(-5)), check="memcheck")
+    np.testing.assert_array_equal(y, buf[:n])
+    with pytest.raises(OutOfBoundsError) as info:
+        hazards("read_shifted")((4,), (32,), (x, y, np.int32(n), np.int32(-6)), check="memcheck")
+    assert ("4 bytes before the start of the buffer under argument `x`" in str(info.value)
+            and "a view 20 bytes into a 440-byte buffer" in str(info.value)), str(info.value)
+
+
 def test_read_past_dynamic_shared_memory(hazards):
     out = np.zeros(1, np.float32)
     errors = reports(lambda s: hazards("dynamic_shared_read")((1,), (32,), (out, np.int32(32)),
