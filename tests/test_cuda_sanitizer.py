@@ -316,6 +316,25 @@ def test_memcheck_bounds_of_a_view_are_its_whole_buffer(hazards):
             and "a view 20 bytes into a 440-byte buffer" in str(info.value)), str(info.value)
 
 
+def test_raw_module_template_kernel_is_checked():
+    """RawModule(check=) reaches the kernels get_function returns, template instantiations
+    included (the instrumented build exports the module's name_expressions)."""
+    src = r"""
+template <typename T> __global__ void add_into(const T* a, T* b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i <= n) b[i] = a[i] + b[i];  // <= : one element too far
+}"""
+    a, b = np.ones(64, np.float32), np.ones(64, np.float32)
+    module = cuda.RawModule(code=src, name_expressions=["add_into<float>"], backend="cpu",
+                            check="memcheck")
+    with pytest.raises(OutOfBoundsError, match="0 bytes past the end of argument `a`"):
+        module.get_function("add_into<float>")((1,), (128,), (a, b, np.int32(64)))
+    plain = cuda.RawModule(code=src, name_expressions=["add_into<float>"], backend="cpu")
+    b[:] = 1
+    plain.get_function("add_into<float>")((1,), (128,), (a, b, np.int32(63)), check="all")
+    np.testing.assert_array_equal(b, 2)
+
+
 def test_read_past_dynamic_shared_memory(hazards):
     out = np.zeros(1, np.float32)
     errors = reports(lambda s: hazards("dynamic_shared_read")((1,), (32,), (out, np.int32(32)),
