@@ -194,6 +194,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--workers", type=int, default=None, help="OS workers (default: all cores)")
+    ap.add_argument("--corpus", action="store_true",
+                    help="also the corpus's larger kernels vs numpy (bench_cuda_corpus.py)")
     ap.add_argument("--compare-with", default=None, metavar="PATH",
                     help="another checkout (e.g. main) whose checks-off launch is timed too")
     a = ap.parse_args()
@@ -212,6 +214,9 @@ def main():
         verdict = "ok" if med < 0.3 else "ABOVE 0.3 s TARGET"
         print(f"  {schedule:12s} median {med * 1e3:7.1f} ms  best {best * 1e3:7.1f} ms  "
               f"{med / base:5.2f}x reference  max rel err {err:.1e}  [{verdict}]")
+    if a.corpus:  # issue 22
+        import bench_cuda_corpus
+        bench_cuda_corpus.main(["--repeat", str(a.repeat)])
 
     rows, prof_time, prof = sanitizer_overhead(a.repeat, workers)
     off = rows[0][1]

@@ -36,7 +36,7 @@ def test_axpy_runs(axpy):
 
 @pytest.mark.parametrize("args, match", [
     (lambda y, x: (y, x.astype(np.float64), np.float32(2), np.int32(8)), r"float64.*astype\(numpy.float32\)"),
-    (lambda y, x: (y[::2], x[:4], np.float32(2), np.int32(4)), r"not C-contiguous.*ascontiguousarray"),
+    (lambda y, x: (y[::2], x[:4], np.float32(2), np.int32(4)), r"not contiguous.*ascontiguousarray"),
     (lambda y, x: (y, x, 2.0, np.int32(8)), r"bare Python float.*64-bit double.*numpy.float32"),
     (lambda y, x: (y, x, np.float32(2), 8), r"bare Python int.*numpy.int32"),
     (lambda y, x: (y, x, np.float64(2), np.int32(8)), r"needs numpy.float32.*got numpy.float64"),

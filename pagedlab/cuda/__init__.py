@@ -8,7 +8,11 @@ Design:
 
 * Build. The source is compiled unchanged by the system C++ compiler (C++20; g++ >= 12 or
   clang) with a force-included ``prelude.h`` that maps CUDA keywords, built-in variables,
-  intrinsics, atomics (``std::atomic_ref``) and warp operations. Builds are cached in
+  intrinsics, atomics (``std::atomic_ref``), warp operations and all vector types. CUDA's
+  headers are on the include path (``include/``): ``cooperative_groups.h`` (+ ``/reduce.h``),
+  ``cuda_runtime.h``, ``cuda.h``, ``device_launch_parameters.h``, ``cuComplex.h``,
+  ``cuda_fp16.h``, ``cuda_bf16.h``, ``math_constants.h``, ``vector_types.h``. The prelude pulls
+  in only std-namespaced C++ headers, so a kernel may define its own ``lerp`` or ``clamp``. Builds are cached in
   ``$PAGEDLAB_CACHE/cuda`` or ``~/.cache/pagedlab/cuda`` under a hash of source, prelude, flags
   and compiler; builds are written to a temporary file and renamed, so concurrent processes
   are safe. Compiled with -O2, no fast-math, no FMA contraction (results match a careful float
@@ -35,7 +39,8 @@ Design:
   segfaults become ``KernelCrash`` (with file:line from the library's line tables when the
   fault is in kernel code, and "null pointer"/"stack overflow" when recognisable); a launch
   past ``timeout`` seconds (default 30, ``PAGEDLAB_CUDA_TIMEOUT``) is killed: ``KernelTimeout``
-  says which block/thread was running. Output arrays (non-const pointers) travel through
+  says which block/thread was running and how many blocks had finished (a slow but progressing
+  launch is told to raise ``timeout=``, with an estimate). Output arrays (non-const pointers) travel through
   MAP_SHARED pages that end at a guard page, so writing just past an output array faults;
   arrays behind ``const T*`` are read in place (a write through a cast-away const is lost).
   Whatever the kernel wrote before an error is copied back, as it would stay on a GPU.
@@ -49,9 +54,25 @@ Design:
 * Launch cost: a cached build is found by hash in about a millisecond; a launch forks once
   (~5 ms); the course's paged-attention kernel (64 blocks x 128 threads) runs in well under
   0.3 s on 2 cores (``benchmarks/bench_cuda_cpu.py``).
-* Arguments are checked against the kernel's parameter list before launch: numpy arrays of the
-  exact dtype, C-contiguous, for ``T*``; numpy scalars of the exact type for scalars (a bare
-  Python int/float is refused: CuPy would send 64 bits). Violations raise ``TypeError``.
+* Arguments are checked against the kernel's parameter list before launch. The types come from
+  the compiler (each build exports what every parameter is after typedefs, macros, ``-D`` and
+  templates), not from the text: numpy arrays of the exact dtype, contiguous (C or Fortran
+  order: the kernel sees raw memory), for ``T*`` (``float4*`` takes float32, ``__half*``
+  float16, ``__nv_bfloat16*`` uint16 bits, ``Struct*`` a structured array of the same
+  itemsize); numpy scalars of the exact type for scalars (a bare Python int/float is refused:
+  CuPy would send 64 bits); structs and vector types by value as a structured numpy scalar,
+  an array of the right bytes (a float3 as three float32) or ``bytes``. Violations raise
+  ``TypeError``. A view with an offset (``a[3:]``) maps its whole underlying array, so
+  ``p[-1]`` reads and writes the real neighbour, as on a GPU.
+* ``RawModule(code=..., options=..., name_expressions=[...])`` as in CuPy: ``get_function``
+  takes a kernel name or a template instance (``"scale<float>"``); ``get_global(name)`` returns
+  a writable numpy view of a file-scope ``__constant__``/``__device__`` variable, read by the
+  following launches.
+* Cooperative groups: ``this_thread_block()``, ``tiled_partition<N>``/``tiled_partition(g, n)``
+  (tiles of 1-32 threads), ``thread_block_tile`` shuffles and votes, ``cg::reduce`` with
+  ``plus``/``less``/``greater``/``bit_*``, ``coalesced_threads()`` (the lanes of a warp waiting
+  at the same call once nothing else can run), all through the exact warp rendezvous.
+  ``this_grid().sync()`` stops the launch with an explanation (it cannot be exact here).
 * ``compile_ptx`` compile-checks the source for the GPU with NVRTC from a pip wheel.
 
 * Sanitizer (issue 16; ``pagedlab.cuda.sanitizer``): ``check="race,memcheck,init"`` (or
@@ -68,12 +89,16 @@ CPU-only keywords of a launch: ``schedule=``, ``timeout=`` (seconds), ``workers=
 backend ignores them. ``RawKernel(..., filename="paged_attention.cu")`` names the source in
 reports (default ``<kernel name>.cu``).
 
-Limits: no inline PTX, tensor-core MMA, cooperative groups, CUB/Thrust, ``__half``, textures
-or surfaces; ``__constant__`` is plain global memory (no ``get_global`` upload), and
-``__device__`` variables restart from their initial value at every isolated launch; NVRTC options other than -D are ignored on the CPU; several ``extern __shared__``
-arrays do not alias each other as they do on a GPU (use one array and cast); at most 1024
-threads per block; Linux and macOS only (fork, mmap). Each CUDA thread has a 256 KiB stack
-(``PAGEDLAB_CUDA_STACK_KB``).
+Limits: no inline PTX, tensor-core MMA, CUB/Thrust, textures or surfaces, asynchronous copies
+(``memcpy_async``), grid-wide sync, tiles larger than a warp; a kernel's writes to a
+``__device__`` variable are not copied back from an isolated launch (host writes through
+``get_global`` are seen); NVRTC options other than -D are ignored on the CPU; several
+``extern __shared__`` arrays do not alias each other as they do on a GPU (use one array and
+cast); ``__shared__`` variables are 64-byte aligned (larger ``alignas`` is capped at 64); a
+misaligned vector access is reported only when the compiler emitted an aligned vector
+instruction for it; mask-less pre-CUDA-9 warp intrinsics (``__shfl_down``) run on the
+non-returned lanes, with a FutureWarning; at most 1024 threads per block; Linux and macOS only
+(fork, mmap). Each CUDA thread has a 256 KiB stack (``PAGEDLAB_CUDA_STACK_KB``).
 """
 
 from .errors import (
@@ -89,12 +114,12 @@ from .errors import (
     UninitializedReadError,
     WarpSyncError,
 )
-from .kernel import MAX_DYNAMIC_SHARED_MEMORY, SCHEDULES, RawKernel, cupy_available
+from .kernel import MAX_DYNAMIC_SHARED_MEMORY, SCHEDULES, RawKernel, RawModule, cupy_available
 from .nvrtc import compile_ptx
 from .sanitizer import checking  # issue 16
 
 __all__ = [
-    "RawKernel", "SCHEDULES", "MAX_DYNAMIC_SHARED_MEMORY", "compile_ptx", "cupy_available",
+    "RawKernel", "RawModule", "SCHEDULES", "MAX_DYNAMIC_SHARED_MEMORY", "compile_ptx", "cupy_available",
     "KernelError", "CompileError", "BarrierError", "WarpSyncError", "SharedMemoryError",
     "KernelCrash", "KernelTimeout",
     "SanitizerError", "RaceError", "OutOfBoundsError", "UninitializedReadError", "checking",

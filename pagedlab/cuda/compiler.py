@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -28,8 +29,18 @@ HERE = Path(__file__).resolve().parent
 PRELUDE = HERE / "prelude.h"
 ABI = HERE / "pl_abi.h"
 RUNTIME = HERE / "runtime.cpp"
+# CUDA's headers for the CPU (cooperative_groups.h, cuda_fp16.h, ...), on the include path.
+INCLUDE = HERE / "include"
 SANITIZER_RT = HERE / "sanitizer_rt.h"  # included by runtime.cpp (issue 16)
-FORMAT_VERSION = "4"
+FORMAT_VERSION = "6"
+
+
+def header_bytes() -> bytes:
+    """The prelude and every header a kernel may include: part of each build's cache key."""
+    parts = [PRELUDE.read_bytes(), ABI.read_bytes()]
+    for h in sorted(INCLUDE.rglob("*.h")):
+        parts += [str(h.relative_to(INCLUDE)).encode(), h.read_bytes()]
+    return b"\0".join(parts)
 
 # Every `extern __shared__` array gets this many bytes on the CPU: room for the largest
 # dynamic shared memory a launch may ask for plus a canary region that catches overruns.
@@ -44,6 +55,11 @@ BASE_FLAGS = ["-std=c++20", "-O2", "-fPIC", "-shared", "-fno-fast-math", "-ffp-c
 KERNEL_FLAGS = ["-g1", "-w", "-fvisibility=hidden", "-fno-semantic-interposition"]
 if sys.platform.startswith("linux"):
     KERNEL_FLAGS.append("-fstack-clash-protection")
+# __shared__ variables are thread_local in a dlopen()ed library: with the default TLS dialect
+# every access may call __tls_get_addr (11% of a tiled matmul's time); TLS descriptors resolve
+# to a load of an offset instead. (AArch64 uses descriptors already.)
+if sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64"):
+    KERNEL_FLAGS.append("-mtls-dialect=gnu2")
 
 
 def cache_dir() -> Path:
@@ -164,7 +180,7 @@ def precompiled_prelude(cxx: str, flags: list[str]) -> Path:
     if not _is_gcc(cxx):
         return HERE
     pch_flags = [f for f in flags if f != "-shared"]
-    key = _digest(FORMAT_VERSION, PRELUDE.read_bytes(), ABI.read_bytes(), compiler_version(cxx),
+    key = _digest(FORMAT_VERSION, header_bytes(), compiler_version(cxx),
                   " ".join(pch_flags), sys.platform)
     folder = cache_dir() / f"pch_{key}"
     if (folder / "prelude.h.gch").exists():
@@ -173,7 +189,7 @@ def precompiled_prelude(cxx: str, flags: list[str]) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix="pch_tmp_", dir=cache_dir()))
         shutil.copy(PRELUDE, tmp / "prelude.h")
         shutil.copy(ABI, tmp / "pl_abi.h")
-        _run([cxx, *pch_flags, "-x", "c++-header", "prelude.h", "-o", "prelude.h.gch"],
+        _run([cxx, *pch_flags, f"-I{INCLUDE}", "-x", "c++-header", "prelude.h", "-o", "prelude.h.gch"],
              "precompiling the prelude", {}, cwd=tmp)
         try:
             os.rename(tmp, folder)
@@ -184,10 +200,14 @@ def precompiled_prelude(cxx: str, flags: list[str]) -> Path:
     return folder if (folder / "prelude.h.gch").exists() else HERE
 
 
+# The element type is everything between `__shared__` and the name (alignment attributes
+# dropped): `short`, `unsigned long long`, `float4`; the glue sizes the array with sizeof().
 _EXTERN_SHARED = re.compile(
-    r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?"
-    r"((?:(?:const|volatile|unsigned|signed|long|short)\s+)*[A-Za-z_][\w:]*)\s*"
-    r"(?:__align__\s*\(\s*\d+\s*\)\s*)?([A-Za-z_]\w*)\s*\[\s*\]")
+    r"extern\s+__shared__\s+([^;{}()\[\]]*?(?:\([^;{}]*?\)[^;{}()\[\]]*?)*)\s*\b([A-Za-z_]\w*)\s*\[\s*\]")
+_ALIGN = re.compile(r"(__align__|alignas)\s*\([^()]*\)|__attribute__\s*\(\([^()]*(\([^()]*\))?[^()]*\)\)")
+# A `__constant__`/`__device__` variable at file scope (no parenthesis before `;`, `=` or `[`).
+_GLOBAL_VAR = re.compile(
+    r"(?:__constant__|__device__)\s+(?:__constant__\s+|__device__\s+)?[^;(){}=]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*(?:=|;)")
 
 
 @dataclass
@@ -204,14 +224,47 @@ class Build:
     kernels: list[str]
     dyn_arrays: list[DynArray] = field(default_factory=list)
     cached: bool = False
+    # kernel or name expression ("add<float>") -> the suffix of its pl_entry_/pl_params_ symbols
+    entries: dict[str, str] = field(default_factory=dict)
+    globals: list[str] = field(default_factory=list)
+
+    def symbol(self, name: str) -> str:
+        return self.entries.get(name, name)
 
 
 def dynamic_shared_arrays(code: str) -> list[DynArray]:
     found: dict[str, DynArray] = {}
     for m in _EXTERN_SHARED.finditer(strip_comments(code)):
-        ctype, name = " ".join(m.group(1).split()), m.group(2)
+        ctype, name = " ".join(_ALIGN.sub(" ", m.group(1)).split()), m.group(2)
         found.setdefault(name, DynArray(name, ctype))
     return list(found.values())
+
+
+def global_variables(code: str) -> list[str]:
+    """Names of the file-scope `__constant__`/`__device__` variables (for get_global)."""
+    text = strip_comments(code)
+    depth, at_top = 0, []
+    for ch in text:  # brace depth at each offset: only depth 0 is file scope
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        at_top.append(depth == 0)
+    names = []
+    for m in _GLOBAL_VAR.finditer(text):
+        if at_top[m.start()] and m.group(1) not in names and m.group(1) not in ("const", "volatile"):
+            names.append(m.group(1))
+    return names
+
+
+def entry_symbols(kernels: list[str], name_expressions=()) -> dict[str, str]:
+    entries = {k: k for k in kernels}
+    for i, expr in enumerate(name_expressions):
+        if not isinstance(expr, str) or not expr.strip():
+            raise TypeError(f"name_expressions must be strings such as 'add<float>', got {expr!r}")
+        if expr not in entries:
+            entries[expr] = f"x{i}_" + re.sub(r"\W", "_", expr)[:40]
+    return entries
 
 
 def _defines(options) -> list[str]:
@@ -229,28 +282,37 @@ def _defines(options) -> list[str]:
     return out
 
 
-def translation_unit(code: str, filename: str, kernels: list[str], dyn: list[DynArray]) -> str:
+def translation_unit(code: str, filename: str, kernels: list[str], dyn: list[DynArray],
+                     entries: dict[str, str] | None = None, globals_: list[str] = ()) -> str:
     cap = DYN_SMEM_CAPACITY + DYN_SMEM_GUARD
     tail = [f'\n#line 1 "<pagedlab generated glue for {filename}>"']
     for d in dyn:
         tail.append(f"thread_local __attribute__((aligned(64))) {d.ctype} {d.name}"
                     f"[({cap} + sizeof({d.ctype}) - 1) / sizeof({d.ctype})];")
-    tail.append("static thread_local char pl_tls_anchor_;")
+    # 64: the TLS block (all __shared__ memory) is then 64-byte aligned, so alignas(32) holds.
+    tail.append("static thread_local __attribute__((aligned(64))) char pl_tls_anchor_;")
     tail.append("PL_EXPORT int pl_smem_info(void** addr, uint64_t* cap, int max) {")
     tail.append("    *(volatile char*)&pl_tls_anchor_ = 0;  // makes this thread's TLS block exist")
     tail.append("    int n = 0;")
     for d in dyn:
         tail.append(f"    if (n < max) {{ addr[n] = (void*){d.name}; cap[n] = sizeof({d.name}); ++n; }}")
     tail.append("    return n;\n}")
-    for k in kernels:
-        tail.append(f"PL_EXPORT void pl_entry_{k}(void** a) {{ pl::invoke({k}, a); }}")
+    for expr, sym in (entries if entries is not None else {k: k for k in kernels}).items():
+        tail.append(f"PL_EXPORT void pl_entry_{sym}(void** a) {{ pl::invoke({expr}, a); }}")
+        tail.append(f"PL_EXPORT int pl_params_{sym}(pl::ParamInfo* o, int n) "
+                    f"{{ return pl::describe({expr}, o, n); }}")
+    for g in globals_:
+        tail.append(f"PL_EXPORT void* pl_global_{g}(pl::ParamInfo* o) "
+                    f"{{ return pl::describe_global({g}, o); }}")
     return f'#include "{filename}"\n' + "\n".join(tail) + "\n"
 
 
-def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = False) -> Build:
+def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = False, *,
+          name_expressions=()) -> Build:
     """Compile `code` (cached); raise CompileError with the compiler's messages on failure.
 
     sanitize: instrument every memory access for pagedlab.cuda.sanitizer (a separate build).
+    name_expressions: template instantiations to export (RawModule), e.g. ["add<float>"].
     """
     if not isinstance(code, str):
         raise TypeError(f"kernel code must be a str, got {type(code).__name__}")
@@ -258,19 +320,25 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
     if not re.fullmatch(r"[\w.+-]+", filename):
         raise ValueError(f"filename {filename!r}: use letters, digits, '.', '_', '-' only")
     kernels = kernel_names(code)
+    entries = entry_symbols(kernels, name_expressions)
+    globals_ = global_variables(code)
     dyn = dynamic_shared_arrays(code)
+    _warn_legacy(code, filename)
     rt = runtime_library()
     cxx = find_compiler()
     flags = BASE_FLAGS + KERNEL_FLAGS + (["-DPL_NO_FAST_TLS"] if SLOW_TLS else []) + _defines(options)
     if sanitize:  # issue 16: instrumented compile, linked without the TSan runtime
         from .sanitizer import instrument_flags
-        flags = flags + instrument_flags(cxx)
-    unit = translation_unit(code, filename, kernels, dyn)
-    key = _digest(FORMAT_VERSION, code, unit, PRELUDE.read_bytes(), ABI.read_bytes(), rt.name,
+        # Default TLS dialect: with TLS descriptors (gnu2) GCC's instrumentation misses
+        # static __shared__ accesses, and racecheck saw no race in a kernel with one.
+        flags = [f for f in flags if not f.startswith("-mtls-dialect")] + instrument_flags(cxx)
+    unit = translation_unit(code, filename, kernels, dyn, entries, globals_)
+    key = _digest(FORMAT_VERSION, code, unit, header_bytes(), rt.name,
                   compiler_version(cxx), " ".join(flags), sys.platform)
     out_dir = cache_dir()
     target = out_dir / f"k_{Path(filename).stem}{'_san' if sanitize else ''}_{key}.so"
-    result = Build(target, rt, filename, kernels, dyn, cached=target.exists())
+    result = Build(target, rt, filename, kernels, dyn, cached=target.exists(), entries=entries,
+                   globals=globals_)
     if result.cached:
         try:
             os.utime(target)  # recently used: keep it when old builds are pruned
@@ -288,7 +356,8 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
             glue = Path(filename).stem + "_pagedlab_glue.cpp"
             (Path(d) / glue).write_text(unit)
             rpath = "-Wl,-rpath,@loader_path" if sys.platform == "darwin" else "-Wl,-rpath,$ORIGIN"
-            cmd = [cxx, *flags, "-include", str(pre / "prelude.h"), f"-I{pre}", "-x", "c++", glue,
+            cmd = [cxx, *flags, "-include", str(pre / "prelude.h"), f"-I{pre}", f"-I{INCLUDE}",
+                   "-x", "c++", glue,
                    "-x", "none", str(rt), rpath, "-o", tmp]
             if sanitize:  # issue 16: compile with instrumentation, link without its runtime
                 obj = str(Path(d) / "kernel.o")
@@ -302,6 +371,21 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
     _atomic_build(target, compile_into)
     _prune(out_dir)
     return result
+
+
+_LEGACY = re.compile(r"\b(__shfl(?:_up|_down|_xor)?|__ballot|__any|__all)\s*\(")
+
+
+def _warn_legacy(code: str, filename: str) -> None:
+    """nvcc warns about the pre-CUDA-9 warp intrinsics (and CUDA 13 removed them): say so."""
+    found = sorted({m.group(1) for m in _LEGACY.finditer(strip_comments(code))})
+    if found:
+        import warnings
+        warnings.warn(
+            f"{filename}: {', '.join(found)} without a mask are deprecated (removed for sm_70+ "
+            f"and in CUDA 13); the CPU executor runs them on the lanes that have not returned. "
+            f"Use the *_sync forms, e.g. __shfl_down_sync(0xffffffff, v, delta).",
+            FutureWarning, stacklevel=4)
 
 
 KEEP_BUILDS = 500

@@ -55,6 +55,8 @@ class Diag(ctypes.Structure):
         ("nworkers", ctypes.c_int32),
         ("progress", Progress * MAX_WORKERS),
         ("message", ctypes.c_char * 8192),
+        ("blocks_done", ctypes.c_int64), ("nblocks", ctypes.c_int64),
+        ("si_code", ctypes.c_int32), ("pad_", ctypes.c_int32),
     ]
 
 
@@ -167,7 +169,7 @@ def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: Lau
     """sanitizer: a pagedlab.cuda.sanitizer.Session for an instrumented build, else None."""
     rt = runtime(build.runtime)
     lib = _load(build.library)
-    entry = ctypes.cast(getattr(lib, f"pl_entry_{name}"), ctypes.c_void_p).value
+    entry = ctypes.cast(getattr(lib, f"pl_entry_{build.symbol(name)}"), ctypes.c_void_p).value
     smem_info = ctypes.cast(lib.pl_smem_info, ctypes.c_void_p).value
 
     diag_buf = SharedBuffer(rt, ctypes.sizeof(Diag))
@@ -186,8 +188,8 @@ def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: Lau
                         break
                 cell = ctypes.c_void_p(ptr)
             else:
-                value = np.asarray(a).reshape(())
-                cell = ctypes.create_string_buffer(value.tobytes(), max(8, value.nbytes))
+                raw = scalar_bytes(a)
+                cell = ctypes.create_string_buffer(raw, max(16, len(raw)))
             keep.append(cell)
             slots[i] = ctypes.addressof(cell)
 
@@ -229,13 +231,41 @@ def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: Lau
         diag_buf.free()
 
 
+def scalar_bytes(a) -> bytes:
+    """The bytes a by-value argument passes: a numpy scalar (structured for a struct), a 0-d or
+    1-D array (a float3 as three float32), or raw bytes of the parameter's size."""
+    if isinstance(a, (bytes, bytearray, memoryview)):
+        return bytes(a)
+    return np.ascontiguousarray(a).tobytes()
+
+
+def buffer_span(a: np.ndarray) -> tuple[int, int]:
+    """Address range of the whole buffer under `a`, not just the view: a kernel given `x[3:]`
+    may read `p[-1]`, real data on a GPU, so the executor maps everything the view belongs to."""
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    lo, hi = _byte_bounds(root)
+    vlo, vhi = _byte_bounds(a)
+    return min(lo, vlo), max(hi, vhi)
+
+
+def _byte_bounds(a: np.ndarray) -> tuple[int, int]:
+    try:
+        from numpy.lib.array_utils import byte_bounds
+    except ImportError:  # numpy < 2
+        byte_bounds = np.byte_bounds
+    lo, hi = byte_bounds(a)
+    return int(lo), int(hi)
+
+
 def _shared_regions(rt, params: list[Param], args) -> list[tuple[SharedBuffer, int, int]]:
     """MAP_SHARED copies of the memory the kernel may write, as (buffer, start, end) address ranges.
 
     Arrays that overlap (the same array passed twice, or an input that is a view of an output)
     share one region, so the kernel sees one memory, exactly as on the GPU.
     """
-    spans = [(a.ctypes.data, a.ctypes.data + a.nbytes, p.const)
+    spans = [(*buffer_span(a), p.const)
              for p, a in zip(params, args, strict=True) if p.pointer and a.nbytes]
     regions = sorted((lo, hi) for lo, hi, const in spans if not const)
     while True:  # add read-only arrays that overlap a written region, until nothing changes
@@ -313,8 +343,18 @@ def _wait_child(pid: int, fd: int, cfg: LaunchConfig, diag: Diag, build) -> None
 
 
 def _timeout_message(diag: Diag, cfg: LaunchConfig, build) -> str:
-    lines = [f"the launch ran for more than {cfg.timeout:g} s and was stopped (watchdog). "
-             "Is there a loop that never ends, or a spin-wait on a value no other thread changes?"]
+    done, total = int(diag.blocks_done), int(diag.nblocks)
+    head = f"the launch ran for more than {cfg.timeout:g} s and was stopped (watchdog); "
+    if done > 0:
+        need = cfg.timeout * total / done
+        lines = [head + f"{done} of {total} blocks had finished, so it was making progress, only "
+                 f"slowly: at that rate it needs about {need:.0f} s. Raise the limit with "
+                 f"timeout={max(need * 1.5, cfg.timeout * 2):.0f} (seconds) or "
+                 "PAGEDLAB_CUDA_TIMEOUT, or launch a smaller problem."]
+    else:
+        lines = [head + f"none of its {total} blocks had finished. Is there a loop that never "
+                 "ends, or a spin-wait on a value no other thread changes? (If a single block is "
+                 "simply that slow, raise timeout=.)"]
     for k in range(min(diag.nworkers, MAX_WORKERS)):
         p = diag.progress[k]
         if p.active:
@@ -375,6 +415,15 @@ def _crash_message(diag: Diag, build, block: str) -> str:
         what = (f"{signame}: stack overflow in {who} (each CUDA thread has "
                 f"{int(os.environ.get('PAGEDLAB_CUDA_STACK_KB', '256'))} KiB of stack on the CPU; "
                 "a large local array or deep recursion?)")
+    elif sig == signal.SIGSEGV and addr == 0 and diag.si_code == 0x80:
+        # SI_KERNEL with no address: a general-protection fault, which on x86-64 is how an
+        # aligned vector load or store (float4, double2) at a misaligned address ends.
+        what = (f"{signame}: misaligned access in {who}: a vector load or store (float4, double2, "
+                "int4, ...) from an address that is not a multiple of its size, or a corrupt "
+                "pointer. On a GPU this is 'misaligned address'; check reinterpret_casts and "
+                "offsets into shared or global memory")
+    elif sig == signal.SIGBUS and diag.si_code == 1:  # BUS_ADRALN
+        what = f"{signame}: misaligned access in {who} (address 0x{addr:x})"
     elif sig in (signal.SIGSEGV, signal.SIGBUS):
         kind = "a null pointer" if addr < 4096 else f"address 0x{addr:x}"
         what = (f"{signame}: {who} accessed {kind}, which is not memory the launch owns "

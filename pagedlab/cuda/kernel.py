@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import re
 import threading
 
+import numpy as np
+
 from . import compiler, executor, sanitizer
-from .signature import check_args, kernel_names, parse_params
+from .signature import check_args, from_compiler, kernel_names, param_names, parse_params
 
 SCHEDULES = ("round_robin", "warp0_first", "reversed", "random:0")
 MAX_THREADS_PER_BLOCK = 1024
@@ -69,26 +73,30 @@ class RawKernel:
     """
 
     def __init__(self, code: str, name: str, options=(), backend: str = "auto", *,
-                 filename: str | None = None, check=None):
+                 filename: str | None = None, check=None, _module: RawModule | None = None):
         if not isinstance(code, str):
             raise TypeError(f"code must be the kernel source as a str, got {type(code).__name__}")
-        if not isinstance(name, str) or not name.isidentifier():
+        if not isinstance(name, str) or not (name.isidentifier() or _module is not None):
             raise ValueError(f"name must be the kernel's identifier, got {name!r}")
         if backend not in ("auto", "cpu", "cupy"):
             raise ValueError(f"backend must be 'auto', 'cpu' or 'cupy', not {backend!r}")
         if backend == "auto":
             backend = "cupy" if cupy_available() else "cpu"
-        if name not in kernel_names(code):
+        if _module is None and name not in kernel_names(code):
             found = ", ".join(kernel_names(code)) or "none"
-            raise ValueError(f"no `__global__ void {name}(...)` in the source (found: {found})")
+            hint = (" (a template kernel: use RawModule(code=..., name_expressions=[...]))"
+                    if re.search(rf"template\s*<[^;{{}}]*>\s*__global__[^;{{}}(]*\b{name}\s*\(", code) else "")
+            raise ValueError(f"no `__global__ void {name}(...)` in the source (found: {found}){hint}")
         self.code, self.name, self.options, self.backend = code, name, tuple(options), backend
-        self.filename = filename or f"{name}.cu"
-        try:
-            self.params = parse_params(code, name)
-        except ValueError:
-            if backend == "cpu":
-                raise
-            self.params = None  # e.g. a struct parameter: CuPy takes it, unchecked
+        self.filename = filename or f"{name.split('<')[0].strip()}.cu"
+        self._module = _module
+        if backend == "cpu":
+            self._params = None  # from the compiler, at the first launch (or .params)
+        else:
+            try:
+                self._params = parse_params(code, name)
+            except ValueError:
+                self._params = None  # e.g. a struct parameter: CuPy takes it, unchecked
         self._build = None
         self.check = None if check is None else sanitizer.parse_checks(check)  # issue 16
         self._san_build = None
@@ -106,7 +114,21 @@ class RawKernel:
             self._cupy()
         return self
 
+    @property
+    def params(self):
+        """The parameter list: on the CPU as the compiler sees it (typedefs, macros, -D options,
+        templates resolved), which needs a build; on CuPy read from the source text."""
+        if self.backend == "cpu" and self._params is None:
+            self._params = compiler_params(self._cpu_build(), self.name, self.code)
+        return self._params
+
+    @params.setter
+    def params(self, value):
+        self._params = value
+
     def _cpu_build(self) -> compiler.Build:
+        if self._module is not None:
+            return self._module._cpu_build()
         with self._lock:
             if self._build is None:
                 self._build = compiler.build(self.code, self.filename, self.options)
@@ -120,7 +142,10 @@ class RawKernel:
                 raise ImportError(
                     "backend='cupy' needs CuPy and an NVIDIA GPU: pip install 'pagedlab[gpu]' "
                     "(CUDA 12) or 'pagedlab[gpu-cuda13]'; without a GPU use backend='cpu'") from None
-            self._cupy_kernel = cupy.RawKernel(self.code, self.name, options=self.options)
+            if self._module is not None:
+                self._cupy_kernel = self._module._cupy().get_function(self.name)
+            else:
+                self._cupy_kernel = cupy.RawKernel(self.code, self.name, options=self.options)
         return self._cupy_kernel
 
     def __call__(self, grid, block, args, shared_mem: int = 0, *, schedule: str = "round_robin",
@@ -147,7 +172,8 @@ class RawKernel:
         if shared_mem > compiler.DYN_SMEM_CAPACITY:
             raise ValueError(f"shared_mem={shared_mem} exceeds the CPU executor's capacity of "
                              f"{compiler.DYN_SMEM_CAPACITY} bytes")
-        check_args(self.params, tuple(args), self.name, array_module="numpy")
+        params = self.params
+        check_args(params, tuple(args), self.name, array_module="numpy")
         sched, seed = parse_schedule(schedule)
         if timeout is None:
             timeout = DEFAULT_TIMEOUT
@@ -168,6 +194,8 @@ class RawKernel:
             compiler.SLOW_TLS = True  # rebuild without initial-exec TLS and try once more
             with self._lock:
                 self._build = None
+            if self._module is not None:
+                self._module._build = None
             executor.launch(self._cpu_build(), self.name, self.params, tuple(args), cfg)
 
     def profile(self, grid, block, args, shared_mem: int = 0, **launch):
@@ -182,3 +210,136 @@ class RawKernel:
         from .profile import from_entries
         return from_entries(session.kernel._san_build, session.profile_entries, self.code,
                             session.profile_overflow)
+
+
+class ParamInfo(ctypes.Structure):
+    """pl::ParamInfo in prelude.h."""
+    _fields_ = [("pointer", ctypes.c_int32), ("is_const", ctypes.c_int32),
+                ("lanes", ctypes.c_int32), ("is_class", ctypes.c_int32),
+                ("size", ctypes.c_int64), ("elem_size", ctypes.c_int64), ("total", ctypes.c_int64),
+                ("code", ctypes.c_char * 8), ("name", ctypes.c_char * 96)]
+
+
+def compiler_params(build: compiler.Build, name: str, code: str):
+    """The kernel's parameters as the compiler resolved them (exported by the build's glue)."""
+    lib = executor._load(build.library)
+    fn = getattr(lib, f"pl_params_{build.symbol(name)}")
+    fn.restype = ctypes.c_int
+    infos = (ParamInfo * 64)()
+    n = fn(infos, 64)
+    if n > 64:
+        raise ValueError(f"{name} has {n} parameters; the CPU executor supports at most 64")
+    names = param_names(code, name.split("<")[0].strip()) or []
+    out = []
+    for i in range(n):
+        p = infos[i]
+        out.append(from_compiler(i, names[i] if i < len(names) and names[i] else None,
+                                 bool(p.pointer), bool(p.is_const), int(p.size), int(p.lanes),
+                                 bool(p.is_class), p.code.decode(), p.name.decode(errors="replace")))
+    return out
+
+
+class RawModule:
+    """CuPy's `RawModule(code=..., options=..., name_expressions=[...])`: several kernels,
+    template instantiations, and `__constant__`/`__device__` variables written from the host.
+
+    `get_function("add<float>")` returns a launchable kernel (a RawKernel); `get_global(name)`
+    the variable's memory: on the CPU a writable numpy array (its dtype and length from the
+    compiler, e.g. float32 of 16 for `__constant__ float c[16]`; bytes for a struct), on CuPy
+    CuPy's memory pointer (or an array when `dtype` is given). Values written before a launch
+    are what the kernel reads; on the CPU, a kernel's own writes to a `__device__` variable are
+    not copied back (each launch runs in a forked child). `check=` (issue 16) is the default
+    sanitizer setting of every kernel get_function returns, as on RawKernel.
+    """
+
+    def __init__(self, code: str | None = None, options=(), name_expressions=(),
+                 backend: str = "auto", *, filename: str = "module.cu", path: str | None = None,
+                 check=None):
+        if path is not None:
+            if code is not None:
+                raise ValueError("give either code= or path=, not both")
+            with open(path, encoding="utf-8") as fh:
+                code = fh.read()
+            filename = os.path.basename(path)
+        if not isinstance(code, str):
+            raise TypeError(f"code must be the module source as a str, got {type(code).__name__}")
+        if backend not in ("auto", "cpu", "cupy"):
+            raise ValueError(f"backend must be 'auto', 'cpu' or 'cupy', not {backend!r}")
+        if isinstance(name_expressions, str):
+            raise TypeError("name_expressions must be a list of strings, e.g. ['add<float>']")
+        self.code, self.options = code, tuple(options)
+        self.name_expressions = tuple(name_expressions)
+        compiler.entry_symbols([], self.name_expressions)  # validates the expressions
+        self.backend = ("cupy" if cupy_available() else "cpu") if backend == "auto" else backend
+        self.filename = filename
+        self._build = None
+        self._cupy_module = None
+        self._lock = threading.Lock()
+        self._functions: dict[str, RawKernel] = {}
+        self.check = None if check is None else sanitizer.parse_checks(check)  # issue 16
+
+    def __repr__(self):
+        return f"RawModule({len(self.name_expressions)} name expressions, backend={self.backend!r})"
+
+    def _cpu_build(self) -> compiler.Build:
+        with self._lock:
+            if self._build is None:
+                self._build = compiler.build(self.code, self.filename, self.options,
+                                             name_expressions=self.name_expressions)
+            return self._build
+
+    def _cupy(self):
+        if self._cupy_module is None:
+            import cupy
+            self._cupy_module = cupy.RawModule(code=self.code, options=self.options,
+                                               name_expressions=self.name_expressions or None)
+        return self._cupy_module
+
+    def compile(self):
+        """Build now (otherwise the first get_function launch or get_global does)."""
+        if self.backend == "cpu":
+            self._cpu_build()
+        else:
+            self._cupy()
+        return self
+
+    def get_function(self, name: str) -> RawKernel:
+        if not isinstance(name, str):
+            raise TypeError(f"get_function takes a kernel name or name expression, got {name!r}")
+        if name not in self._functions:
+            known = list(kernel_names(self.code)) + list(self.name_expressions)
+            if name not in known:
+                raise ValueError(f"{name!r} is neither a non-template kernel of the module nor one of "
+                                 f"its name_expressions (known: {', '.join(known) or 'none'}); "
+                                 "template kernels must be listed in name_expressions")
+            self._functions[name] = RawKernel(self.code, name, self.options, self.backend,
+                                              filename=self.filename, check=self.check, _module=self)
+        return self._functions[name]
+
+    def get_global(self, name: str, dtype=None):
+        """The memory of the `__constant__`/`__device__` variable `name` (see the class doc)."""
+        if self.backend == "cupy":
+            ptr = self._cupy().get_global(name)
+            if dtype is None:
+                return ptr
+            import cupy
+            return cupy.ndarray((ptr.mem.size // np.dtype(dtype).itemsize,), dtype, ptr)
+        build = self._cpu_build()
+        if name not in build.globals:
+            raise ValueError(f"no file-scope __constant__ or __device__ variable {name!r} in the "
+                             f"module (found: {', '.join(build.globals) or 'none'})")
+        lib = executor._load(build.library)
+        fn = getattr(lib, f"pl_global_{name}")
+        fn.restype = ctypes.c_void_p
+        info = ParamInfo()
+        addr = fn(ctypes.byref(info))
+        total = int(info.total)
+        raw = np.ctypeslib.as_array((ctypes.c_uint8 * total).from_address(addr))
+        if dtype is not None:
+            return raw.view(np.dtype(dtype))
+        code = info.code.decode()
+        from .signature import _CODES
+        if code not in _CODES:
+            return raw
+        view = raw.view(np.dtype(_CODES[code]))
+        return view.reshape(-1, int(info.lanes)) if info.lanes else view

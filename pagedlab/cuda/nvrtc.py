@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from .errors import CompileError
 
 
@@ -16,6 +18,23 @@ def _nvrtc():
                 "compile_ptx needs NVRTC and its Python binding: pip install 'pagedlab[dev]' "
                 "(cuda-bindings and nvidia-cuda-nvrtc)") from None
     return nvrtc
+
+
+def cuda_include_dirs() -> list[str]:
+    """CUDA's own headers from the pip wheels (nvidia-cuda-runtime, nvidia-cuda-cccl), so kernels
+    that `#include <cooperative_groups.h>` or `<cuda_fp16.h>` compile under NVRTC without a
+    CUDA toolkit. Empty when the wheels are not installed."""
+    try:
+        import nvidia
+    except ImportError:
+        return []
+    found = []
+    for root in getattr(nvidia, "__path__", []):
+        for sub in ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include"):
+            path = os.path.join(root, sub)
+            if os.path.isdir(path) and path not in found:
+                found.append(path)
+    return found
 
 
 def _check(nvrtc, result, what: str):
@@ -43,6 +62,7 @@ def compile_ptx(code: str, arch: str = "compute_75", name: str | None = None,
                   "nvrtcCreateProgram")
     try:
         opts = [f"--gpu-architecture={arch}".encode(), b"-std=c++17"]
+        opts += [f"-I{d}".encode() for d in cuda_include_dirs()]
         opts += [o.encode() if isinstance(o, str) else o for o in options]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:

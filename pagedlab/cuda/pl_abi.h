@@ -32,6 +32,7 @@ struct ThreadCtx {
 enum WarpKind : int {
     WARP_SYNC = 0, SHFL_IDX = 1, SHFL_UP = 2, SHFL_DOWN = 3, SHFL_XOR = 4,
     BALLOT = 5, ANY = 6, ALL = 7, REDUCE_ADD = 8, REDUCE_MIN = 9, REDUCE_MAX = 10,
+    COALESCE = 11,  // cooperative_groups::coalesced_threads(): returns the lanes that arrive together
     WARP_KIND_COUNT
 };
 

@@ -4,6 +4,9 @@
 // per-OS-thread storage is exactly per-block storage, for `__shared__ float x[8];` and for
 // `extern __shared__ float buf[];` alike. Rules (barriers, warp masks) are enforced by the runtime.
 #pragma once
+// Only headers whose names live in namespace std: <math.h> would put C++20's std::lerp (and
+// friends) in the global namespace, and a kernel's own `lerp` would then clash. The C math
+// functions come in through <cmath>; their float overloads are imported below by name.
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -11,13 +14,15 @@
 #include <cassert>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <cfloat>
 #include <climits>
-#include <math.h>
+#include <source_location>
 #include <type_traits>
 #include <utility>
 
 #include "pl_abi.h"
+#include "vector_types.h"
 
 // ---- keywords -----------------------------------------------------------------------------
 #define __global__
@@ -27,7 +32,10 @@
 #define __managed__
 // `used`: a shared array no thread writes must still be read from memory (it holds poison),
 // not folded to the zero a never-written static would be.
-#define __shared__ thread_local __attribute__((used))
+// `aligned(64)`: a GPU aligns every __shared__ variable to at least 16 bytes, so float4 loads
+// from a shared tile are legal. GCC lets a variable's aligned() override its type's alignment,
+// so 64 also covers alignas(32)/alignas(64) types (larger alignas are capped at 64 here).
+#define __shared__ thread_local __attribute__((used, aligned(64)))
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
 #define __restrict__ __restrict
@@ -45,23 +53,18 @@
 #define gridDim (pl_cur->gdim)
 static constexpr int warpSize = 32;
 
-// ---- vector types ---------------------------------------------------------------------------
-#define PL_VEC2(T, N, A) struct __attribute__((aligned(A))) N { T x, y; }; \
-    static inline N make_##N(T x, T y) { return N{x, y}; }
-#define PL_VEC3(T, N) struct N { T x, y, z; }; \
-    static inline N make_##N(T x, T y, T z) { return N{x, y, z}; }
-#define PL_VEC4(T, N, A) struct __attribute__((aligned(A))) N { T x, y, z, w; }; \
-    static inline N make_##N(T x, T y, T z, T w) { return N{x, y, z, w}; }
-PL_VEC2(float, float2, 8)
-PL_VEC3(float, float3)
-PL_VEC4(float, float4, 16)
-PL_VEC2(int, int2, 8)
-PL_VEC3(int, int3)
-PL_VEC4(int, int4, 16)
-PL_VEC2(unsigned int, uint2, 8)
-PL_VEC4(unsigned int, uint4, 16)
-PL_VEC2(double, double2, 16)
-static inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return uint3{x, y, z}; }
+// ---- math: the overloads CUDA declares in the global namespace (float and double alike) ------
+using std::abs; using std::fabs; using std::sqrt; using std::cbrt; using std::exp; using std::exp2;
+using std::expm1; using std::log; using std::log2; using std::log10; using std::log1p;
+using std::pow; using std::sin; using std::cos; using std::tan; using std::asin; using std::acos;
+using std::atan; using std::atan2; using std::sinh; using std::cosh; using std::tanh;
+using std::asinh; using std::acosh; using std::atanh; using std::floor; using std::ceil;
+using std::round; using std::trunc; using std::rint; using std::nearbyint; using std::lround;
+using std::llround; using std::lrint; using std::fmod; using std::remainder; using std::fmin;
+using std::fmax; using std::fdim; using std::fma; using std::hypot; using std::erf; using std::erfc;
+using std::lgamma; using std::tgamma; using std::copysign; using std::ldexp; using std::frexp;
+using std::modf; using std::scalbn; using std::ilogb; using std::logb; using std::nextafter;
+using std::isnan; using std::isinf; using std::isfinite; using std::signbit; using std::isnormal;
 
 // ---- barriers and warp operations (macros so the runtime knows the calling line) -------------
 #define __syncthreads() pl_syncthreads(__LINE__)
@@ -80,6 +83,15 @@ static inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return uint
 #define __reduce_min_sync(m, v) ((unsigned)pl_warp_op(__LINE__, pl::REDUCE_MIN, (m), (uint32_t)(v), 0, 32))
 #define __reduce_max_sync(m, v) ((unsigned)pl_warp_op(__LINE__, pl::REDUCE_MAX, (m), (uint32_t)(v), 0, 32))
 #define __activemask() pl_activemask()
+// Pre-CUDA-9 shuffles without a mask (removed for sm_70+, and from CUDA 13 altogether): they
+// run on the lanes that have not returned, and pagedlab warns at build time to use *_sync.
+#define __shfl(v, ...) pl::shfl(__LINE__, pl::SHFL_IDX, pl_activemask(), v, __VA_ARGS__)
+#define __shfl_up(v, ...) pl::shfl(__LINE__, pl::SHFL_UP, pl_activemask(), v, __VA_ARGS__)
+#define __shfl_down(v, ...) pl::shfl(__LINE__, pl::SHFL_DOWN, pl_activemask(), v, __VA_ARGS__)
+#define __shfl_xor(v, ...) pl::shfl(__LINE__, pl::SHFL_XOR, pl_activemask(), v, __VA_ARGS__)
+#define __ballot(p) __ballot_sync(pl_activemask(), p)
+#define __any(p) __any_sync(pl_activemask(), p)
+#define __all(p) __all_sync(pl_activemask(), p)
 #define __trap() pl_trap(__LINE__, "__trap()")
 // A failed device-side assert stops the launch with the condition, file line and thread.
 #undef assert
@@ -92,13 +104,15 @@ inline unsigned mask_or_full(unsigned m) { return m; }
 
 template <class T>
 inline T shfl(int line, int kind, unsigned mask, T var, int arg, int width = 32) {
-    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8,
-                  "warp shuffles move values of at most 8 bytes");
-    uint64_t bits = 0;
-    std::memcpy(&bits, &var, sizeof(T));
-    uint64_t out = pl_warp_op(line, kind, mask, bits, arg, width);
+    static_assert(std::is_trivially_copyable_v<T>, "warp shuffles move trivially copyable values");
+    // Values wider than 8 bytes (double2, a small struct) move as several 8-byte shuffles,
+    // every lane doing the same sequence, as the GPU's headers split them into 32-bit words.
+    constexpr int words = (sizeof(T) + 7) / 8;
+    uint64_t in[words] = {}, out[words];
+    std::memcpy(in, &var, sizeof(T));
+    for (int k = 0; k < words; ++k) out[k] = pl_warp_op(line, kind, mask, in[k], arg, width);
     T res;
-    std::memcpy(&res, &out, sizeof(T));
+    std::memcpy(&res, out, sizeof(T));
     return res;
 }
 }  // namespace pl
@@ -179,6 +193,9 @@ __forceinline__ unsigned atomicDec(unsigned* a, unsigned lim) {
 #define atomicCAS_block atomicCAS
 #define atomicExch_block atomicExch
 
+// ---- clocks: clock() is the C library's (a clock_t, as on the device); clock64() a counter ----
+__forceinline__ long long clock64() { return (long long)std::clock(); }
+
 // ---- math and bit intrinsics -----------------------------------------------------------------
 // The fast-math intrinsics are computed exactly here; the GPU's versions differ in the last bits.
 __forceinline__ float __expf(float x) { return expf(x); }
@@ -252,4 +269,70 @@ inline void invoke_impl(void (*f)(P...), void** a, std::index_sequence<I...>) {
 }
 template <class... P>
 inline void invoke(void (*f)(P...), void** a) { invoke_impl(f, a, std::index_sequence_for<P...>{}); }
+
+// A parameter's type as the compiler sees it (typedefs, macros and -D options resolved), read
+// by the executor to check launch arguments; keep in sync with signature.py.
+struct ParamInfo {
+    int32_t pointer, is_const, lanes, is_class;
+    int64_t size;       // of the value, or of what the pointer points to (0: void)
+    int64_t elem_size;  // of one scalar element (a float4's float), or of the whole struct
+    int64_t total;      // globals: the variable's whole size (arrays included)
+    char code[8];       // numpy dtype of the element: "f4", "i8", "u1", "b1", "f2"; "" for a struct
+    char name[96];      // the type as the compiler spells it
+};
+template <class T> constexpr const char* pretty() { return __PRETTY_FUNCTION__; }
+template <class T> inline void type_name(char* out, size_t n) {
+    const char* s = pretty<T>();  // "... [with T = const float*]" (GCC), "... [T = const float *]"
+    const char* at = std::strstr(s, "T = ");
+    const char* end = std::strrchr(s, ']');
+    size_t k = 0;
+    if (at && end && end > at)
+        for (at += 4; at < end && k + 1 < n; ++at) out[k++] = *at;
+    out[k] = 0;
+}
+template <class E> inline void elem_code(char* out) {
+    out[0] = 0;
+    if constexpr (std::is_enum_v<E>) {
+        elem_code<std::underlying_type_t<E>>(out);
+    } else if constexpr (std::is_same_v<E, bool>) {
+        std::strcpy(out, "b1");
+    } else if constexpr (std::is_floating_point_v<E>) {
+        std::snprintf(out, 8, "f%d", (int)sizeof(E));
+    } else if constexpr (std::is_integral_v<E>) {
+        std::snprintf(out, 8, "%c%d", std::is_signed_v<E> ? 'i' : 'u', (int)sizeof(E));
+    } else if constexpr (numpy_code<E>::v != nullptr) {
+        std::snprintf(out, 8, "%s", numpy_code<E>::v);
+    }
+}
+template <class P> inline void describe_one(ParamInfo* o) {
+    using V = std::remove_cvref_t<P>;
+    using E0 = std::conditional_t<std::is_pointer_v<V>, std::remove_pointer_t<V>, V>;
+    using E = std::remove_cv_t<E0>;
+    *o = ParamInfo{};
+    o->pointer = std::is_pointer_v<V>;
+    o->is_const = std::is_const_v<E0>;
+    type_name<P>(o->name, sizeof o->name);
+    if constexpr (!std::is_void_v<E> && !std::is_function_v<E>) {
+        o->size = o->elem_size = o->total = sizeof(E);
+        o->is_class = std::is_class_v<E>;
+        if constexpr (vec_info<E>::lanes > 0) {
+            o->lanes = vec_info<E>::lanes;
+            o->elem_size = sizeof(typename vec_info<E>::elem);
+            elem_code<typename vec_info<E>::elem>(o->code);
+        } else {
+            elem_code<E>(o->code);
+        }
+    }
+}
+template <class... P> inline int describe(void (*)(P...), ParamInfo* out, int max) {
+    int i = 0;
+    ((i < max ? describe_one<P>(&out[i]) : void(), ++i), ...);
+    return (int)sizeof...(P);
+}
+template <class G> inline void* describe_global(G& g, ParamInfo* info) {
+    describe_one<std::remove_all_extents_t<G>>(info);
+    info->total = sizeof(G);
+    info->pointer = 0;
+    return (void*)&g;
+}
 }  // namespace pl

@@ -1,14 +1,58 @@
 // pagedlab CPU executor runtime: fibers, block scheduler, barriers, warp rendezvous, launch.
 //
-// One OS worker runs one block at a time; every CUDA thread of the block is a fiber with its own
-// stack. A fiber runs until it reaches a barrier or a warp operation (a rendezvous), then hands
-// control back to the worker's scheduler, which resumes the next runnable fiber in the order the
-// schedule says. Rendezvous are exact: a barrier opens only when every thread of the block waits
-// at the same __syncthreads(); a warp operation completes only when every lane named in the mask
-// waits at the same operation with the same mask. Anything else is reported, never papered over.
+// Model. One OS worker thread runs one block at a time; each CUDA thread of the block is a fiber
+// with its own stack. A fiber runs until it reaches a barrier or a warp operation (a rendezvous),
+// then control goes back to its worker. Rendezvous are exact: a barrier opens only when every
+// thread of the block waits at the same __syncthreads(); a warp operation completes only when
+// every lane named in the mask waits at the same operation with the same mask. Anything else is
+// reported (Diag), never papered over.
 //
-// Launches can run in a forked child (isolate=1): a segfault or an endless loop then ends the
-// child, not the Python process. The child only runs this file's code and _exit()s.
+// Map of this file, in order:
+//   1. Context switch: pl_switch/pl_fiber_trampoline (asm) and fiber_init_stack, per CPU.
+//   2. Launch description: Status, Progress, Diag, Spec (mirrored by ctypes in executor.py:
+//      change both together), Fiber, Worker; then sanitizer_rt.h part 1 (namespace san).
+//   3. Messages and report() (the first error of a launch wins), switch_to_scheduler/resume,
+//      fiber_main, fail_and_park.
+//   4. Shared-memory canaries: canary_fill/canary_find/smem_check (dynamic shared overruns).
+//   5. Barriers: yield_in_order, release_barrier, barrier().
+//   6. Warp operations: complete_warp_op, warp_op(); report_stuck (deadlock description).
+//   7. Block scheduler: resolve_coalesced, setup_worker (stacks, TLS = __shared__), run_block.
+//   8. Isolation: on_fatal_signal, install_crash_handlers; worker_main, run_launch.
+//   9. C ABI (extern "C"): pl_syncthreads/pl_warp_op/pl_trap for the prelude; pl_shared_alloc,
+//      pl_launch for Python; sanitizer_rt.h part 2 (pl_san_configure, __tsan_* entry points).
+//
+// Fiber switch. On x86-64 and AArch64 pl_switch saves only the callee-saved registers on the
+// current stack, stores sp, loads the other fiber's sp and returns into it (a fresh fiber
+// "returns" into pl_fiber_trampoline, which calls fiber_main). Elsewhere, or with
+// -DPL_FIBER_UCONTEXT, getcontext/makecontext/swapcontext do the same (PL_FIBER_ASM undefined;
+// slower: a signal-mask system call per switch). Each stack has a PROT_NONE guard page below it;
+// tops are staggered by 64 bytes per thread so the saved registers of 1024 fibers do not all map
+// to one L1 set. Round-robin/reversed barrier arrivals switch straight to the next runnable fiber
+// (yield_in_order) instead of going through the scheduler.
+//
+// Isolation (Spec.isolate=1). pl_launch forks; the child runs run_launch and _exit()s. Output
+// arrays and the Diag live in MAP_SHARED memory (pl_shared_alloc, with a PROT_NONE page after
+// the end so a write just past an output faults), so the parent sees results and errors. The
+// child's crash handler (on an alternate signal stack) records signal, address, pc and whether a
+// guard page was hit. The parent's watchdog (executor.py) waits on the pipe with a timeout,
+// kills the child, and reads Diag.blocks_done/nblocks and progress[] to say whether a slow
+// launch was progressing or stuck.
+//
+// Sanitizer (issue 16). sanitizer_rt.h is included twice (state in the namespace, entry points
+// in extern "C"); runtime code calls it at fixed points marked "sanitizer (issue 16)":
+// worker_setup/worker_end, block_begin/block_end (beside blocks_done and canary_ok),
+// san::barrier (a barrier ends an epoch) and san::warp_sync (a completed warp operation orders
+// its lanes). With no sanitizer configured these are cheap early returns.
+//
+// Porting to a new OS/CPU. (1) CPU: add a pl_switch + fiber_init_stack pair under PL_FIBER_ASM
+// (save the ABI's callee-saved registers, keep the ABI's stack alignment), or build with
+// -DPL_FIBER_UCONTEXT first to get running. (2) on_fatal_signal: read pc/sp from ucontext_t for
+// the platform. (3) setup_worker: the dl_iterate_phdr lookup of the kernel library's TLS block
+// (__shared__ memory) is Linux-only; without it poisoning falls back to the dynamic arrays.
+// (4) pl_launch: fork/pipe2/MAP_SHARED|MAP_ANONYMOUS; the Apple macros below show the pattern.
+// (5) compiler.py: flags, the static-TLS fallback (PL_NO_FAST_TLS) and rpath. Then run
+// tests/test_cuda_executor.py, test_cuda_api.py, test_cuda_features.py, test_cuda_corpus.py,
+// test_cuda_sanitizer.py (and benchmarks/bench_cuda_cpu.py for the switch cost).
 #if defined(__APPLE__)
 #define _XOPEN_SOURCE 700  // macOS hides ucontext_t's routines without it
 #define _DARWIN_C_SOURCE 1
@@ -139,6 +183,9 @@ struct Diag {  // lives in MAP_SHARED memory so a forked child can report to the
     int32_t nworkers;
     Progress progress[MAX_WORKERS];
     char message[MSG_LEN];
+    std::atomic<int64_t> blocks_done;  // for the watchdog: is a slow launch making progress?
+    int64_t nblocks;
+    int32_t si_code, pad_;             // of a fatal signal: tells a misaligned access from a null one
 };
 
 struct Spec {
@@ -180,9 +227,12 @@ struct Worker {
     std::vector<Fiber> fibers;
     std::vector<int> order;
     int nthreads = 0, nwarps = 0, cur = -1;
+    int pos = 0;  // where the running fiber stands in `order` (this round of the scheduler)
     char* stacks = nullptr;
     size_t stack_stride = 0, stack_count = 0, page = 4096;
     int bar_arrived = 0, bar_count = 0, bar_and = 1, bar_or = 0, exited = 0;
+    int bar_line = 0, bar_kind = 0;  // the first arrival's barrier; bar_split: someone else's
+    bool bar_split = false;
     std::vector<unsigned> warp_arrived, warp_exited, warp_exists;
     void* tls_base = nullptr;
     size_t tls_size = 0;
@@ -190,6 +240,7 @@ struct Worker {
     void* dyn[MAX_DYN] = {};
     uint64_t dyn_cap[MAX_DYN] = {};
     bool failed = false;
+    bool canary_ok = false;  // the last block ended with every canary intact: keep, not refill
     uint3 bid{};
     uint64_t rng = 0;
     char* altstack = nullptr;
@@ -222,7 +273,8 @@ struct Msg {
 const char* kind_name(int kind) {
     static const char* names[] = {"__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync",
                                   "__shfl_xor_sync", "__ballot_sync", "__any_sync", "__all_sync",
-                                  "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync"};
+                                  "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
+                                  "coalesced_threads"};
     return (kind >= 0 && kind < pl::WARP_KIND_COUNT) ? names[kind] : "warp operation";
 }
 const char* bar_name(int kind) {
@@ -371,7 +423,7 @@ uint64_t canary_find(const unsigned char* p, uint64_t from, uint64_t to) {
 //   thread >= 0: when that CUDA thread yields (first QUICK_WINDOW bytes): names the writer;
 //   line > 0:    when a barrier opens (first GUARD_WINDOW bytes);
 //   otherwise:   when the block ends (everything up to the capacity).
-constexpr uint64_t QUICK_WINDOW = 256;
+constexpr uint64_t QUICK_WINDOW = 64;  // 16 floats: off-by-a-few writes, named at once; per switch, so kept short
 
 bool smem_check(Worker* w, int line, int thread) {
     uint64_t used = g_spec->shared_mem;
@@ -414,6 +466,33 @@ bool smem_check(Worker* w, int line, int thread) {
 }
 
 // ---- barriers -----------------------------------------------------------------------------
+// Round-robin and reversed: a thread arriving at a barrier hands over straight to the next
+// runnable thread in the schedule's order (the one the scheduler would resume next anyway):
+// one context switch per arrival instead of two, about a third of a 1024-thread barrier.
+void yield_in_order(Worker* w) {
+#ifdef PL_FIBER_ASM
+    int sched = g_spec->schedule;
+    if (sched == SCHED_ROUND_ROBIN || sched == SCHED_REVERSED) {
+        for (int k = w->pos + 1; k < w->nthreads; ++k) {
+            int t = w->order[k];
+            if (w->fibers[t].state != RUNNABLE) continue;
+            Fiber& f = w->fibers[w->cur];
+            Progress& p = g_spec->diag->progress[w->id];
+            p.line = f.line;
+            if (w->ndyn && !w->failed) smem_check(w, 0, w->cur);
+            if (w->failed) break;  // the scheduler stops the block
+            w->cur = t;
+            w->pos = k;
+            pl_cur = &w->fibers[t].ctx;
+            p.thread = t;
+            pl_switch(&f.sp, w->fibers[t].sp);
+            return;
+        }
+    }
+#endif
+    switch_to_scheduler(w);
+}
+
 void release_barrier(Worker* w) {
     int count = w->bar_count, all = w->bar_and, any = w->bar_or;
     for (auto& f : w->fibers) {
@@ -423,7 +502,7 @@ void release_barrier(Worker* w) {
         else if (f.kind == pl::BAR_AND) f.res = (uint64_t)all;
         else if (f.kind == pl::BAR_OR) f.res = (uint64_t)any;
     }
-    w->bar_arrived = 0; w->bar_count = 0; w->bar_and = 1; w->bar_or = 0;
+    w->bar_arrived = 0; w->bar_count = 0; w->bar_and = 1; w->bar_or = 0; w->bar_split = false;
 }
 
 int barrier(int line, int kind, int pred) {
@@ -431,12 +510,13 @@ int barrier(int line, int kind, int pred) {
     if (!w) { fprintf(stderr, "pagedlab: __syncthreads() outside a kernel launch\n"); abort(); }
     Fiber& f = w->fibers[w->cur];
     f.state = AT_BARRIER; f.line = line; f.kind = kind;
-    w->bar_arrived++;
+    if (w->bar_arrived++ == 0) { w->bar_line = line; w->bar_kind = kind; }
+    else if (line != w->bar_line || kind != w->bar_kind) w->bar_split = true;
     w->bar_count += pred; w->bar_and &= pred; w->bar_or |= pred;
     if (w->bar_arrived == w->nthreads) {
         // Everyone waits at a barrier: it must be the same call, or the threads have diverged.
-        bool same = true;
-        for (auto& g : w->fibers) same = same && g.line == line && g.kind == kind;
+        // (Tracked per arrival, so a matching barrier costs no pass over the block's threads.)
+        bool same = !w->bar_split;
         if (!same) {
             std::vector<std::pair<int, int>> sites;  // (line, kind) in order of first thread
             for (auto& g : w->fibers) {
@@ -463,7 +543,7 @@ int barrier(int line, int kind, int pred) {
         if (!san::barrier(w)) fail_and_park(w);  // sanitizer (issue 16)
         release_barrier(w);
     }
-    switch_to_scheduler(w);
+    yield_in_order(w);
     if (w->failed) fail_and_park(w);
     return (int)f.res;
 }
@@ -536,6 +616,12 @@ uint64_t warp_op(int line, int kind, unsigned mask, uint64_t bits, int arg, int 
               where(line).c_str(), width);
         report(w, ST_WARP, m.s, tid);
         fail_and_park(w);
+    }
+    if (kind == pl::COALESCE) {  // resolved by run_block once nothing else can run
+        f.state = AT_WARP; f.line = line; f.kind = kind; f.mask = 0;
+        switch_to_scheduler(w);
+        if (w->failed) fail_and_park(w);
+        return f.res;
     }
     f.state = AT_WARP; f.line = line; f.kind = kind; f.mask = mask;
     f.val = bits; f.arg = arg; f.width = width;
@@ -620,6 +706,29 @@ void report_stuck(Worker* w) {
 }
 
 // ---- the block scheduler --------------------------------------------------------------------
+// coalesced_threads(): when no thread of the block can run, the lanes of a warp that wait at the
+// same coalesced_threads() call form one group (the others wait elsewhere or have returned).
+bool resolve_coalesced(Worker* w) {
+    bool any = false;
+    for (int wp = 0; wp < w->nwarps; ++wp) {
+        Fiber* lanes = &w->fibers[wp * 32];
+        int nl = w->nthreads - wp * 32 < 32 ? w->nthreads - wp * 32 : 32;
+        unsigned done = 0;
+        for (int l = 0; l < nl; ++l) {
+            if (lanes[l].state != AT_WARP || lanes[l].kind != pl::COALESCE || (done >> l & 1)) continue;
+            unsigned group = 0;
+            for (int k = l; k < nl; ++k)
+                if (lanes[k].state == AT_WARP && lanes[k].kind == pl::COALESCE && lanes[k].line == lanes[l].line)
+                    group |= 1u << k;
+            for (int k = l; k < nl; ++k)
+                if (group >> k & 1) { lanes[k].res = group; lanes[k].state = RUNNABLE; }
+            done |= group;
+            any = true;
+        }
+    }
+    return any;
+}
+
 uint64_t splitmix(uint64_t& s) {
     uint64_t z = (s += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -691,12 +800,31 @@ void run_block(Worker* w, uint32_t linear) {
     p.thread = -1; p.line = 0;
 
     // Fresh shared memory: poison (0xff bytes: NaN floats, -1 ints), canary past shared_mem.
-    if (w->tls_base) memset(w->tls_base, 0xff, w->tls_size);
+    // The canary tails (up to ~100 KiB per extern array) are refilled only after a block that
+    // damaged them: rewriting them for every block cost more than small blocks' work.
+    bool keep = w->canary_ok && w->tls_base;
+    if (w->tls_base && !keep) memset(w->tls_base, 0xff, w->tls_size);
+    if (keep) {  // poison everything but the intact tails [shared_mem, cap) of the dyn arrays
+        char* lo = (char*)w->tls_base;
+        char* end = lo + w->tls_size;
+        while (lo < end) {
+            char* next_tail = end;
+            char* tail_end = end;
+            for (int i = 0; i < w->ndyn; ++i) {
+                char* t0 = (char*)w->dyn[i] + (s->shared_mem < w->dyn_cap[i] ? s->shared_mem : w->dyn_cap[i]);
+                char* t1 = (char*)w->dyn[i] + w->dyn_cap[i];
+                if (t0 < t1 && t1 > lo && t0 < next_tail) { next_tail = t0 < lo ? lo : t0; tail_end = t1; }
+            }
+            if (next_tail > lo) memset(lo, 0xff, (size_t)(next_tail - lo));
+            lo = tail_end > next_tail ? tail_end : end;
+        }
+    }
     for (int i = 0; i < w->ndyn; ++i) {
         unsigned char* b = (unsigned char*)w->dyn[i];
         if (!w->tls_base) memset(b, 0xff, s->shared_mem < w->dyn_cap[i] ? s->shared_mem : w->dyn_cap[i]);
-        if (s->shared_mem < w->dyn_cap[i]) canary_fill(b, s->shared_mem, w->dyn_cap[i]);
+        if (!keep && s->shared_mem < w->dyn_cap[i]) canary_fill(b, s->shared_mem, w->dyn_cap[i]);
     }
+    w->canary_ok = false;
 
     uint32_t bx = s->block[0], by = s->block[1];
     for (int t = 0; t < w->nthreads; ++t) {
@@ -708,7 +836,10 @@ void run_block(Worker* w, uint32_t linear) {
         f.ctx.gdim = dim3(s->grid[0], s->grid[1], s->grid[2]);
         f.lane = t % 32; f.warp = t / 32;
         f.state = RUNNABLE;
-        char* top = w->stacks + t * w->stack_stride + w->stack_stride;
+        // Stagger the stack tops by a cache line per thread: stacks are a multiple of 4 KiB
+        // apart, so unstaggered every fiber's saved registers would fall in the same L1 set
+        // and each switch would miss (measured: most of a 1024-thread barrier's cost).
+        char* top = w->stacks + t * w->stack_stride + w->stack_stride - (size_t)(t % 64) * 64;
 #ifdef PL_FIBER_ASM
         f.sp = fiber_init_stack(top, fiber_main, nullptr);
 #else
@@ -721,6 +852,7 @@ void run_block(Worker* w, uint32_t linear) {
 #endif
     }
     w->bar_arrived = 0; w->bar_count = 0; w->bar_and = 1; w->bar_or = 0; w->exited = 0;
+    w->bar_split = false;
     w->failed = false;
     for (int i = 0; i < w->nwarps; ++i) w->warp_arrived[i] = w->warp_exited[i] = 0;
 
@@ -744,7 +876,9 @@ void run_block(Worker* w, uint32_t linear) {
         for (int k = 0; k < n; ++k) {
             int t = w->order[k];
             if (w->fibers[t].state != RUNNABLE) continue;
+            w->pos = k;
             resume(w, t);
+            k = w->pos;  // threads handed over to each other up to here (yield_in_order)
             progressed = true;
             if (w->failed) goto out;
             if (sched == SCHED_WARP0_FIRST && t >= 32) {
@@ -753,11 +887,12 @@ void run_block(Worker* w, uint32_t linear) {
                 if (warp0) k = -1;  // warp 0 runs ahead whenever it can
             }
         }
-        if (!progressed) break;
+        if (!progressed && !resolve_coalesced(w)) break;
     }
     if (w->exited != n) report_stuck(w);
-    else if (w->ndyn) smem_check(w, 0, -1);
-    if (!w->failed) san::block_end(w);  // sanitizer (issue 16)
+    else if (w->ndyn) w->canary_ok = smem_check(w, 0, -1);
+    if (!w->failed) san::block_end(w);  // sanitizer (issue 16): may still fail the block
+    if (!w->failed) s->diag->blocks_done.fetch_add(1, std::memory_order_relaxed);
 out:
     p.active = 0;
 }
@@ -786,6 +921,7 @@ void on_fatal_signal(int sig, siginfo_t* info, void* ucv) {
 #endif
         (void)uc;
         d->fault_pc = pc;
+        d->si_code = info->si_code;
         Worker* w = tl_worker;
         if (w) {
             d->block[0] = w->bid.x; d->block[1] = w->bid.y; d->block[2] = w->bid.z;
@@ -856,6 +992,7 @@ int run_launch(Spec* s) {
     if (nw > MAX_WORKERS) nw = MAX_WORKERS;
     if ((uint32_t)nw > nblocks) nw = (int)nblocks;
     s->diag->nworkers = nw;
+    s->diag->nblocks = nblocks;
     std::vector<Worker> workers(nw);
     std::vector<pthread_t> tids(nw);
     for (int i = 0; i < nw; ++i) { workers[i].id = i; workers[i].spec = s; }

@@ -163,7 +163,10 @@ def instrument_flags(cxx: str) -> list[str]:
 def instrumented_build(kernel) -> compiler.Build:
     with kernel._lock:
         if getattr(kernel, "_san_build", None) is None:
-            kernel._san_build = compiler.build(kernel.code, kernel.filename, kernel.options, sanitize=True)
+            module = getattr(kernel, "_module", None)
+            kernel._san_build = compiler.build(
+                kernel.code, kernel.filename, kernel.options, sanitize=True,
+                name_expressions=module.name_expressions if module is not None else ())
         return kernel._san_build
 
 
@@ -195,6 +198,8 @@ class ArgInfo:
     nbytes: int
     dtype: np.dtype
     size: int
+    buf_lo: int = 0  # the whole allocation under a view (what memcheck allows); 0: the view itself
+    buf_hi: int = 0
 
 
 class Session:
@@ -228,9 +233,16 @@ class Session:
             cell = slots[i]
             if p.pointer:
                 ptr = ctypes.c_void_p.from_address(cell).value or 0
+                start = end = 0
                 if a.nbytes and ptr:
-                    ranges.append((ptr, ptr + a.nbytes, i, 0))
-                self.args.append(ArgInfo(p.name, p.ctype, ptr, int(a.nbytes), a.dtype, int(a.size)))
+                    # The whole allocation under a view is mapped (executor.buffer_span), so a
+                    # stencil's in[i-1] before a view's start is legal, as on a GPU.
+                    lo, hi = executor.buffer_span(a)
+                    start = ptr - (int(a.ctypes.data) - lo)
+                    end = start + (hi - lo)
+                    ranges.append((start, end, i, 0))
+                self.args.append(ArgInfo(p.name, p.ctype, ptr, int(a.nbytes), a.dtype, int(a.size),
+                                         start, end))
         # Memory the entry glue reads (the argument slots and scalar cells): not kernel memory.
         ranges.append((ctypes.addressof(slots), ctypes.addressof(slots) + ctypes.sizeof(slots), -1, 1))
         for i, a in enumerate(args):
@@ -359,12 +371,14 @@ def _nearest_arg(session, addr: int, size: int) -> str:
     for a in session.args:
         if not a.nbytes:
             continue
-        if addr < a.lo:
-            dist, text = a.lo - addr, f"{a.lo - addr} bytes before the start of"
-        elif addr + size > a.lo + a.nbytes:
-            dist = addr - (a.lo + a.nbytes)
-            text = (f"{dist} bytes past the end of" if dist >= 0
-                    else f"straddling the end ({a.lo + a.nbytes - addr} of {size} bytes inside) of")
+        lo, hi = (a.buf_lo, a.buf_hi) if a.buf_hi else (a.lo, a.lo + a.nbytes)
+        whose = "" if (lo, hi) == (a.lo, a.lo + a.nbytes) else " the buffer under"
+        if addr < lo:
+            dist, text = lo - addr, f"{lo - addr} bytes before the start of{whose}"
+        elif addr + size > hi:
+            dist = addr - hi
+            text = (f"{dist} bytes past the end of{whose}" if dist >= 0
+                    else f"straddling the end ({hi - addr} of {size} bytes inside) of{whose}")
             dist = max(dist, 0)
         else:
             continue
@@ -372,8 +386,9 @@ def _nearest_arg(session, addr: int, size: int) -> str:
             continue
         item = a.dtype.itemsize
         elem = (addr - a.lo) // item
-        desc = (f"{text} argument `{a.name}` ({a.dtype} array of {a.size} elements, {a.nbytes} bytes; "
-                f"the address is element {elem})")
+        view = f", a view {a.lo - lo} bytes into a {hi - lo}-byte buffer" if whose else ""
+        desc = (f"{text} argument `{a.name}` ({a.dtype} array of {a.size} elements, {a.nbytes} bytes"
+                f"{view}; the address is element {elem})")
         if best is None or dist < best[0]:
             best = (dist, desc)
     if best:

@@ -1,9 +1,14 @@
-"""Read a kernel's parameter list from its source and check launch arguments against it.
+"""A kernel's parameter types, and launch arguments checked against them.
 
 CuPy hands raw pointers and raw scalars to the GPU without knowing the parameter types, so a
 float64 array behind a `float*`, or a Python float (sent as a 64-bit double) for a `float`
 parameter, silently computes garbage. Reading the signature lets both backends refuse those
 before launch, with a message that says what to pass instead.
+
+On the CPU the types come from the compiler: the build exports, per kernel, what each parameter
+is after typedefs, macros and -D options (`pl::describe` in prelude.h), so `uint`, `floatX` or
+a struct by value are understood exactly. The source-text parser below remains for the CuPy
+backend (no C++ compiler needed there) and for parameter names in messages.
 """
 
 from __future__ import annotations
@@ -42,7 +47,11 @@ class Param:
     base: str           # "float"
     pointer: bool
     const: bool         # pointee is const (read-only argument)
-    dtype: np.dtype | None  # None: void* (any array)
+    dtype: np.dtype | None  # None: void* (any array), or a struct (checked by `size`)
+    size: int = 0           # bytes of the value, or of one pointee (0: unknown or void)
+    lanes: int = 0          # vector types: float4 -> 4 (dtype is then the element's)
+    is_class: bool = False  # a struct/class type (vector types included)
+    raw16: bool = False     # __nv_bfloat16: numpy has no such dtype, pass uint16 bits
 
     def describe(self) -> str:
         return f"argument {self.index} (`{self.name}`, {self.ctype.strip()})"
@@ -128,6 +137,50 @@ def _param(index: int, decl: str) -> Param:
     return Param(index, pname, head, base, pointer, const, dtype)
 
 
+def param_names(code: str, name: str) -> list[str] | None:
+    """Parameter names as written (for messages); None when the list cannot be read as text."""
+    try:
+        return [p.name for p in parse_params(code, name)]
+    except ValueError:
+        pass
+    text = strip_comments(code)
+    for m in _KERNEL_RE.finditer(text):
+        if m.group(1) == name:
+            depth, i = 1, m.end()
+            while depth and i < len(text):
+                depth += {"(": 1, ")": -1}.get(text[i], 0)
+                i += 1
+            inner = text[m.end():i - 1]
+            out, depth, cur = [], 0, ""
+            for ch in inner + ",":
+                depth += 1 if ch in "(<[" else -1 if ch in ")>]" else 0
+                if ch == "," and depth == 0:
+                    ident = re.findall(r"[A-Za-z_]\w*", cur)
+                    out.append(ident[-1] if ident else "")
+                    cur = ""
+                else:
+                    cur += ch
+            return out if out != [""] else []
+    return None
+
+
+_CODES = {"b1": np.bool_, "f2": np.float16, "f4": np.float32, "f8": np.float64,
+          "i1": np.int8, "i2": np.int16, "i4": np.int32, "i8": np.int64,
+          "u1": np.uint8, "u2": np.uint16, "u4": np.uint32, "u8": np.uint64}
+
+
+def from_compiler(index: int, name: str | None, pointer: bool, const: bool, size: int,
+                  lanes: int, is_class: bool, code: str, type_name: str) -> Param:
+    """A Param from the compiler's description of one parameter (pl::ParamInfo)."""
+    ctype = re.sub(r"\s+([*&])", r"\1", type_name) if type_name else "?"  # clang: "float *"
+    base = ctype.replace("const ", "").replace("volatile ", "").rstrip("*& ").strip()
+    if pointer and "*" in base:
+        base = base[:base.rindex("*")].strip()
+    dtype = np.dtype(_CODES[code]) if code in _CODES else None
+    return Param(index, name or f"arg{index}", ctype, base, pointer, const, dtype, size=size,
+                 lanes=lanes, is_class=is_class, raw16=code == "bf16")
+
+
 def _c_name(dtype: np.dtype) -> str:
     for c, d in _SCALARS.items():
         if np.dtype(d) == dtype:
@@ -158,20 +211,60 @@ def _check_pointer(p: Param, a, array_module: str) -> None:
     dtype = getattr(a, "dtype", None)
     if dtype is None or not hasattr(a, "flags"):
         raise TypeError(f"{p.describe()} needs a {array_module} array, got {type(a).__name__}")
-    if p.dtype is not None and np.dtype(str(dtype)) != p.dtype:
+    if p.raw16 or (p.dtype is None and p.size and p.is_class):
+        _check_struct_array(p, a)
+    elif p.dtype is not None and np.dtype(str(dtype)) != p.dtype and not (
+            p.lanes and dtype.kind == "V" and dtype.itemsize == p.size):
         raise TypeError(
             f"{p.describe()} points to {p.base} ({p.dtype.name}) but the array is {dtype}: "
             f"the kernel would reinterpret its bytes. Pass x.astype(numpy.{p.dtype.name}).")
-    if not a.flags.c_contiguous:
+    if not (a.flags.c_contiguous or a.flags.f_contiguous):
         raise TypeError(
-            f"{p.describe()}: the array is not C-contiguous (strides {a.strides}); the kernel "
+            f"{p.describe()}: the array is not contiguous (strides {a.strides}); the kernel "
             f"indexes it as one dense block. Pass {array_module}.ascontiguousarray(x).")
     if not p.const and not a.flags.writeable:
         raise ValueError(f"{p.describe()}: the kernel may write through this pointer but the "
                          "array is read-only; pass a writeable copy")
 
 
+def _check_struct_array(p: Param, a) -> None:
+    """Arrays behind a pointer to a struct (or bfloat16): whole elements of the right size."""
+    dtype = a.dtype
+    if p.raw16:
+        if dtype.itemsize != 2 or dtype.kind not in "uV" and "bfloat16" not in str(dtype):
+            raise TypeError(f"{p.describe()} points to bfloat16, which numpy lacks: pass the raw "
+                            f"bits as a uint16 array (got {dtype})")
+        return
+    if dtype.kind == "V" and dtype.itemsize == p.size or dtype == np.uint8 and a.nbytes % p.size == 0:
+        return
+    raise TypeError(
+        f"{p.describe()} points to a {p.size}-byte struct: pass a numpy structured array whose "
+        f"itemsize is {p.size} (or the raw bytes as uint8), got {dtype} (itemsize {dtype.itemsize})")
+
+
+def _check_by_value(p: Param, a) -> None:
+    """A struct or vector type by value: a structured numpy scalar, bytes, or an array holding
+    exactly its bytes (a float3 as numpy.float32 array of 3)."""
+    if isinstance(a, (bytes, bytearray)):
+        n, what = len(a), "bytes"
+    elif isinstance(a, (np.generic, np.ndarray)):
+        a = np.asarray(a)
+        if p.lanes and p.dtype is not None and a.dtype != p.dtype and a.dtype.kind != "V":
+            raise TypeError(f"{p.describe()} is a vector of {p.lanes} {p.dtype.name}: pass "
+                            f"numpy.array([...], dtype=numpy.{p.dtype.name}), got {a.dtype}")
+        n, what = a.nbytes, f"a {a.dtype} value"
+    else:
+        raise TypeError(f"{p.describe()} is a {p.size}-byte struct passed by value: pass a numpy "
+                        f"structured scalar, an array of its fields' bytes or `bytes`, got "
+                        f"{type(a).__name__}")
+    if n != p.size:
+        raise TypeError(f"{p.describe()} is {p.size} bytes by value, but {what} of {n} bytes "
+                        "was given (check the field types and the struct's padding)")
+
+
 def _check_scalar(p: Param, a) -> None:
+    if p.is_class or p.dtype is None:
+        return _check_by_value(p, a)
     want = p.dtype
     if isinstance(a, bool) or isinstance(a, (int, float)) and not isinstance(a, np.generic):
         kind = type(a).__name__

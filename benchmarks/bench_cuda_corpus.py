@@ -1,0 +1,204 @@
+"""The corpus's larger kernels on pagedlab's CPU executor, next to numpy doing the same work.
+
+Rows: tiled matmul (1024^3 with 32x32 tiles = 1024-thread blocks, the course's worst case, and
+the same product with 16x16 tiles), softmax, layernorm, stencil, Black-Scholes, histogram and a
+shared-tree reduction, each with its numpy time measured in the same run (the baseline the
+ratio refers to). For the matmul, a breakdown says where the time goes: the same kernel with
+the tile loop's barriers and shared memory taken out (pure arithmetic on 1024 fibers), and a
+barrier-only kernel that does nothing but __syncthreads() as often as the matmul does (the
+cost of the fiber switches).
+
+Where the 1024^3 matmul's time went (perf, issue 22): 67 M barrier waits. A wait was two
+context switches (fiber -> scheduler -> next fiber), and with 1024 fibers each switch missed
+the cache: fiber stacks are a multiple of 4 KiB apart, so every saved register frame sat in
+the same L1 set. Plus __tls_get_addr calls for __shared__ (thread_local in a dlopen()ed
+library). Fixes: stack tops staggered by a cache line, direct hand-over to the next thread at
+a barrier (round-robin/reversed), TLS descriptors. CPU time per barrier wait went from ~45 ns
+(32-256 threads) and ~95 ns (1024 threads) to ~22-30 ns; the matmul from ~11 to ~3.8 CPU-s.
+What is left is mostly the kernel's own scalar arithmetic, one CUDA thread at a time; going
+further would mean running a warp's 32 threads as SIMD lanes. Wall times on a shared box are
+noisy: the cpu column (the launch child's CPU time) is the steadier figure.
+
+Run: .venv/bin/python benchmarks/bench_cuda_corpus.py [--repeat 3] [--quick]
+(also run from benchmarks/bench_cuda_cpu.py --corpus)
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pagedlab import cuda
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "cuda_kernels" / "corpus"
+
+MATMUL32 = r'''
+#define T 32
+__global__ void matmul32(const float* A, const float* B, float* C, int n) {
+    __shared__ float As[T][T];
+    __shared__ float Bs[T][T];
+    int row = blockIdx.y * T + threadIdx.y, col = blockIdx.x * T + threadIdx.x;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < n; k0 += T) {
+        As[threadIdx.y][threadIdx.x] = A[row * n + k0 + threadIdx.x];
+        Bs[threadIdx.y][threadIdx.x] = B[(k0 + threadIdx.y) * n + col];
+        __syncthreads();
+        for (int k = 0; k < T; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
+        __syncthreads();
+    }
+    C[row * n + col] = acc;
+}
+// The same arithmetic without shared tiles or barriers: what the fibers cost without switching.
+__global__ void matmul_naive(const float* A, const float* B, float* C, int n) {
+    int row = blockIdx.y * 32 + threadIdx.y, col = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    for (int k = 0; k < n; ++k) acc += A[row * n + k] * B[k * n + col];
+    C[row * n + col] = acc;
+}
+// Only the barriers of the 1024^3 tiled matmul: 2 per k-tile, 1024 threads per block.
+__global__ void barriers_only(float* out, int rounds) {
+    for (int r = 0; r < rounds; ++r) { __syncthreads(); __syncthreads(); }
+    if (threadIdx.x == 0 && threadIdx.y == 0) out[blockIdx.y * gridDim.x + blockIdx.x] = rounds;
+}
+'''
+
+
+CPU = {}  # name -> CPU seconds of the last timed launch (forked children: robust to a busy box)
+
+
+def timed(fn, repeat, key=None):
+    times, cpus = [], []
+    for _ in range(repeat):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+    if key:
+        CPU[key] = statistics.median(cpus)
+    return statistics.median(times)
+
+
+def row(name, t, base, extra=""):
+    cpu = f"cpu {CPU.pop(name, 0) * 1e3:8.1f} ms" if name in CPU else " " * 15
+    print(f"  {name:34s} {t * 1e3:9.1f} ms  {cpu}  numpy {base * 1e3:8.2f} ms  {t / base:7.1f}x  {extra}")
+
+
+def matmul_rows(n, repeat, timeout):
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
+    C = np.full((n, n), np.nan, np.float32)
+    mod = cuda.RawModule(code=MATMUL32, backend="cpu", filename="bench_matmul.cu").compile()
+    base = timed(lambda: A @ B, repeat)
+    ref = A.astype(np.float64) @ B
+    g = (n // 32, n // 32)
+    t = timed(lambda: mod.get_function("matmul32")(g, (32, 32), (A, B, C, np.int32(n)),
+                                                   timeout=timeout), repeat,
+              key=f"matmul {n}^3, 32x32 tiles (1024 thr)")
+    err = float(np.abs(C - ref).max() / np.abs(ref).max())
+    row(f"matmul {n}^3, 32x32 tiles (1024 thr)", t, base, f"max rel err {err:.1e}")
+    tn = timed(lambda: mod.get_function("matmul_naive")(g, (32, 32), (A, B, C, np.int32(n)),
+                                                        timeout=timeout), repeat,
+               key="  naive (no tiles, B read by column)")
+    row("  naive (no tiles, B read by column)", tn, base)
+    out = np.zeros(g[0] * g[1], np.float32)
+    tb = timed(lambda: mod.get_function("barriers_only")(g, (32, 32), (out, np.int32(n // 32)),
+                                                         timeout=timeout), repeat,
+               key="  barriers only (2 per k-tile)")
+    switches = g[0] * g[1] * 1024 * 2 * (n // 32)
+    cpu = CPU["  barriers only (2 per k-tile)"]
+    row("  barriers only (2 per k-tile)", tb, base,
+        f"{switches / 1e6:.0f} M thread-barrier waits, {cpu / switches * 1e9:.0f} ns CPU each")
+    k16 = cuda.RawKernel((CORPUS / "classics.cu").read_text(), "matmul_tiled", backend="cpu")
+    t16 = timed(lambda: k16((n // 16, n // 16), (16, 16), (A, B, C, np.int32(n), np.int32(n),
+                                                         np.int32(n)), timeout=timeout), repeat,
+                key=f"matmul {n}^3, 16x16 tiles (256 thr)")
+    row(f"matmul {n}^3, 16x16 tiles (256 thr)", t16, base)
+
+
+def corpus_rows(repeat):
+    classics = (CORPUS / "classics.cu").read_text()
+    mod = cuda.RawModule(code=classics, backend="cpu", filename="classics.cu").compile()
+    red = cuda.RawModule(code=(CORPUS / "reductions.cu").read_text(), backend="cpu",
+                         filename="reductions.cu").compile()
+    rng = np.random.default_rng(1)
+
+    x = rng.standard_normal((512, 1024)).astype(np.float32)
+    out = np.empty_like(x)
+    def np_softmax():
+        e = np.exp(x - x.max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
+    t = timed(lambda: mod.get_function("softmax_rows")((512,), (128,), (out, x, np.int32(1024))), repeat)
+    row("softmax 512 x 1024", t, timed(np_softmax, repeat))
+
+    g, b = rng.random(1024).astype(np.float32), rng.random(1024).astype(np.float32)
+    def np_layernorm():
+        m = x.mean(1, keepdims=True)
+        return (x - m) / np.sqrt(x.var(1, keepdims=True) + 1e-5) * g + b
+    t = timed(lambda: mod.get_function("layernorm_rows")(
+        (128,), (128,), (out, x, g, b, np.int32(512), np.int32(1024), np.float32(1e-5))), repeat)
+    row("layernorm 512 x 1024", t, timed(np_layernorm, repeat))
+
+    v = rng.random(1 << 20).astype(np.float32)
+    o = np.empty_like(v)
+    def np_stencil():
+        p = np.pad(v, 3)
+        return sum(p[k:k + v.size] for k in range(7))
+    t = timed(lambda: mod.get_function("stencil_halo")((v.size // 256,), (256,), (o, v, np.int32(v.size)),
+                                                       shared_mem=(256 + 6) * 4), repeat)
+    row("stencil radius 3, 1M points", t, timed(np_stencil, repeat))
+
+    n = 1 << 20
+    S, K = rng.uniform(5, 30, n).astype(np.float32), rng.uniform(1, 100, n).astype(np.float32)
+    T = rng.uniform(0.25, 10, n).astype(np.float32)
+    call, put = np.empty_like(S), np.empty_like(S)
+    try:
+        from scipy.special import ndtr
+    except ImportError:
+        ndtr = None
+    def np_black_scholes():
+        sq = np.sqrt(T)
+        d1 = (np.log(S / K) + (0.02 + 0.045) * T) / (0.3 * sq)
+        d2 = d1 - 0.3 * sq
+        disc = np.exp(-0.02 * T)
+        cnd = ndtr if ndtr is not None else (lambda d: 0.5 * (1 + np.tanh(0.79788456 * d)))
+        return S * cnd(d1) - K * disc * cnd(d2), K * disc * cnd(-d2) - S * cnd(-d1)
+    t = timed(lambda: mod.get_function("black_scholes")((n // 256,), (256,), (
+        call, put, S, K, T, np.float32(0.02), np.float32(0.3), np.int32(n))), repeat)
+    row("Black-Scholes 1M options", t, timed(np_black_scholes, repeat))
+
+    data = rng.integers(0, 256, 1 << 22).astype(np.uint8)
+    hist = np.zeros(256, np.uint32)
+    t = timed(lambda: mod.get_function("histogram_private")((64,), (256,), (
+        hist, data, np.int32(data.size), np.int32(256)), shared_mem=256 * 4), repeat)
+    row("histogram 4M bytes, 256 bins", t, timed(lambda: np.bincount(data, minlength=256), repeat))
+
+    r = rng.random(1 << 22).astype(np.float32)
+    partial = np.empty(r.size // 256, np.float32)
+    t = timed(lambda: red.get_function("reduce_shared_tree")((r.size // 256,), (256,), (
+        partial, r, np.int32(r.size)), shared_mem=256 * 4), repeat)
+    row("shared-tree reduction 4M floats", t, timed(lambda: r.sum(), repeat))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--n", type=int, default=1024, help="matmul size (a multiple of 32)")
+    ap.add_argument("--quick", action="store_true", help="matmul 512^3 instead of 1024^3")
+    a = ap.parse_args(argv)
+    n = 512 if a.quick else a.n
+    print(f"corpus kernels on the CPU executor ({cuda.executor.default_workers()} worker(s)), "
+          "median of", a.repeat)
+    matmul_rows(n, a.repeat, timeout=600)
+    corpus_rows(a.repeat)
+
+
+if __name__ == "__main__":
+    main()
