@@ -25,11 +25,10 @@ import bootstrap  # noqa: E402  (same folder: the lock's target and torch source
 
 
 def uv() -> str:
-    found = bootstrap.shutil.which("uv") or next(
-        (str(p) for p in (ROOT / ".venv" / "bin" / "uv",) if p.exists()), None)
+    found = bootstrap.find_uv(ROOT / ".venv", sys.executable)  # PATH, the venv, or bootstrap's copy
     if found:
         return found
-    sys.exit("uv not found: run ./course test once (it installs uv into .venv), or pip install uv")
+    sys.exit("uv not found and `pip install uv` failed: run ./course test once, or pip install uv")
 
 
 def main(argv: list[str]) -> int:
