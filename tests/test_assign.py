@@ -193,9 +193,9 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def course_copy(tmp_path):
     """A copy of the course that `python -m pagedlab` (run inside it) treats as its own."""
-    for name in ("pagedlab", "solutions", "exercises"):
+    for name in ("pagedlab", "solutions", "exercises", "tools"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("course", "pyproject.toml", "constraints.txt", ".pagedlab-course"):
+    for name in ("course", "pyproject.toml", "constraints.txt", "requirements.lock", ".pagedlab-course"):
         shutil.copy2(ROOT / name, tmp_path / name)
         # Older than any venv's install stamp: `course` in the copy must never reinstall the
         # (shared) venv it is pointed at.
