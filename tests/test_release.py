@@ -44,7 +44,7 @@ def test_edition_has_what_a_student_needs(edition):
     course_tools = set(re.findall(r"\btools/[\w./-]+\.py\b", (ROOT / "course").read_text()))
     optional = {"requirements.lock"} | ({"tools"} if course_tools else set())
     assert top - optional == {".ci", ".github", ".gitignore", ".pagedlab-course", "README.md",
-                              "constraints.txt", "course", "environment.yml", "exercises", "notebooks",
+                              "constraints.txt", "course", "environment.yml", "environment-gpu.yml", "exercises", "notebooks",
                               "pagedlab", "pyproject.toml", "tests"}
     assert {f for f in files if f.startswith("tools/")} == course_tools  # only what ./course runs
     assert 'edition = "student"' in (out / ".pagedlab-course").read_text()
