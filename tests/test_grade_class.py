@@ -291,8 +291,12 @@ def test_class_scores_equal_single_grade_runs(graded_class):
                        env=g["env"], cwd=ROOT, capture_output=True, check=True, timeout=600)
         return json.loads(path.read_text())
 
+    # One student of each kind that scores differently (the hang's single run alone would take its
+    # whole time limit again; its CSV row is checked by the next test).
+    compared = [k for k in rows if k in ("alice_solution", "bob_stub", "dan_mutant_a", "frank_mutant_c",
+                                         "mallory_cheat") or "crash" in k]
     with ThreadPoolExecutor(2) as pool:
-        singles = dict(zip(rows, pool.map(single, rows)))
+        singles = dict(zip(compared, pool.map(single, compared)))
     for key, results in singles.items():
         tasks = {f"task{t['number']}": f"{t['score']:g}" for t in results["tests"]}
         assert {t: rows[key][t] for t in tasks} == tasks, key

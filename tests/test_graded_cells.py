@@ -20,7 +20,7 @@ from pagedlab import manifest
 jupyter_client = pytest.importorskip("jupyter_client")
 
 ROOT = Path(__file__).resolve().parent.parent
-SCALE = 0.2  # limits of 30/60 s become 6/12 s
+SCALE = 0.1  # limits of 30/60 s become 3/6 s
 
 # (student file, task, the code that replaces the function its first check calls)
 TARGETS = {
