@@ -28,12 +28,14 @@ class Result:
 
 
 def _outcome(task: str, impl=None):
+    import os
+
     from .. import loader, manifest
     from ..grading.runner import run_task
 
     row = manifest.task(task)
     folder = loader.impl_dir(impl)
-    impl_arg = str(impl) if impl is not None else (loader.os.environ.get(loader.ENV_VAR) or "exercises")
+    impl_arg = str(impl) if impl is not None else (os.environ.get(loader.ENV_VAR) or "exercises")
     if impl_arg not in loader.NAMED_IMPLS:
         impl_arg = str(folder)
     return row, run_task(row, impl_arg, folder)
