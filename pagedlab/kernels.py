@@ -284,7 +284,8 @@ def _cupy_usable() -> bool:
     return cupy_available()
 
 
-def _decode_cupy(q, k_cache, v_cache, block_tables, seq_lens, *, scale=None, impl=None):
+def _cupy_inputs(q, k_cache, v_cache, block_tables, seq_lens):
+    """(cupy, the kind of array the caller passed, the five inputs on the device) for a GPU launch."""
     if not _cupy_usable():
         raise RuntimeError("backend='cupy' needs CuPy and a CUDA GPU (pip install 'pagedlab[gpu]'); "
                            "this machine has neither, use backend='cpu' or 'auto'")
@@ -293,6 +294,11 @@ def _decode_cupy(q, k_cache, v_cache, block_tables, seq_lens, *, scale=None, imp
     kind = "torch" if _is_torch(q) else "numpy" if isinstance(q, np.ndarray) else "cupy"
     arrays = [_device_array(cupy, x, name) for x, name in
               zip((q, k_cache, v_cache, block_tables, seq_lens), _ARG_NAMES, strict=True)]
+    return cupy, kind, arrays
+
+
+def _decode_cupy(q, k_cache, v_cache, block_tables, seq_lens, *, scale=None, impl=None):
+    cupy, kind, arrays = _cupy_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     device = cupy.cuda.Device()
     limit = device.attributes["MaxSharedMemoryPerBlockOptin"] - STATIC_SHARED_BYTES
     launch = validate(*arrays, scale=scale, max_dynamic_shared=limit, to_host=cupy.asnumpy)
@@ -521,14 +527,7 @@ def decode_v2_on_executor(q, k_cache, v_cache, block_tables, seq_lens, *, scale=
 
 def _decode_cupy_v2(q, k_cache, v_cache, block_tables, seq_lens, *, scale=None, impl=None,
                     partition_size=None, workspace=None):
-    if not _cupy_usable():
-        raise RuntimeError("backend='cupy' needs CuPy and a CUDA GPU (pip install 'pagedlab[gpu]'); "
-                           "this machine has neither, use backend='cpu' or 'auto'")
-    import cupy
-
-    kind = "torch" if _is_torch(q) else "numpy" if isinstance(q, np.ndarray) else "cupy"
-    arrays = [_device_array(cupy, x, name) for x, name in
-              zip((q, k_cache, v_cache, block_tables, seq_lens), _ARG_NAMES, strict=True)]
+    cupy, kind, arrays = _cupy_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     limit = cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"] - STATIC_SHARED_BYTES
     launch, plan = validate_v2(*arrays, scale=scale, partition_size=partition_size, workspace=workspace,
                                max_dynamic_shared=limit, to_host=cupy.asnumpy, xp=cupy)
