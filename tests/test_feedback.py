@@ -8,7 +8,6 @@ and its message from the judge.
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -26,6 +25,8 @@ import test_swap_mutants  # noqa: E402
 import test_v2_mutants  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "submissions"))
+import broken  # noqa: E402  (copies solutions/ for planted-bug submissions)
 
 
 def _engine(name):
@@ -68,9 +69,7 @@ def test_every_task_has_a_feedback_case():
 @pytest.mark.parametrize("task", sorted(CASES, key=lambda t: int(t[4:])))
 def test_the_explanation_names_the_function_and_the_rule(task, tmp_path):
     (filename, old, new), function = CASES[task]
-    for source in (ROOT / "solutions").iterdir():
-        if source.is_file():
-            shutil.copy(source, tmp_path / source.name)
+    broken.copy_solutions(tmp_path)
     text = (tmp_path / filename).read_text()
     assert old in text, f"{task}: the planted bug no longer applies to solutions/{filename}"
     (tmp_path / filename).write_text(text.replace(old, new, 1))
@@ -86,9 +85,7 @@ def test_the_explanation_names_the_function_and_the_rule(task, tmp_path):
 def test_a_deliberate_raise_in_correct_code_points_at_the_caller(tmp_path):
     """Measured before: a Task 11 bug in allocate (it never checked for a free block) was reported
     at popleft, whose `raise MemoryError` is correct. Now the caller's line is the one named."""
-    for source in (ROOT / "solutions").iterdir():
-        if source.is_file():
-            shutil.copy(source, tmp_path / source.name)
+    broken.copy_solutions(tmp_path)
     path = tmp_path / "prefix_cache.py"
     text = path.read_text()
     check = "        if num_new > pool.num_free_blocks - idle_hits:\n            return None"

@@ -8,7 +8,7 @@ never reach. Grading uses a fixed hidden seed so the test is reproducible; any s
 
 from __future__ import annotations
 
-import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,8 @@ from pagedlab import manifest
 from pagedlab.grading.cli import grade
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "submissions"))
+import broken  # noqa: E402  (copies solutions/ for planted-bug submissions)
 
 OVERFITS = {
     # Task 1: the block count is right only for the pool sizes the public checks use.
@@ -41,11 +43,7 @@ HIDDEN_SEED = 20261123
 
 def _overfit(tmp_path: Path, task: str) -> Path:
     filename, old, new = OVERFITS[task]
-    folder = tmp_path / task
-    folder.mkdir()
-    for source in (ROOT / "solutions").iterdir():
-        if source.is_file():
-            shutil.copy(source, folder / source.name)
+    folder = broken.copy_solutions(tmp_path / task)
     text = (folder / filename).read_text()
     assert old in text, f"{task}: the overfit no longer applies to solutions/{filename}"
     (folder / filename).write_text(text.replace(old, new, 1))
