@@ -2,7 +2,9 @@
 
 Every check builds its own random data (fixed seeds, never zeros), scatters it over a shuffled
 paged cache whose unused slots are NaN, and compares with a float64 answer computed without any
-paging (`pagedlab.reference`). A slot read that should not happen shows up as NaN.
+paging (`pagedlab.reference`). A slot read that should not happen shows up as NaN, and the
+caches of Tasks 7-9 are poisoned (`poison.py`): a -1 table entry or a negative slot used as an
+index raises, and the block a -1 would wrap to is NaN.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import torch
 
 from ..reference import make_paged_batch
 from .framework import CheckFailure, check, expect, see
+from .poison import Tripwire, plain, poisoned
 
 RULE_SLOT = "notebook 06, The slot of a token: slot(p) = block_table[p // block_size] * block_size + p % block_size"
 RULE_WRITE = "notebook 06, Task 7 · write_kv: writing K/V scatters the new tokens into the flattened cache at their slots"
@@ -79,12 +82,14 @@ def _expect_slots(got, table, positions, block_size, context):
 
 
 def _new_cache(num_blocks, block_size, num_kv_heads, head_size, dtype):
+    """NaN caches that refuse negative slots: a padding token written anywhere raises."""
     shape = (num_blocks, block_size, num_kv_heads, head_size)
-    return (torch.full(shape, float("nan"), dtype=dtype), torch.full(shape, float("nan"), dtype=dtype))
+    return tuple(torch.full(shape, float("nan"), dtype=dtype).as_subclass(Tripwire) for _ in range(2))
 
 
 def _expect_cache(cache, slots, rows, name, context):
     """`cache` holds `rows[i]` at `slots[i]` (slots >= 0) and NaN in every other slot."""
+    cache = plain(cache)
     see(f"write_kv: {name} afterwards ({context})", cache, rule=RULE_WRITE)
     flat = cache.view(-1, *cache.shape[2:])
     written = torch.zeros(flat.shape[0], dtype=torch.bool)
@@ -143,8 +148,8 @@ def write_skips_padding(run):
 def gather_in_order(run):
     pa = _module(run)
     for block_size in (8, 16):
-        batch = make_paged_batch(LENGTHS(block_size), num_heads=2, num_kv_heads=2, head_size=32,
-                                 block_size=block_size, seed=80 + block_size)
+        batch = poisoned(make_paged_batch(LENGTHS(block_size), num_heads=2, num_kv_heads=2, head_size=32,
+                                          block_size=block_size, seed=80 + block_size))
         for s, n in enumerate(batch.seq_lens.tolist()):
             k, v = pa.gather_kv(batch.k_cache, batch.v_cache, batch.block_tables[s], n)
             context = f"block_size={block_size}, sequence {s} of {n} tokens"
@@ -155,8 +160,8 @@ def gather_in_order(run):
 @check("task8", "gather follows shared blocks (after a fork) and float64 caches", rule=RULE_GATHER)
 def gather_shared(run):
     pa = _module(run)
-    batch = make_paged_batch([40, 45, 33], num_heads=4, num_kv_heads=2, head_size=16, block_size=16,
-                             dtype=torch.float64, shared_blocks=2, seed=81)
+    batch = poisoned(make_paged_batch([40, 45, 33], num_heads=4, num_kv_heads=2, head_size=16, block_size=16,
+                                      dtype=torch.float64, shared_blocks=2, seed=81))
     for s, n in enumerate(batch.seq_lens.tolist()):
         k, v = pa.gather_kv(batch.k_cache, batch.v_cache, batch.block_tables[s], n)
         context = f"sequence {s} of {n} tokens, table {batch.block_tables[s].tolist()}"
@@ -165,6 +170,7 @@ def gather_shared(run):
 
 
 def _expect_tokens(got, want, name, context):
+    got = plain(got)
     expect(isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(want.shape),
            f"gathered {name} has the wrong shape ({context})", rule=RULE_GATHER,
            expected=f"[seq_len, num_kv_heads, head_size] = {list(want.shape)}",
@@ -189,14 +195,14 @@ def _attention_label(context: str) -> str:
 def drive_attention(run, cases) -> None:
     pa = _module(run)
     for context, kwargs, scale in cases:
-        batch = make_paged_batch(**kwargs)
+        batch = poisoned(make_paged_batch(**kwargs))
         out = pa.paged_attention(batch.q, batch.k_cache, batch.v_cache, batch.block_tables,
                                  batch.seq_lens, scale=scale)
         expect(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(batch.q.shape),
                f"paged_attention returns out shaped like q ({context})", rule=RULE_ATTN,
                expected=list(batch.q.shape),
                actual=list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__)
-        run.see_array(_attention_label(context), out.detach().double(), tol=TOL[batch.q.dtype], rule=RULE_ATTN,
+        run.see_array(_attention_label(context), plain(out).detach().double(), tol=TOL[batch.q.dtype], rule=RULE_ATTN,
                       hint=ATTN_HINT)
 
 
