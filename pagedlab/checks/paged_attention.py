@@ -192,10 +192,20 @@ def _attention_label(context: str) -> str:
     return f"paged_attention output ({context})"
 
 
+def build_batch(kwargs):
+    """`make_paged_batch(**kwargs)`; `q_scale` multiplies q (large logits: a softmax without
+    its max subtracted overflows)."""
+    kwargs = dict(kwargs)
+    q_scale = kwargs.pop("q_scale", 1)
+    batch = make_paged_batch(**kwargs)
+    batch.q = batch.q * q_scale
+    return batch
+
+
 def drive_attention(run, cases) -> None:
     pa = _module(run)
     for context, kwargs, scale in cases:
-        batch = poisoned(make_paged_batch(**kwargs))
+        batch = poisoned(build_batch(kwargs))
         out = pa.paged_attention(batch.q, batch.k_cache, batch.v_cache, batch.block_tables,
                                  batch.seq_lens, scale=scale)
         expect(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(batch.q.shape),
@@ -212,7 +222,7 @@ ATTN_HINT = ("NaN means an unused cache slot was read; otherwise check the softm
 
 def expected_attention(cases):
     def expected(run):
-        return [(_attention_label(context), make_paged_batch(**kwargs).expected(scale).numpy(),
+        return [(_attention_label(context), build_batch(kwargs).expected(scale).numpy(),
                  TOL[kwargs.get("dtype", torch.float32)]) for context, kwargs, scale in cases]
     return expected
 

@@ -21,7 +21,7 @@ import torch
 from ..kernels import PARTITION_SIZE, V2_KERNEL_FILE, decode_v2_on_executor, unwritten, v2_workspace
 from ..reference import make_paged_batch
 from .framework import check, expect
-from .paged_attention_cu import check_schedules
+from .paged_attention_cu import SANITIZER, check_schedules
 
 RULE = ("notebook 10, Task 14 · the v2 kernel: paged_attention_v2 + paged_attention_v2_reduce equal "
         "dense attention over each sequence's tokens")
@@ -45,16 +45,19 @@ def _label(context, schedule):
     return f"v2 output ({context}, schedule {schedule})"
 
 
-def _launch(run, batch_args, scale, partition_size, schedule, workspace=None):
-    """(out, workspace) or (None, text of the failure)."""
+def _launch(run, batch_args, scale, partition_size, schedule, workspace=None, sanitize=False):
+    """(out, workspace) or (None, text of the failure). `sanitize`: with the sanitizer on (as
+    Task 10), so a race, an out-of-bounds or an uninitialised read is reported with its line."""
+    from .. import cuda
     from ..cuda import KernelTimeout
 
     source = hashlib.sha256(run.kernel_source(V2_KERNEL_FILE).encode()).hexdigest()
     if source in _HUNG:
         return None, f"not launched: the kernel hung earlier ({_HUNG[source]})"
     try:
-        return decode_v2_on_executor(*batch_args, scale=scale, impl=run.impl, partition_size=partition_size,
-                                     workspace=workspace, schedule=schedule, timeout=LAUNCH_TIMEOUT)
+        with cuda.checking(SANITIZER if sanitize else None):
+            return decode_v2_on_executor(*batch_args, scale=scale, impl=run.impl, partition_size=partition_size,
+                                         workspace=workspace, schedule=schedule, timeout=LAUNCH_TIMEOUT)
     except Exception as exc:  # noqa: BLE001 - compile errors, barrier errors, crashes
         text = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, KernelTimeout):
@@ -63,10 +66,12 @@ def _launch(run, batch_args, scale, partition_size, schedule, workspace=None):
 
 
 def drive_v2(run, cases, schedules=None) -> None:
+    schedules = schedules or check_schedules()
     for context, kwargs, scale, partition_size in cases:
         args = make_paged_batch(**kwargs).numpy()
-        for schedule in schedules or check_schedules():
-            out, ws = _launch(run, args, scale, partition_size, schedule)
+        for schedule in schedules:
+            # The sanitizer's report does not depend on the schedule: one checked launch per case.
+            out, ws = _launch(run, args, scale, partition_size, schedule, sanitize=schedule == schedules[0])
             if out is None:
                 run.see(_label(context, schedule), "failed to run", shown=ws)
                 continue
@@ -133,7 +138,7 @@ def _drive_temporaries(run):
     batch = make_paged_batch(**TEMP_BATCH)
     num_seqs, num_heads, head_size = batch.q.shape
     ws = v2_workspace(num_seqs, num_heads, head_size, TEMP_ROOM * TEMP_P, TEMP_P)
-    out, ws = _launch(run, batch.numpy(), None, TEMP_P, TEMP_SCHEDULE, workspace=ws)
+    out, ws = _launch(run, batch.numpy(), None, TEMP_P, TEMP_SCHEDULE, workspace=ws, sanitize=True)
     expect(out is not None, "the v2 kernels run", rule=R_TEMP, actual=ws)
     run.see_array(_label(TEMP_CONTEXT, TEMP_SCHEDULE), out, tol=TOL, hint=HINT)
     for s, n in enumerate(TEMP_LENS):

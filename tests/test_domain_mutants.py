@@ -1,0 +1,167 @@
+"""A mutation battery over the task domains (pagedlab/checks/README.md, "Domains").
+
+Each mutant is a student-like bug that is wrong on one class of its task's domain only (a block
+size that is not a power of two, a sequence past 64 blocks, a padding slot other than -1, ...).
+Graded with the hidden checks, it must lose its task under every hidden seed, because every
+grading draws every class; and it must keep the tasks it does not touch. A submission right on
+part of the domain therefore gets one score however often it is regraded.
+
+The fast tests drive the checks in this process (one module load per mutant and check, no child
+processes); the slow one grades through `pagedlab grade` as the autograder does.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from pagedlab.checks import framework, judge
+
+ROOT = Path(__file__).resolve().parent.parent
+HIDDEN = ROOT / "grading" / "hidden"
+sys.path.insert(0, str(ROOT / "tests"))
+from mutation import apply  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Mutant:
+    task: str
+    domain_class: str  # the class of the task's domain the bug is wrong on
+    old: str
+    new: str
+    spares: tuple[str, ...] = ()  # tasks of the same file the bug must not cost
+    file: str = "paged_attention.py"
+
+
+SLOT_RETURN = "    return blocks * block_size + positions % block_size\n"
+GATHER_SLOTS = "    slots = slot_mapping(block_table, positions, block_size)\n"
+
+MUTANTS = [
+    Mutant("task6", "block sizes that are not powers of two", SLOT_RETURN,
+           "    shift = block_size.bit_length() - 1  # block sizes are powers of two (they are not always)\n"
+           "    return (blocks << shift) + (positions & (block_size - 1))\n", spares=("task7",)),
+    Mutant("task6", "slots past 2**31 from an int32 table",
+           "    blocks = block_table.to(torch.int64)[positions // block_size]\n"
+           "    return blocks * block_size + positions % block_size\n",
+           "    blocks = block_table[positions // block_size]\n"
+           "    return (blocks * block_size + positions % block_size).to(torch.int64)\n", spares=("task7",)),
+    Mutant("task7", "padding slots other than -1", "    keep = slots >= 0\n", "    keep = slots != -1\n",
+           spares=("task6", "task8", "task9")),
+    Mutant("task7", "the cache's last slot",
+           "    keep = slots >= 0\n", "    keep = (slots >= 0) & (slots < k_slots.shape[0] - 1)\n",
+           spares=("task6", "task8", "task9")),
+    Mutant("task8", "lengths that fill their last block (reads the -1 entry after it)",
+           "    positions = torch.arange(seq_len, device=k_cache.device)\n" + GATHER_SLOTS
+           + "    k = k_cache.view(-1, *k_cache.shape[2:])[slots]\n"
+             "    v = v_cache.view(-1, *v_cache.shape[2:])[slots]\n    return k, v\n",
+           "    ids = block_table[:seq_len // block_size + 1].long()  # one entry too many when full\n"
+           "    return k_cache[ids].flatten(0, 1)[:seq_len], v_cache[ids].flatten(0, 1)[:seq_len]\n",
+           spares=("task6", "task7")),
+    Mutant("task8", "sequences longer than 64 blocks", GATHER_SLOTS,
+           "    table = torch.full((64,), -1, dtype=torch.int64)  # room for 64 blocks\n"
+           "    table[:min(64, len(block_table))] = block_table[:64]\n"
+           "    slots = slot_mapping(table, positions, block_size)\n", spares=("task6", "task7")),
+    Mutant("task8", "block sizes that are not powers of two", GATHER_SLOTS,
+           "    shift = block_size.bit_length() - 1\n"
+           "    slots = block_table.long()[positions >> shift] * block_size + (positions & (block_size - 1))\n",
+           spares=("task6", "task7")),
+    Mutant("task9", "logits large enough to overflow exp", "        probs = torch.softmax(logits, dim=-1)\n",
+           "        e = logits.exp()  # no max subtracted\n        probs = e / e.sum(-1, keepdim=True)\n",
+           spares=("task6", "task7", "task8")),
+    Mutant("task9", "grouped-query ratios above 1 with several kv heads",
+           "        q_groups = q[s].reshape(num_kv_heads, group, head_size)\n",
+           "        q_groups = q[s].reshape(group, num_kv_heads, head_size).transpose(0, 1)  # h % num_kv_heads\n",
+           spares=("task6", "task7", "task8")),
+]
+IDS = [f"{m.task}: {m.domain_class}" for m in MUTANTS]
+
+
+@cache
+def _trusted(key: str, task: str, seed: int):
+    c = framework.find(task, key)
+    return framework.expected_stream(c, seed) if c.expected else framework.drive(c, "solutions", seed)
+
+
+def lost(impl: str, task: str, seed: int) -> list[str]:
+    """The checks of `task` (public and hidden, hidden seed `seed`) that `impl` fails."""
+    failed = []
+    for c in framework.checks_of(task, hidden=None, hidden_from=HIDDEN):
+        if not judge.judge(_trusted(c.key, task, seed), framework.drive(c, impl, seed)).passed:
+            failed.append(c.name)
+    return failed
+
+
+def _submission(tmp_path: Path, *mutants: Mutant) -> str:
+    text = (ROOT / "solutions" / mutants[0].file).read_text()
+    for m in mutants:
+        text = apply(text, m.old, m.new, f"{m.task}: {m.domain_class}")
+    (tmp_path / mutants[0].file).write_text(text)
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=IDS)
+def test_a_bug_on_one_class_loses_its_task_in_every_grading(mutant, tmp_path):
+    sub = _submission(tmp_path, mutant)
+    for seed in (1, 2, 3):
+        assert lost(sub, mutant.task, seed), f"{mutant.task} kept under hidden seed {seed}"
+    for task in mutant.spares:
+        assert not lost(sub, task, 1), f"the bug in {mutant.task} also cost {task}"
+
+
+def test_the_battery_has_one_mutant_per_class_and_every_part_b_task():
+    assert {m.task for m in MUTANTS} == {"task6", "task7", "task8", "task9"}
+    assert len({(m.task, m.domain_class) for m in MUTANTS}) == len(MUTANTS)
+
+
+PARTIAL = [MUTANTS[0], MUTANTS[5]]  # shifts and masks (Task 6), a 64-block table (Task 8)
+
+
+def test_a_partly_right_submission_passes_the_public_checks(tmp_path):
+    """What makes the regrade test below meaningful: only hidden classes expose these bugs."""
+    sub = _submission(tmp_path, *PARTIAL)
+    for task in ("task6", "task8"):
+        public = [c for c in framework.checks_of(task) if not c.hidden]
+        assert all(judge.judge(_trusted(c.key, task, 0), framework.drive(c, sub, 0)).passed for c in public)
+
+
+def test_a_partly_right_submission_loses_the_same_tasks_under_ten_seeds(tmp_path):
+    sub = _submission(tmp_path, *PARTIAL)
+    outcomes = {seed: tuple(bool(lost(sub, t, seed)) for t in ("task6", "task8")) for seed in range(10)}
+    assert set(outcomes.values()) == {(True, True)}, outcomes
+
+
+@pytest.mark.slow
+def test_graded_ten_times_with_ten_hidden_seeds_it_gets_one_score(tmp_path):
+    from pagedlab.grading.cli import grade
+
+    sub = _submission(tmp_path, *PARTIAL)
+    scores = {grade(sub, tasks=["task6", "task7", "task8"], hidden_seed=1000 + 7919 * i,
+                    echo=lambda *a: None)["score"] for i in range(10)}
+    assert scores == {5}, scores  # Task 7 (5 points) only; Tasks 6 and 8 lost every time
+
+
+V2_FILE = "paged_attention_v2.cu"
+V2_BUGS = {  # bug: (old, new, the sanitizer's report the student sees)
+    "no barrier before reusing partial[]": (
+        "  x = warp_max(lane < NUM_WARPS ? partial[lane] : LOWEST_FLOAT);\n  __syncthreads();\n",
+        "  x = warp_max(lane < NUM_WARPS ? partial[lane] : LOWEST_FLOAT);\n", "RaceError"),
+    "partition end not clamped to the sequence": (
+        "  end = min(start + partition_size, seq_len);", "  end = start + partition_size;", "OutOfBoundsError"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", sorted(V2_BUGS))
+def test_task14_checks_run_the_sanitizer(bug, tmp_path):
+    """As Task 10's do: the report names the hazard and its line, not only NaN in the output."""
+    from pagedlab import checks
+
+    old, new, report = V2_BUGS[bug]
+    text = apply((ROOT / "solutions" / V2_FILE).read_text(), old, new, bug)
+    (tmp_path / V2_FILE).write_text(text)
+    failed = [r for r in checks.results("task14", str(tmp_path)) if not r.passed]
+    assert failed and report in failed[0].message and f"{V2_FILE}:" in failed[0].message, failed[:1]
