@@ -31,14 +31,15 @@ def _engine(run, blocks):
 
 
 def _layout(rng, total, count, used, holes=True) -> dict:
-    """{logical: block} for `count` distinct free blocks in random order; sometimes the logical
-    blocks start at a later L1 slot, leaving NULL L1 entries before them."""
+    """{logical: block} for `count` distinct free blocks in random order; sometimes (always when
+    holes == "always") the logical blocks start at a later L1 slot, leaving NULL L1 entries
+    before them."""
     free = [b for b in range(total) if b not in used]
     rng.shuffle(free)
     picked = free[:count]
     used.update(picked)
     slots_needed = -(-count // 16)
-    start = 16 * rng.randrange(0, 16 - slots_needed + 1) if holes and rng.random() < 0.4 else 0
+    start = 16 * rng.randrange(1, 16 - slots_needed + 1) if holes == "always" or (holes and rng.random() < 0.4) else 0
     return {start + i: b for i, b in enumerate(picked)}
 
 
@@ -49,8 +50,12 @@ def _kv_for(rng, layout: dict) -> int:
 @check("task1", "llm_init on pool sizes drawn at grading time", rule=RULE, hidden=True)
 def init_random(run):
     mm = run.load("memory_manager")
-    sizes = [run.rng.choice([0, 1, 63, 64, 65, 127, 128]), run.rng.randrange(64, 64 * 300),
-             run.rng.randrange(1, 64), 64 * run.rng.randrange(1, 200) + run.rng.randrange(64)]
+    rng = run.rng
+    # Every class each grading: empty, under one block, exactly one block, a multiple of 64, a
+    # multiple plus a remainder, and more blocks than one sequence can map (256).
+    sizes = [0, rng.randrange(1, 64), 64, 64 * rng.randrange(2, 200), 64 * rng.randrange(1, 200) + rng.randrange(1, 64),
+             64 * rng.randrange(257, 400) + rng.randrange(64)]
+    rng.shuffle(sizes)
     for size in sizes:
         pool = Pool(max(size, 64))
         heap = cmem.snapshot()
@@ -76,17 +81,23 @@ def create_free_random(run):
     heap = cmem.snapshot()
     untouched = pool.snapshot()
     live = []
-    for step in range(40):
-        if live and rng.random() < 0.35:
-            sid = rng.choice(live + [rng.randrange(1000, 2000)])
+    # Each class of the domain once, then drawn steps, in a drawn order: lengths 0, negative,
+    # within a block, one block exactly, one past, one L2 table exactly (256) and one past, the
+    # 4096 maximum and one past; a live id created again; unknown ids freed.
+    lengths = [0, -rng.randrange(1, 9), rng.randrange(1, 16), 16, 17, 256, 257, 4096, 4097]
+    plan = [("create", n) for n in lengths] + [("create again", None), ("free unknown", None)] * 2
+    plan += [rng.choice([("create", rng.randrange(1, 700)), ("free", None)]) for _ in range(40 - len(plan))]
+    rng.shuffle(plan)
+    for step, (op, length) in enumerate(plan):
+        if op.startswith("free"):
+            sid = rng.choice(live) if live and op == "free" else rng.randrange(10**6, 2 * 10**6)
             got = mm.free_sequence(engine, sid)
             if got == 0 and sid in live:
                 live.remove(sid)
             see(f"step {step}: free_sequence({sid})", got)
         else:
-            sid = rng.choice(live) if live and rng.random() < 0.15 else rng.randrange(1, 10**6)
-            length = rng.choice([0, -rng.randrange(1, 9), rng.randrange(1, 17), rng.randrange(1, 700),
-                                 4096, 4097, rng.randrange(1, 2000)])
+            sid = rng.choice(live) if live and op == "create again" else rng.randrange(1, 10**6)
+            length = rng.randrange(1, 40) if length is None else length
             got = mm.create_sequence(engine, sid, length)
             if got is not None:
                 live.append(sid)
@@ -101,19 +112,22 @@ def create_free_random(run):
 def fork_random(run):
     mm = run.load("memory_manager")
     rng = run.rng
-    total = rng.randrange(80, 300)
+    total = rng.randrange(100, 300)
     pool, engine = _engine(run, total)
     used: set = set()
     ids = rng.sample(range(1, 10**5), 4)
-    for sid in ids:
-        layout = _layout(rng, total, rng.randrange(1, max(2, min(60, total - len(used) - 1))), used)
-        if not layout:  # the pool is full
-            break
-        hw3.build_sequence(engine, sid, _kv_for(rng, layout), layout)
+    # Parents of every class: one block, one full L2 table (16), more than one L2 table, and one
+    # whose first L1 entries are NULL.
+    for sid, (count, holes) in zip(ids, ((1, False), (16, False), (rng.randrange(17, 60), False),
+                                         (rng.randrange(2, 15), "always")), strict=True):
+        hw3.build_sequence(engine, sid, _kv_for(rng, layout := _layout(rng, total, count, used, holes)), layout)
     heap = cmem.snapshot()
-    for step in range(10):
-        parent = rng.choice(ids + [rng.randrange(10**5, 2 * 10**5)])
-        new = rng.choice(ids) if rng.random() < 0.25 else rng.randrange(2 * 10**5, 3 * 10**5)
+    # Each parent forked, then a fork of a fork, an unknown parent, a new id already in use.
+    plan = [(p, None) for p in ids] + [("fork", None), ("unknown", None), (None, "used")]
+    plan += [(None, None)] * 3
+    for step, (parent, new) in enumerate(plan):
+        parent = {"fork": ids[-1], "unknown": rng.randrange(10**5, 2 * 10**5), None: rng.choice(ids)}.get(parent, parent)
+        new = rng.choice(ids) if new == "used" else rng.randrange(2 * 10**5, 3 * 10**5)
         got = mm.fork_sequence(engine, parent, new)
         if got is not None:
             ids.append(new)
@@ -127,27 +141,39 @@ def fork_random(run):
 def append_random(run):
     mm = run.load("memory_manager")
     rng = run.rng
-    total = rng.randrange(6, 40)
+    total = rng.randrange(24, 48)
     pool, engine = _engine(run, total)
     used: set = set()
     seqs = {}
-    for sid in rng.sample(range(1, 10**5), 2):
-        layout = _layout(rng, total, rng.randrange(1, max(2, total // 4)), used, holes=False)
-        kv = _kv_for(rng, layout)
+    # Every class each grading: a last block partly full (shared with a twin, so the next append
+    # copies on write), a last block exactly full (the next append maps a new block), a sequence
+    # 1-3 appends short of 256 tokens (the next L2 table), then appends until the pool is full.
+    partly, full, long = rng.sample(range(1, 10**5), 3)
+    for sid, count, kv_short in ((partly, rng.randrange(1, 4), rng.randrange(1, 16)), (full, rng.randrange(1, 4), 0),
+                                 (long, 16, rng.randrange(1, 4))):
+        layout = _layout(rng, total, count, used, holes=False)
+        kv = (max(layout) + 1) * 16 - kv_short
         hw3.build_sequence(engine, sid, kv, layout)
         seqs[sid] = (kv, layout)
-    for kv, layout in list(seqs.values()):  # forks share every block
-        twin = rng.randrange(10**5, 2 * 10**5)
-        hw3.build_sequence(engine, twin, kv, layout)
+    twin = rng.randrange(10**5, 2 * 10**5)
+    hw3.build_sequence(engine, twin, *seqs[partly])  # a fork: shares every block
     ids = [s.seq_id for s in hw3.sequences(engine)]
-    for step in range(120):
-        sid = rng.choice(ids + [rng.randrange(3 * 10**5, 4 * 10**5)])
-        value = rng.randrange(-2**31, 2**31)
+    plan = [partly, full, long, long, long, long] + [None] * 54
+    for step, sid in enumerate(plan):
+        sid = rng.choice(ids + [rng.randrange(3 * 10**5, 4 * 10**5)]) if sid is None else sid
+        value = rng.choice([-2**31, 2**31 - 1]) if step < 2 else rng.randrange(-2**31, 2**31)
         before = pool.snapshot()
         got = mm.append_kv(engine, sid, value)
         see(f"step {step}: append_kv({sid}, {value})", got)
         see(f"step {step}: pool words written", [[b, w, a] for b, w, _, a in pool.diff(before).words])
         see(f"step {step}: engine state", _snap(engine))
+    returns = []  # until the pool is full: the append that finds no free block
+    for _ in range(total * 16):
+        returns.append(mm.append_kv(engine, rng.choice(ids), rng.randrange(-2**31, 2**31)))
+        if returns[-1] == -1 and engine.free_local_blocks == 0:
+            break
+    see("appends until the pool is full returned", returns)
+    see("engine state when the pool is full", _snap(engine))
     hw3.teardown(engine)
 
 
@@ -156,16 +182,23 @@ def destroy_random(run):
     mm = run.load("memory_manager")
     rng = run.rng
     total = rng.randrange(40, 200)
+    # An engine with no sequence is always destroyed too.
+    empty_pool = Pool(rng.randrange(1, 40) * hw3.BLOCK_SIZE)
+    heap = cmem.snapshot()
+    see("llm_destroy(an engine with no sequences)", mm.llm_destroy(hw3.new_engine(empty_pool.addr, empty_pool.size)))
+    see("heap blocks left after llm_destroy of the empty engine", _heap(heap)[:2])
     pool = Pool(total * hw3.BLOCK_SIZE)
     heap = cmem.snapshot()
     engine = hw3.new_engine(pool.addr, pool.size)
     used: set = set()
-    for sid in rng.sample(range(1, 10**5), rng.randrange(0, 6)):
+    sids = rng.sample(range(1, 10**5), rng.randrange(2, 6))
+    first = sids[0]
+    for sid in sids:
         layout = _layout(rng, total, rng.randrange(1, max(2, min(40, total - len(used)))), used)
         if not layout:  # the pool is full
             break
         hw3.build_sequence(engine, sid, _kv_for(rng, layout), layout)
-        if rng.random() < 0.5:
+        if sid == first or rng.random() < 0.5:  # shared blocks: always at least one fork
             hw3.build_sequence(engine, sid + 10**5, _kv_for(rng, layout), layout)
     before = pool.snapshot()
     see("llm_destroy(engine)", mm.llm_destroy(engine))

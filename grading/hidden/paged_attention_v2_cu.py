@@ -10,20 +10,25 @@ from pagedlab.checks.paged_attention_v2_cu import HINT, RULE, _case, drive_v2, e
 
 
 def v2_cases(seed: int):
+    """Partitions of one block, of several blocks and the default 512; block sizes 8, 16, 32 (in
+    a drawn order); MHA, GQA and MQA; lengths 1, one partition, k*P-1, k*P, k*P+1 and past 64
+    blocks. The seed draws values only."""
     rng = random.Random(seed)
+    block_sizes = [8, 16, 32]
+    rng.shuffle(block_sizes)
+    heads = [(rng.choice([2, 4]), 1), (rng.choice([2, 4]), rng.choice([2, 3])), (1, rng.choice([2, 4, 8]))]
     cases = []
-    for i in range(2):
-        kv = rng.choice([1, 2, 4])
-        heads = kv * rng.choice([1, 2, 4])
-        bs = rng.choice([8, 16, 32])
-        partition = bs * rng.choice([2, 4, 8, 16])
-        lens = [max(1, rng.randrange(1, 6) * partition + rng.choice([-1, 0, 1, rng.randrange(-partition, partition)]))
-                for _ in range(rng.randrange(1, 4))]
+    for i, (bs, (kv, group)) in enumerate(zip(block_sizes, heads, strict=True)):
+        partition = (bs, bs * rng.choice([2, 4, 8]), 512)[i]
+        k = rng.randrange(1, 4)
+        lens = [1, rng.randrange(1, partition + 1), k * partition - 1 or 1, k * partition, k * partition + 1]
+        if i == 2:
+            lens.append(bs * rng.randrange(65, 70) + rng.randrange(bs))  # past 64 blocks
         hs = rng.choice([16, 48, 64, 128])
-        scale = rng.choice([None, round(rng.uniform(0.01, 0.5), 3)])
-        cases.append(_case(f"case {i}: {heads}/{kv} heads, head_size {hs}, block_size {bs}, partition_size "
+        scale = round(rng.uniform(0.01, 0.5), 3) if i == 1 else None
+        cases.append(_case(f"case {i}: {kv * group}/{kv} heads, head_size {hs}, block_size {bs}, partition_size "
                            f"{partition}, lengths {lens}, scale {scale}", lens, partition, scale,
-                           num_heads=heads, num_kv_heads=kv, head_size=hs, block_size=bs, seed=seed + i))
+                           num_heads=kv * group, num_kv_heads=kv, head_size=hs, block_size=bs, seed=seed + i))
     return cases
 
 
