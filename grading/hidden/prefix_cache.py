@@ -8,23 +8,36 @@ from pagedlab.checks.prefix_cache import _state, random_ops
 RULE = "the same rules as the public checks, on request streams drawn at grading time"
 
 
+def _planned(rng, block_size):
+    """Every grading: a prompt of whole blocks allocated twice (a full hit), freed (cached in the
+    LRU queue), then extended by one token (a hit plus a new block)."""
+    prompt = [rng.randrange(1000) for _ in range(2 * block_size)]
+    first, second, third = 10**6, 10**6 + 1, 10**6 + 2
+    return [("allocate", first, prompt), ("allocate", second, list(prompt)), ("free", first, None),
+            ("free", second, None), ("allocate", third, prompt + [rng.randrange(4)]), ("free", third, None)]
+
+
 @check("task11", "a request stream drawn at grading time, on a pool of a drawn size", rule=RULE, hidden=True)
 def stream_random(run):
     m = run.load("prefix_cache")
-    num_blocks, block_size = run.rng.randrange(6, 20), run.rng.choice([2, 3, 4])
-    mgr = m.PrefixCacheManager(num_blocks, block_size)
-    admitted = set()
-    for n, (op, rid, arg) in enumerate(random_ops(run.seed, steps=160)):
-        if op == "allocate":
-            got = mgr.allocate(rid, arg)
-            if got is not None:
-                admitted.add(rid)
-        elif rid not in admitted:
-            continue
-        elif op == "append":
-            got = mgr.append_token(rid, arg)
-        else:
-            got = mgr.free(rid)
-            admitted.discard(rid)
-        see(f"op {n}: {op}(request {rid}) returned", got)
-        see(f"op {n}: pool state", _state(mgr))
+    # A small pool (evictions and refused requests) with small blocks, and a larger one.
+    for pool, (num_blocks, block_size) in enumerate(((run.rng.randrange(5, 9), run.rng.choice([1, 2])),
+                                                     (run.rng.randrange(12, 24), run.rng.choice([3, 4, 5])))):
+        mgr = m.PrefixCacheManager(num_blocks, block_size)
+        admitted = set()
+        ops = _planned(run.rng, block_size) + random_ops(run.seed + pool, steps=120)
+        for n, (op, rid, arg) in enumerate(ops):
+            if op == "allocate":
+                got = mgr.allocate(rid, arg)
+                if got is not None:
+                    admitted.add(rid)
+            elif rid not in admitted:
+                continue
+            elif op == "append":
+                got = mgr.append_token(rid, arg)
+            else:
+                got = mgr.free(rid)
+                admitted.discard(rid)
+            where = f"pool {pool} ({num_blocks} blocks of {block_size}), op {n}"
+            see(f"{where}: {op}(request {rid}) returned", got)
+            see(f"{where}: pool state", _state(mgr))

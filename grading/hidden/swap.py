@@ -37,12 +37,13 @@ def swap_random(run):
     sw = run.load("swap")
     with Rig(rng.randint(48, 96), rng.randint(8, 64), seed=run.seed) as rig:
         layouts, _ = _random_group_engine(rig, rng)
-        taken = rng.sample(range(rig.cpu.total_local_blocks), rng.randint(0, rig.cpu.total_local_blocks // 3))
-        if taken:  # sometimes under an id the GPU uses too: that sequence cannot swap out
-            clash = rng.random() < 0.5 and layouts
-            hw3.build_sequence(rig.cpu, rng.choice(sorted(layouts)) if clash else 1000, 16 * len(taken), taken)
-        order = sorted(layouts)
+        taken = rng.sample(range(rig.cpu.total_local_blocks), rng.randint(1, rig.cpu.total_local_blocks // 3))
+        # Always a CPU sequence under an id the GPU uses too: that sequence cannot swap out.
+        clash = rng.choice(sorted(layouts))
+        hw3.build_sequence(rig.cpu, clash, 16 * len(taken), taken)
+        order = [s for s in sorted(layouts) if s != clash]
         rng.shuffle(order)
+        order.insert(rng.randrange(3), clash)
         for seq_id in order[:3]:
             run_move(rig, sw, "swap_out", seq_id, f"(drawn engine, sequence {seq_id})")
         for seq_id in order[:3]:
