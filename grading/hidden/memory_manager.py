@@ -161,7 +161,7 @@ def append_random(run):
     plan = [partly, full, long, long, long, long] + [None] * 54
     for step, sid in enumerate(plan):
         sid = rng.choice(ids + [rng.randrange(3 * 10**5, 4 * 10**5)]) if sid is None else sid
-        value = rng.choice([-2**31, 2**31 - 1]) if step < 2 else rng.randrange(-2**31, 2**31)
+        value = (-2**31, 2**31 - 1)[step] if step < 2 else rng.randrange(-2**31, 2**31)  # int32 extremes first
         before = pool.snapshot()
         got = mm.append_kv(engine, sid, value)
         see(f"step {step}: append_kv({sid}, {value})", got)
