@@ -94,6 +94,11 @@ MUTANTS += [
            "    if engine is None or not -2**31 < kv_data < 2**31:\n        return -1\n    seq = find", file=MM),
     Mutant("task12", "a request for the whole memory", "        while k <= self.max_order and not self.free_lists[k]:\n",
            "        while k < self.max_order and not self.free_lists[k]:\n", file=BUDDY),
+    Mutant("task11", "prompts of whole blocks (the last full block is cached too)",
+           "    for start in range(0, len(token_ids) - block_size + 1, block_size):\n",
+           "    for start in range(0, len(token_ids) - block_size, block_size):\n", file="prefix_cache.py"),
+    Mutant("task13", "an id the swap space already uses",
+           "    if any(s.seq_id in taken_ids for s in group):\n        return None\n", "", file="swap.py"),
 ]
 IDS = [f"{m.task}: {m.domain_class}" for m in MUTANTS]
 

@@ -68,7 +68,7 @@ def slots_random(run):
 def write_cases(seed: int):
     """(label, cache shape, dtype, slots): padding -1 and other negatives, slot 0 and the cache's
     last slot, one kv head and several, both float dtypes, non-power-of-two blocks."""
-    rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
+    rng = random.Random(seed)
     cases = []
     for label, dtype, block_size, heads in (
             ("float32, one kv head", torch.float32, rng.choice(POWERS_OF_TWO[:5]), 1),
