@@ -1,7 +1,8 @@
 """Graded checks for Task 14: the v2 split-K kernel in `paged_attention_v2.cu` (notebook 10).
 
 The student's kernel and reduce kernel run unchanged on pagedlab's CPU executor under every
-thread schedule. `out` and all three temporaries are filled with the unwritten-NaN pattern
+thread schedule, the first of them with the sanitizer on (as for Task 10: a missing barrier or an
+unclamped partition end is reported with its line). `out` and all three temporaries are filled with the unwritten-NaN pattern
 before each launch and unused cache slots are NaN. The driver records every output in full; the
 judge compares it with dense attention in float64 (`pagedlab.reference`) computed in its own
 process, within 2e-5 relative error as for Task 10. Lengths sit on partition edges
