@@ -2,8 +2,8 @@
 
 The student's kernel and reduce kernel run unchanged on pagedlab's CPU executor under every
 thread schedule, the first of them with the sanitizer on (as for Task 10: a missing barrier or an
-unclamped partition end is reported with its line). `out` and all three temporaries are filled with the unwritten-NaN pattern
-before each launch and unused cache slots are NaN. The driver records every output in full; the
+unclamped partition end is reported with its line). `out` and all three temporaries are filled
+with the unwritten-NaN pattern before each launch and unused cache slots are NaN. The driver records every output in full; the
 judge compares it with dense attention in float64 (`pagedlab.reference`) computed in its own
 process, within 2e-5 relative error as for Task 10. Lengths sit on partition edges
 (k * P - 1, k * P, k * P + 1) because that is where a split-K kernel goes wrong; contexts reach
