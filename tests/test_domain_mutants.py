@@ -158,14 +158,15 @@ def test_a_partly_right_submission_loses_the_same_tasks_under_ten_seeds(tmp_path
 
 
 @pytest.mark.slow
-def test_graded_ten_times_with_ten_hidden_seeds_it_gets_one_score(tmp_path):
+def test_regraded_by_the_autograder_it_gets_one_score(tmp_path):
+    """The same through `pagedlab grade` (child processes, sandbox): three hidden seeds, since a
+    grading of two tasks takes about a minute on a busy 2-core machine; the test above covers ten."""
     from pagedlab.grading.cli import grade
 
     sub = _submission(tmp_path, *PARTIAL)
-    scores = {grade(sub, tasks=["task6", "task7", "task8"], hidden_seed=1000 + 7919 * i,
-                    echo=lambda *a: None)["score"] for i in range(10)}
-    assert scores == {5}, scores  # Task 7 (5 points) only; Tasks 6 and 8 lost every time
-
+    scores = {grade(sub, tasks=["task6", "task8"], hidden_seed=1000 + 7919 * i, echo=lambda *a: None)["score"]
+              for i in range(3)}
+    assert scores == {0}, scores  # Tasks 6 and 8 lost every time
 
 V2_FILE = "paged_attention_v2.cu"
 V2_BUGS = {  # bug: (old, new, the sanitizer's report the student sees)
