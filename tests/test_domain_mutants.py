@@ -129,7 +129,7 @@ def _submission(tmp_path: Path, *mutants: Mutant) -> str:
 @pytest.mark.parametrize("mutant", MUTANTS, ids=IDS)
 def test_a_bug_on_one_class_loses_its_task_in_every_grading(mutant, tmp_path):
     sub = _submission(tmp_path, mutant)
-    for seed in (1, 2, 3):
+    for seed in (1, 2):  # two seeds per mutant; the partly right submission below gets ten
         assert lost(sub, mutant.task, seed), f"{mutant.task} kept under hidden seed {seed}"
     for task in mutant.spares:
         assert not lost(sub, task, 1), f"the bug in {mutant.task} also cost {task}"
