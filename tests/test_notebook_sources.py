@@ -107,6 +107,33 @@ def test_a_jupyterlab_save_reaches_the_source(tmp_path):
     assert "# A sentence typed in JupyterLab." in path.with_suffix(".py").read_text()
 
 
+def test_a_jupyterlab_save_after_a_tag_is_added_and_removed_syncs_clean(tmp_path):
+    """JupyterLab saves `"tags": []` once a cell's last tag is removed, plus widget state and
+    editor flags: one sync makes the pair check clean, and a second sync changes nothing."""
+    import asyncio
+
+    from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+    from jupytext.async_contentsmanager import build_async_jupytext_contents_manager_class
+
+    path = _copy(tmp_path, "06_paged_kv_cache")
+    manager = build_async_jupytext_contents_manager_class(AsyncLargeFileManager)(root_dir=str(tmp_path))
+    nb = asyncio.run(manager.get(path.name))["content"]
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    code[1].metadata["tags"] = []
+    code[2].metadata.update({"tags": [], "collapsed": False, "scrolled": True, "editable": True})
+    nb.cells[0].metadata["jp-MarkdownHeadingCollapsed"] = True
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2}}
+    nb.metadata["language_info"] = {"name": "python", "version": "3.12.3"}
+    asyncio.run(manager.save({"type": "notebook", "content": nb}, path.name))
+    assert any("tags" in p for p in notebooks.clean_problems(path)), "the empty tags are reported"
+
+    notebooks.sync(path)
+    assert notebooks.problems(path) == []
+    after = path.read_bytes(), path.with_suffix(".py").read_bytes()
+    notebooks.sync(path)
+    assert (path.read_bytes(), path.with_suffix(".py").read_bytes()) == after
+
+
 def test_the_check_reports_unsynced_and_unclean_pairs(tmp_path):
     path = _copy(tmp_path, "02_block_table")
     nb = nbformat.read(path, as_version=4)
@@ -184,7 +211,7 @@ def test_run_stores_only_the_checked_outputs(tmp_path, monkeypatch):
                     "# %%\n# NBVAL_CHECK_OUTPUT\n6 * 7\n")
     path = text.with_suffix(".ipynb")
     notebooks.sync(path)
-    assert notebooks.run(path) == [1, 2]
+    assert notebooks.run(path) == ["cell 1: print('impl', os.environ['PAGEDLAB_IMPL'])", "cell 2: 6 * 7"]
     nb = nbformat.read(path, as_version=4)
     assert nb.cells[0].outputs == [] and nb.cells[0].execution_count is None
     assert nb.cells[1].outputs[0].text == "impl solutions\n" and nb.cells[1].execution_count == 1
