@@ -64,6 +64,7 @@ def test_an_overfit_submission_passes_the_public_checks_and_loses_the_task(task,
     assert details["visibility"] == "after_published" and "✗" in details["output"]
 
 
+@pytest.mark.task_wide
 def test_the_reference_passes_the_hidden_checks_for_many_seeds(tmp_path):
     """Hidden scenarios are drawn freely: the reference must pass whatever the seed."""
     from pagedlab.checks import framework, judge

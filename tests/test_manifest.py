@@ -36,6 +36,7 @@ def _numbers(text: str) -> list[int]:
     return sorted(numbers)
 
 
+@pytest.mark.task_wide
 def test_every_task_has_its_checks_module_notebook_and_files():
     for row in manifest.TABLE:
         assert (ROOT / "pagedlab" / "checks" / f"{row.checks}.py").is_file(), row.id
@@ -45,6 +46,7 @@ def test_every_task_has_its_checks_module_notebook_and_files():
         assert framework.checks_of(row.id), f"{row.id}: {row.checks}.py registers no checks"
 
 
+@pytest.mark.task_wide
 def test_the_readme_course_map_lists_each_notebooks_tasks_and_files():
     text = (ROOT / "README.md").read_text()
     rows = re.findall(r"^\| `(\d\d\w*)` \| [^|]* \| ([^|]*) \| ([^|]*) \|$", text, re.M)
@@ -59,6 +61,7 @@ def test_the_readme_course_map_lists_each_notebooks_tasks_and_files():
     assert f"{manifest.MAX_SCORE:g} points" in text
 
 
+@pytest.mark.task_wide
 def test_notebook_00_lists_every_notebooks_tasks():
     text = (ROOT / "notebooks" / "00_welcome.py").read_text()
     rows = dict(re.findall(r"^# \| (\d\d) \| [^|]* \| ([^|]*) \|$", text, re.M))
@@ -66,6 +69,7 @@ def test_notebook_00_lists_every_notebooks_tasks():
         assert _numbers(rows.get(notebook[:2], "")) == sorted(numbers), (notebook, rows.get(notebook[:2]))
 
 
+@pytest.mark.task_wide
 def test_graded_cells_run_exactly_the_manifests_tasks():
     for notebook, numbers in _tasks_by_notebook().items():
         text = (ROOT / "notebooks" / f"{notebook}.py").read_text()

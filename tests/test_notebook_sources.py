@@ -163,6 +163,7 @@ def test_the_translation_example_is_checked_output():
         assert line in text
 
 
+@pytest.mark.task_wide
 def test_graded_cells_run_the_tasks_the_manifest_gives_each_notebook():
     graded = {}
     for path in NOTEBOOKS:
