@@ -63,15 +63,17 @@ CASES = {
 
 
 def _case(task: str):
-    """The planted bug of CASES, or for a task without one (a new task) its stub: the solution
-    file with the exercise's text, and the fence's title as what the explanation must name."""
+    """The planted bug of CASES or, for a task without one (a new task), a generic one: the
+    task's first fenced region replaced by `return None`; the explanation must then name the
+    fence's title (what the student's function is called there)."""
     if task in CASES:
         return CASES[task]
     name = manifest.task(task).files[0]
     solution = (ROOT / "solutions" / name).read_text()
-    number = manifest.task(task).number
-    title = re.search(rf"BEGIN SOLUTION Task {number}: (.+)", solution).group(1).strip()
-    return (name, solution, (ROOT / "exercises" / name).read_text()), title
+    fence = re.search(rf"^([ \t]*)### BEGIN SOLUTION Task {manifest.task(task).number}: (.+?)\n.*?"
+                      r"^[ \t]*### END SOLUTION\n", solution, re.S | re.M)
+    assert fence, f"{task}: add a planted bug to CASES (no Python fence to replace in solutions/{name})"
+    return (name, fence.group(0), f"{fence.group(1)}return None\n"), fence.group(2).strip()
 
 
 @pytest.mark.task_wide
