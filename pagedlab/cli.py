@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--impl", default=None, help="exercises, solutions or a submission folder")
     p.add_argument("--json", default=None, metavar="PATH", help="write Gradescope results.json here")
     p.add_argument("--notebooks", action="store_true", help="also run nbval over each notebook")
-    p.add_argument("--gradescope", action="store_true", help="read /autograder/submission, write /autograder/results/results.json")
+    p.add_argument("--gradescope", action="store_true", help="read ROOT/submission, write ROOT/results/results.json; ROOT is $PAGEDLAB_AUTOGRADER_ROOT, default /autograder")
     p.add_argument("--tasks", default=None, metavar="LIST", help="only these tasks, e.g. task1,task3 or 1,3")
     p.add_argument("--hidden", default=None, metavar="DIR", help="folder of hidden checks (default: grading/hidden/ when present)")
     p.add_argument("--no-hidden", action="store_true", help="public checks only")

@@ -3,7 +3,7 @@
     python -m pagedlab.grading.package            # -> build/pagedlab-autograder.zip
 
 Gradescope wants `setup.sh` and `run_autograder` at the root of the zip and unpacks the rest to
-/autograder/source, so the zip is the repository (files git knows about, committed or not,
+$PAGEDLAB_AUTOGRADER_ROOT/source (/autograder/source on Gradescope), so the zip is the repository (files git knows about, committed or not,
 minus what .gitignore excludes) with those two copied up from grading/.
 """
 
