@@ -34,8 +34,9 @@ python3 -m venv "$AUTOGRADER/uv-tool"
 "$AUTOGRADER/uv-tool/bin/pip" install --quiet uv
 export UV_PYTHON_INSTALL_DIR="$AUTOGRADER/python"
 UV="$AUTOGRADER/uv-tool/bin/uv"
-BASE="$("$SRC/grading/usable_python.sh" nobody 3.11 "$("$UV" python find 3.11 2>/dev/null)" \
-        /usr/bin/python3.11 /usr/local/bin/python3.11)" || {
+# The system's own first: a Python found through PATH may live under a home folder.
+BASE="$("$SRC/grading/usable_python.sh" nobody 3.11 /usr/bin/python3.11 /usr/local/bin/python3.11 \
+        "$("$UV" python find 3.11 2>/dev/null)")" || {
     "$UV" python install 3.11
     chmod -R a+rX "$AUTOGRADER/python"
     BASE="$("$SRC/grading/usable_python.sh" nobody 3.11 "$("$UV" python find --python-preference only-managed 3.11)")"
