@@ -126,7 +126,14 @@ BY_HAND = {"pagedlab/tasks.toml", "solutions/toy.py", "pagedlab/checks/toy.py", 
 GENERATED = {"exercises/toy.py", "exercises/.assign-manifest.json", "pagedlab/checks/expected.json",
              "grading/README.md", f"{NOTEBOOK}.ipynb", "notebooks/00_welcome.ipynb"}
 # The task-wide tests, the toy task's cases only where they are one per task or per file.
-TASK_WIDE = "-k", "not (passes_on_solutions or explanation_names or earn_full_marks) or task99 or toy"
+TASK_WIDE = ("-m", "task_wide", "-k",
+             "not (passes_on_solutions or explanation_names or earn_full_marks or many_seeds) or task99 or toy")
+
+
+def _task_wide_files(course: Path) -> list[str]:
+    """The test files holding task-wide tests (collecting only these keeps the run short)."""
+    return sorted(str(p.relative_to(course)) for p in (course / "tests").glob("test_*.py")
+                  if "pytest.mark.task_wide" in p.read_text())
 
 
 def _edit(path: Path, old: str, new: str) -> None:
@@ -188,6 +195,12 @@ def test_adding_a_task_touches_the_four_places_and_the_task_wide_tests_pass(tmp_
                                            f"untouched: {BY_HAND | GENERATED - changed}"
     graded = run("-m", "pagedlab", "grade", "--impl", "solutions", "--tasks", "99")
     assert "3/3" in graded.stdout and "Task 99 · a toy task" in graded.stdout, graded.stdout + graded.stderr
-    suite = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "task_wide", *TASK_WIDE, timeout=900)
+    suite = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", *TASK_WIDE, *_task_wide_files(course),
+                timeout=900)
     assert suite.returncode == 0, suite.stdout[-4000:] + suite.stderr[-2000:]
-    assert "task99" in suite.stdout or " passed" in suite.stdout
+    ran = set(re.findall(r"^PASSED (\S+)", suite.stdout, re.M))
+    for toy_case in ("test_check_passes_on_solutions_and_fails_on_exercises[task99/double doubles]",
+                     "test_the_explanation_names_the_function_and_the_rule[task99]",
+                     "test_solutions_earn_full_marks_and_each_task_needs_only_its_listed_files[toy.py]",
+                     "test_the_reference_passes_the_hidden_checks_for_many_seeds[task99]"):
+        assert any(name.endswith(toy_case) for name in ran), f"{toy_case} did not run: {sorted(ran)}"
