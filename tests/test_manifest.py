@@ -198,7 +198,7 @@ def test_adding_a_task_touches_the_four_places_and_the_task_wide_tests_pass(tmp_
     suite = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", *TASK_WIDE, *_task_wide_files(course),
                 timeout=900)
     assert suite.returncode == 0, suite.stdout[-4000:] + suite.stderr[-2000:]
-    ran = set(re.findall(r"^PASSED (\S+)", suite.stdout, re.M))
+    ran = set(re.findall(r"^PASSED (.+?)\s*$", suite.stdout, re.M))
     for toy_case in ("test_check_passes_on_solutions_and_fails_on_exercises[task99/double doubles]",
                      "test_the_explanation_names_the_function_and_the_rule[task99]",
                      "test_solutions_earn_full_marks_and_each_task_needs_only_its_listed_files[toy.py]",
