@@ -52,3 +52,16 @@ def test_the_real_bug_tops_the_report_and_stubs_are_counted_apart(tmp_path):
     assert "not attempted (the stub still in place), students per task: task12 4" in text
     page = (out / "report.html").read_text()
     assert "Real failures" in page and "Not attempted" in page and "stub_3" in page
+
+
+def test_a_kernel_stub_left_in_place_is_not_attempted_though_its_message_is_a_wrong_output():
+    """A .cu stub leaves the output unwritten, so its checks fail on values, not with "not
+    implemented yet": the untouched file is what shows the student never started."""
+    stub = class_report.Record("k", status="graded", untouched={"paged_attention.cu"},
+                               failures=[("task10", "decode matches dense attention", "out[0, 0] is NaN")])
+    edited = class_report.Record("e", status="graded",
+                                 failures=[("task10", "decode matches dense attention", "out[0, 0] is NaN")])
+    assert stub.not_attempted() == {"task10"} and edited.not_attempted() == set()
+    summary = class_report.summarize([stub, edited])
+    assert summary.not_attempted == {"task10": ["k"]}
+    assert [(t, n) for t, _, n, _ in summary.top_failures] == [("task10", 1)]
