@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Gradescope runs this once, as root, when the autograder zip is uploaded. The zip's root is
 # the pagedlab repository (build it with `python -m pagedlab.grading.package`), unpacked at
-# /autograder/source. Base image: Gradescope's Ubuntu 22.04 or 24.04 (24.04 recommended:
-# Python 3.12 and g++ 13 out of the box).
+# $PAGEDLAB_AUTOGRADER_ROOT/source. Base image: Gradescope's Ubuntu 22.04 or 24.04 (24.04
+# recommended: Python 3.12 and g++ 13 out of the box).
+#   PAGEDLAB_AUTOGRADER_ROOT  where Gradescope's folders are (default /autograder; a test runs
+#                             the whole package in a temporary one)
 set -euxo pipefail
 
-SRC=/autograder/source
-VENV=/autograder/venv
+AUTOGRADER="${PAGEDLAB_AUTOGRADER_ROOT:-/autograder}"
+export PAGEDLAB_AUTOGRADER_ROOT="$AUTOGRADER"
+SRC="$AUTOGRADER/source"
+VENV="$AUTOGRADER/venv"
 export DEBIAN_FRONTEND=noninteractive
 
 apt-get update
@@ -21,38 +25,51 @@ fi
 g++ --version
 
 # The same hash-checked versions as every student's ./course: requirements.lock, installed by
-# tools/bootstrap.py with uv. The lock is for CPython 3.11; uv brings one when the image has
-# another Python (24.04 ships 3.12), into /autograder so the student user can run it too.
+# tools/bootstrap.py with uv. The lock is for CPython 3.11. The venv links to its base
+# interpreter, so that must be one the sandbox user can run (`nobody` stands in for it: neither
+# can enter a root-only folder such as /root/.pyenv); uv brings one into $AUTOGRADER/python when
+# the image has none (24.04 ships 3.12).
 # torch's CPU build comes from the PyTorch CPU index (bootstrap adds it: PyPI's is the CUDA build).
-python3 -m venv /autograder/uv-tool
-/autograder/uv-tool/bin/pip install --quiet uv
-export UV_PYTHON_INSTALL_DIR=/autograder/python
-/autograder/uv-tool/bin/uv venv --seed --python 3.11 "$VENV"
-PATH="/autograder/uv-tool/bin:$PATH" "$VENV/bin/python" "$SRC/tools/bootstrap.py" "$VENV"
+python3 -m venv "$AUTOGRADER/uv-tool"
+"$AUTOGRADER/uv-tool/bin/pip" install --quiet uv
+export UV_PYTHON_INSTALL_DIR="$AUTOGRADER/python"
+UV="$AUTOGRADER/uv-tool/bin/uv"
+# The system's own first: a Python found through PATH may live under a home folder.
+BASE="$("$SRC/grading/usable_python.sh" nobody 3.11 /usr/bin/python3.11 /usr/local/bin/python3.11 \
+        "$("$UV" python find 3.11 2>/dev/null)")" || {
+    "$UV" python install 3.11
+    chmod -R a+rX "$AUTOGRADER/python"
+    BASE="$("$SRC/grading/usable_python.sh" nobody 3.11 "$("$UV" python find --python-preference only-managed 3.11)")"
+}
+"$UV" venv --seed --python "$BASE" "$VENV"
+PATH="$AUTOGRADER/uv-tool/bin:$PATH" "$VENV/bin/python" "$SRC/tools/bootstrap.py" "$VENV"
 "$VENV/bin/pagedlab" doctor  # prints a drift from the lock, if any, into the build log
 
 # Student code runs as this unprivileged user (pagedlab grade switches to it per task), so a
 # submission can neither edit the grader's checks nor read the reference solutions.
-id student >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin student
-chmod -R a+rX "$SRC" "$VENV" /autograder/python 2>/dev/null || chmod -R a+rX "$SRC" "$VENV"
-export PAGEDLAB_GRADE_USER=student
+GRADE_USER="${PAGEDLAB_GRADE_USER:-student}"
+id "$GRADE_USER" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$GRADE_USER"
+chmod -R a+rX "$SRC" "$VENV" "$AUTOGRADER/python" 2>/dev/null || chmod -R a+rX "$SRC" "$VENV"
+export PAGEDLAB_GRADE_USER="$GRADE_USER"
+(cd / && runuser -u "$GRADE_USER" -- "$VENV/bin/python" -c "import pagedlab") || {
+    echo "setup.sh: the sandbox user $GRADE_USER cannot run $VENV/bin/python" >&2; exit 1; }
 
 # Smoke test at upload time: the reference solutions must earn full marks in this image, with
 # the same isolation as a real submission.
 cd "$SRC"
-"$VENV/bin/python" -m pagedlab grade --impl solutions --json /tmp/pagedlab-solutions.json
+"$VENV/bin/python" -m pagedlab grade --impl solutions --json "$AUTOGRADER/setup-solutions.json"
 # The reference and its committed records stay the grader's: the judge reads them as root, the
 # submission's code (user student) cannot. Hidden checks stay readable: their drivers run there.
 chmod -R go-rwx "$SRC/solutions" "$SRC/pagedlab/checks/expected.json"
 # ...and the untouched exercises must score 0 without any autograder problem (this also proves
 # the checks never need the now-private solutions).
-"$VENV/bin/python" -m pagedlab grade --impl exercises --json /tmp/pagedlab-exercises.json
-"$VENV/bin/python" - <<'PY'
-import json
-sol = json.load(open("/tmp/pagedlab-solutions.json"))
+"$VENV/bin/python" -m pagedlab grade --impl exercises --json "$AUTOGRADER/setup-exercises.json"
+"$VENV/bin/python" - "$AUTOGRADER" <<'PY'
+import json, sys
+sol = json.load(open(f"{sys.argv[1]}/setup-solutions.json"))
 lost = [t["name"] for t in sol["tests"] if t["score"] < t["max_score"]]
 assert not lost, f"solutions lose points in this image: {lost}"
-ex = json.load(open("/tmp/pagedlab-exercises.json"))
+ex = json.load(open(f"{sys.argv[1]}/setup-exercises.json"))
 assert ex["score"] == 0, f"the untouched exercises score {ex['score']}"
 broken = [t["name"] for t in ex["tests"] if "autograder problem" in t["output"]]
 assert not broken, f"autograder problems on the exercises: {broken}"

@@ -25,6 +25,10 @@ def _assign(args) -> int:
     if not _instructor_edition():
         print(NOT_HERE.format(cmd="assign"), file=sys.stderr)
         return 2
+    missing = _missing_checks_modules()
+    if missing:
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
     try:
         if args.check:
             return _assign_check(assign)
@@ -33,8 +37,11 @@ def _assign(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     rel = lambda p: p.relative_to(assign.course_root()) if p.is_relative_to(assign.course_root()) else p  # noqa: E731
+    from . import doctables, loader
     from .checks import golden
 
+    for path in doctables.write(loader.ROOT):
+        print(f"wrote {rel(path)} (its task tables, from pagedlab/tasks.toml)")
     if golden.stale():  # the reference's records of the public checks follow solutions/
         print(f"wrote {rel(golden.write())} (the reference's record of every public check)")
     if done.backup is not None:
@@ -56,11 +63,26 @@ def _assign(args) -> int:
     return 0
 
 
+def _missing_checks_modules() -> str:
+    """One line naming each checks module the manifest asks for that does not exist, or ''."""
+    import importlib.util
+
+    from . import manifest
+
+    missing = [row for row in manifest.TABLE if importlib.util.find_spec(f"pagedlab.checks.{row.checks}") is None]
+    return "; ".join(f"{row.id} in pagedlab/tasks.toml names checks = \"{row.checks}\", but "
+                     f"pagedlab/checks/{row.checks}.py does not exist (write it before assign: "
+                     "README, Adding Task N, step 2)" for row in missing)
+
+
 def _assign_check(assign) -> int:
+    from . import doctables, loader
     from .checks import golden
 
     s = assign.survey()
     problems = assign.stale()
+    problems += [f"{p.relative_to(loader.ROOT)}: its task tables differ from pagedlab/tasks.toml"
+                 for p in doctables.stale(loader.ROOT)]
     if golden.stale():
         problems.append("pagedlab/checks/expected.json: the reference's records predate solutions/ or "
                         "the checks")
@@ -170,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--impl", default=None, help="exercises, solutions or a submission folder")
     p.add_argument("--json", default=None, metavar="PATH", help="write Gradescope results.json here")
     p.add_argument("--notebooks", action="store_true", help="also run nbval over each notebook")
-    p.add_argument("--gradescope", action="store_true", help="read /autograder/submission, write /autograder/results/results.json")
+    p.add_argument("--gradescope", action="store_true", help="read ROOT/submission, write ROOT/results/results.json; ROOT is $PAGEDLAB_AUTOGRADER_ROOT, default /autograder")
     p.add_argument("--tasks", default=None, metavar="LIST", help="only these tasks, e.g. task1,task3 or 1,3")
     p.add_argument("--hidden", default=None, metavar="DIR", help="folder of hidden checks (default: grading/hidden/ when present)")
     p.add_argument("--no-hidden", action="store_true", help="public checks only")

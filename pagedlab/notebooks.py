@@ -59,7 +59,8 @@ def clean(nb):
     nb.metadata = copy.deepcopy(METADATA)
     counts = execution_counts(nb)
     for i, cell in enumerate(nb.cells):
-        cell.metadata = {k: v for k, v in cell.metadata.items() if k in CELL_METADATA}
+        # JupyterLab leaves `"tags": []` after a tag is added and removed; the .py cannot hold it.
+        cell.metadata = {k: v for k, v in cell.metadata.items() if k in CELL_METADATA and v}
         if cell.cell_type != "code":
             continue
         cell.execution_count = counts[i]
@@ -123,7 +124,7 @@ def clean_problems(path: Path) -> list[str]:
     counts = execution_counts(nb)
     for i, cell in enumerate(nb.cells):
         where = f"{name} cell {i} (id {cell.get('id')})"
-        extra = set(cell.metadata) - CELL_METADATA
+        extra = {k for k, v in cell.metadata.items() if k not in CELL_METADATA or not v}
         if extra:
             found.append(f"{where}: cell metadata {sorted(extra)} {hint}")
         if cell.cell_type != "code":
@@ -168,12 +169,12 @@ def sync(path: Path) -> None:
     jupytext_cli(["--quiet", "--sync", str(path)])
 
 
-def run(path: Path, impl: str = "solutions", timeout: int = 600) -> list[int]:
+def run(path: Path, impl: str = "solutions", timeout: int = 600) -> list[str]:
     """Execute `path` top to bottom in a fresh kernel with `impl`; store the checked outputs.
 
     Only the outputs of ``# NBVAL_CHECK_OUTPUT`` cells are kept, so the committed notebook
-    changes only where a checked result changed. Returns the indices of cells whose stored
-    output changed. An error in any cell aborts before any output is stored.
+    changes only where a checked result changed. Returns the cells whose stored output
+    changed, each named by its first line after the check marker (what an author can find). An error in any cell aborts before any output is stored.
     """
     import nbformat
     from nbclient import NotebookClient
@@ -189,11 +190,18 @@ def run(path: Path, impl: str = "solutions", timeout: int = 600) -> list[int]:
         if is_checked(cell):
             new = clean_outputs(done.outputs, cell.execution_count)
             if new != cell.outputs:
-                changed.append(i)
+                changed.append(f"cell {i}: {first_line(cell)}")
             cell.outputs = new
     nbformat.write(clean(nb), path)
     sync(path)
     return changed
+
+
+def first_line(cell) -> str:
+    """The first line of a cell that says what it does (the check marker skipped)."""
+    lines = [ln.strip() for ln in cell.source.splitlines()]
+    said = [ln for ln in lines if ln and not ln.startswith(CHECK)]
+    return (said[0] if said else "(empty cell)")[:80]
 
 
 def clean_outputs(outputs, count=None):
@@ -238,6 +246,7 @@ def main(args) -> int:
             print(f"error: {path.name} did not run to the end; no output stored.\n{exc}", file=sys.stderr)
             return 1
         checked = sum(is_checked(c) for c in nbformat.read(path, as_version=4).cells)
-        print(f"{checked} checked cells; stored output changed in cells {changed or 'none'}; pair synced")
+        print(f"{checked} checked cells; stored output changed in {len(changed)}"
+              + "".join(f"\n  {c}" for c in changed) + "\npair synced")
         return 0
     raise AssertionError(args.action)

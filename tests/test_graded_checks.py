@@ -36,6 +36,7 @@ def _trusted(c, seed):
     return framework.drive(c, "solutions", seed)
 
 
+@pytest.mark.task_wide
 @pytest.mark.parametrize("task, key", _all_checks())
 def test_check_passes_on_solutions_and_fails_on_exercises(task, key):
     assert key is not None, f"{task}'s check module does not import"
@@ -50,12 +51,14 @@ def test_check_passes_on_solutions_and_fails_on_exercises(task, key):
         assert not stub.passed, f"passes on the untouched exercises/ (seed {seed}): it grades nothing"
 
 
+@pytest.mark.task_wide
 def test_every_task_has_public_and_hidden_checks():
     for task in manifest.TASKS:
         assert framework.checks_of(task, hidden=False), f"{task} has no public checks"
         assert framework.checks_of(task, hidden=True, hidden_from=HIDDEN), f"{task} has no hidden checks"
 
 
+@pytest.mark.task_wide
 def test_committed_records_are_current():
     """expected.json is what the reference records today (regenerate with `pagedlab assign`)."""
     assert not golden.stale(), "solutions/ or the checks changed since expected.json: run `pagedlab assign`"

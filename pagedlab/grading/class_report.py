@@ -1,6 +1,12 @@
 """`pagedlab class-report DIR`: merge the per-student results.json of a class into grades.csv,
-a log of grader problems, and report.html (scores, pass rates, the checks that failed most
-often, similar pairs); the same numbers go to the terminal.
+a log of grader problems, and report.html (scores, pass rates, the real failures ranked, the
+tasks left unattempted, similar pairs); the same numbers go to the terminal.
+
+A stub left in place fails every check of its task with "not implemented yet"; counted with the
+rest, such rows would bury the bugs worth a lecture. So a task is *not attempted* when each of
+its failed checks says so, or when every file it reads is the handed-out stub, byte for byte;
+those are counted apart, and only the other failures are ranked, each with its most common
+explanation.
 
 It reads only what is in DIR (grade-class wrote it, or a batch engine ran the one-submission
 command per student): results produced in any order merge the same way, and a student without
@@ -27,7 +33,8 @@ PROBLEMS_LOG = "grader_problems.log"
 GRADER_FAILED = ("The pagedlab autograder itself failed", "No submission to grade", "Grader misconfigured")
 _FAILED_LINE = re.compile(r"^  ✗ (.+?)(?:  \(feedback only, no points\))?$")
 _NOT_RUN_LINE = re.compile(r"^  - (.+) \(not run\)$")
-TOP_CHECKS = 3
+TOP_FAILURES = 15  # rows of the ranking of real failures
+NOT_ATTEMPTED = "not implemented yet"
 
 
 @dataclass
@@ -41,6 +48,18 @@ class Record:
     tasks: dict = field(default_factory=dict)  # task id -> (score, max, status)
     failures: list = field(default_factory=list)  # (task id, check, first line of the explanation)
     problems: list = field(default_factory=list)  # grader problems, one line each
+    untouched: set = field(default_factory=set)  # submitted files identical to the handed-out stub
+
+    def not_attempted(self) -> set[str]:
+        """Tasks failed only because the student has not started them."""
+        from ..manifest import BY_ID
+
+        failed = defaultdict(list)
+        for task, _, why in self.failures:
+            failed[task].append(why)
+        return {t for t, whys in failed.items()
+                if all(w.startswith(NOT_ATTEMPTED) for w in whys)
+                or (t in BY_ID and set(BY_ID[t].files) <= self.untouched)}
 
 
 def failed_checks(output: str) -> list[tuple[str, str]]:
@@ -95,6 +114,7 @@ def read_student(folder: Path) -> Record:
         rec.problems.append(str(results["output"]).splitlines()[0])
         return rec
     rec.status = "graded"
+    rec.untouched = untouched_files(folder / "files")
     rec.total = float(results.get("score", 0.0))
     for test in results.get("tests", []):
         number, output = str(test.get("number", "")), str(test.get("output", ""))
@@ -109,6 +129,18 @@ def read_student(folder: Path) -> Record:
         for check, why in failed_checks(output):
             rec.failures.append((task, f"(hidden) {check}" if hidden else check, why))
     return rec
+
+
+def untouched_files(files: Path) -> set[str]:
+    """Names of the student's files that are the handed-out exercises/ file unchanged."""
+    stubs = loader.ROOT / "exercises"
+    same = set()
+    if files.is_dir():
+        for path in files.iterdir():
+            stub = stubs / path.name
+            if path.is_file() and stub.is_file() and path.read_bytes() == stub.read_bytes():
+                same.add(path.name)
+    return same
 
 
 def collect(out: Path) -> list[Record]:
@@ -143,7 +175,8 @@ def write_csv(records: list[Record], path: Path) -> None:
 class Summary:
     graded: list[Record]
     pass_rate: dict  # task -> share of graded students with every check passed
-    top_failures: dict  # task -> [(check, count, most common explanation)]
+    top_failures: list  # [(task, check, students, most common explanation)], most students first
+    not_attempted: dict  # task -> keys of the students who have not started it
 
 
 def summarize(records: list[Record]) -> Summary:
@@ -152,15 +185,27 @@ def summarize(records: list[Record]) -> Summary:
     for t in task_ids(records):
         had = [r for r in graded if t in r.tasks]
         rates[t] = sum(1 for r in had if r.tasks[t][2] == "passed") / len(had) if had else 0.0
-    counts: dict[str, Counter] = defaultdict(Counter)
+    counts: Counter = Counter()
     whys: dict[tuple, Counter] = defaultdict(Counter)
+    skipped: dict[str, list] = defaultdict(list)
+    order = {t: i for i, t in enumerate(task_ids(records))}
     for r in graded:
+        idle = r.not_attempted()
+        for t in sorted(idle, key=lambda t: order.get(t, len(order))):
+            skipped[t].append(r.key)
         for task, check, why in set(r.failures):  # a student counts once per check
-            counts[task][check] += 1
+            if task in idle:
+                continue
+            counts[task, check] += 1
             whys[task, check][why] += 1
-    top = {t: [(c, n, whys[t, c].most_common(1)[0][0]) for c, n in counts[t].most_common(TOP_CHECKS)]
-           for t in task_ids(records) if counts[t]}
-    return Summary(graded, rates, top)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], order.get(item[0][0], len(order)), item[0][1]))
+    top = [(t, c, n, _most_common(whys[t, c])) for (t, c), n in ranked[:TOP_FAILURES]]
+    return Summary(graded, rates, top, dict(sorted(skipped.items(), key=lambda kv: order.get(kv[0], 0))))
+
+
+def _most_common(whys: Counter) -> str:
+    """The explanation most students got (ties: the first in text order, so runs agree)."""
+    return sorted(whys.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
 
 
 def terminal_text(records: list[Record], summary: Summary, pairs) -> str:
@@ -176,10 +221,12 @@ def terminal_text(records: list[Record], summary: Summary, pairs) -> str:
     for t, rate in summary.pass_rate.items():
         lines.append(f"  {t:<7} {rate * 100:5.1f}%  {'#' * round(rate * 20)}")
     if summary.top_failures:
-        lines.append("checks that failed most often (students):")
-    for t, rows in summary.top_failures.items():
-        for check, n, why in rows:
-            lines.append(f"  {t:<7} {n:>3}  {check}" + (f"\n               {why[:150]}" if why else ""))
+        lines.append("real failures, most students first (tasks not attempted left out):")
+    for t, check, n, why in summary.top_failures:
+        lines.append(f"  {t:<7} {n:>3}  {check}" + (f"\n               {why[:150]}" if why else ""))
+    if summary.not_attempted:
+        lines.append("not attempted (the stub still in place), students per task: "
+                     + ", ".join(f"{t} {len(keys)}" for t, keys in summary.not_attempted.items()))
     flagged = [p for p in pairs if p.flagged]
     lines.append(f"similar pairs worth a human look: {len(flagged)}"
                  + "".join(f"\n  {p.score * 100:5.1f}%  {p.a} ~ {p.b}" for p in flagged[:10]))
@@ -243,10 +290,16 @@ def write_html(path: Path, records: list[Record], summary: Summary, pairs, fps, 
     body += [f"<img src='{src}'>" for src in charts(summary)]
     body.append("<h2>Pass rate per task</h2>")
     body.append(_table(["task", "passed"], [(t, f"{r * 100:.1f}%") for t, r in summary.pass_rate.items()]))
-    body.append("<h2>Checks that failed most often</h2><p>Students failing each check; the "
-                "explanation is the most common first line of the check's message.</p>")
+    body.append("<h2>Real failures, most students first</h2><p>Students failing each check in a "
+                "task they attempted; the explanation is the most common first line of the check's "
+                "message. Tasks not attempted are counted below, apart.</p>")
     body.append(_table(["task", "students", "check", "explanation"],
-                       [(t, n, c, why) for t, rows in summary.top_failures.items() for c, n, why in rows]))
+                       [(t, n, c, why) for t, c, n, why in summary.top_failures]))
+    body.append("<h2>Not attempted</h2><p>Every failed check said \"not implemented yet\", or every "
+                "file of the task was the handed-out stub.</p>")
+    body.append(_table(["task", "students", "who"], [(t, len(keys), ", ".join(keys))
+                                                     for t, keys in summary.not_attempted.items()])
+                if summary.not_attempted else "<p>none</p>")
     problems = [(r.key, p) for r in records for p in r.problems]
     missing = [r.key for r in records if r.status == "missing"]
     body.append("<h2>Grader problems</h2><p>Failures of the grader, not of the student's code "

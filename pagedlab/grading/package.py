@@ -3,8 +3,9 @@
     python -m pagedlab.grading.package            # -> build/pagedlab-autograder.zip
 
 Gradescope wants `setup.sh` and `run_autograder` at the root of the zip and unpacks the rest to
-/autograder/source, so the zip is the repository (files git knows about, committed or not,
-minus what .gitignore excludes) with those two copied up from grading/.
+/autograder/source ($PAGEDLAB_AUTOGRADER_ROOT/source when that is set, e.g. to try the zip in a
+temporary folder), so the zip is the repository (files git knows about, committed or not, minus
+what .gitignore excludes) with those two copied up from grading/.
 """
 
 from __future__ import annotations

@@ -9,11 +9,21 @@ For a pair (a, b), `sim_a` is the share of a's student-written tokens found in b
 way round): copying one file of a large submission shows as a high sim on one side only. Pairs
 are ranked by the mean of the two. Similarity is evidence for a person to read, never a verdict:
 two students who both followed the notebook closely can write alike.
+
+copydetect hashes k-grams with Python's hash(), which is salted per process, so the winnowed
+fingerprints (and the scores) would change from run to run: `stable_hashes` swaps in a keyed
+BLAKE2 hash while fingerprints are taken. Highlights cover only what the student wrote: lines
+the file shares with its skeleton (in order, as difflib aligns them) are never marked, and a
+mark starts and ends on a token boundary.
 """
 
 from __future__ import annotations
 
+import contextlib
+import difflib
+import hashlib
 import html
+import re
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -43,19 +53,47 @@ class Pair:
         return self.score >= FLAG
 
 
+def _stable_hash(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+
+
+def _stable_kgrams(string: str, k: int):
+    import numpy as np
+
+    return np.array([_stable_hash(string[i:i + k]) for i in range(len(string) - k + 1)], dtype=np.int64)
+
+
+@contextlib.contextmanager
+def stable_hashes():
+    """copydetect's k-gram hashes made independent of the process's hash seed, for the block."""
+    from copydetect import utils
+
+    salted = utils.hashed_kgrams
+    utils.hashed_kgrams = _stable_kgrams
+    try:
+        yield
+    finally:
+        utils.hashed_kgrams = salted
+
+
 def _fingerprint(path: Path, boilerplate=None):
     from copydetect import CodeFingerprint
 
     win = 1 if boilerplate is None else GUARANTEE - NOISE + 1
-    return CodeFingerprint(str(path), NOISE, win, boilerplate=boilerplate, encoding="utf-8")
+    with stable_hashes():
+        return CodeFingerprint(str(path), NOISE, win, boilerplate=boilerplate, encoding="utf-8")
 
 
 def fingerprints(students: dict[str, Path], skeleton: Path) -> dict[str, dict]:
-    """key -> {file name -> CodeFingerprint} for each student's files folder."""
+    """key -> {file name -> CodeFingerprint} for each student's files folder.
+
+    Each fingerprint also carries `given`: the (start, end) character ranges of its raw code
+    that are the skeleton's own lines, never highlighted."""
     import numpy as np
 
     cache: dict[str, object] = {}
     out: dict[str, dict] = {}
+    texts: dict[str, list[str]] = {}
     for key, files in students.items():
         out[key] = {}
         if not files.is_dir():
@@ -65,11 +103,62 @@ def fingerprints(students: dict[str, Path], skeleton: Path) -> dict[str, dict]:
                 bp = skeleton / path.name
                 cache[path.name] = (np.unique(np.array(list(_fingerprint(bp).hashes)))
                                     if bp.is_file() else np.array([], dtype=np.int64))
+                texts[path.name] = (bp.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+                                    if bp.is_file() else [])
             try:
-                out[key][path.name] = _fingerprint(path, cache[path.name])
+                fp = _fingerprint(path, cache[path.name])
             except (UnicodeDecodeError, ValueError):
                 continue  # not text: nothing to compare
+            fp.given = given_ranges(fp.raw_code, texts[path.name])
+            out[key][path.name] = fp
     return out
+
+
+def given_ranges(code: str, skeleton_lines: list[str]) -> list[tuple[int, int]]:
+    """Character ranges of `code` on lines it shares, in order, with the skeleton."""
+    lines = code.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    strip = [ln.strip() for ln in skeleton_lines]
+    matcher = difflib.SequenceMatcher(None, strip, [ln.strip() for ln in lines], autojunk=False)
+    return [(starts[j], starts[j + n]) for _, j, n in matcher.get_matching_blocks() if n]
+
+
+_WORD = re.compile(r"\w")
+
+
+def student_slices(code: str, slices, given: list[tuple[int, int]]):
+    """`slices` (copydetect's 2xN starts/ends) without the given ranges, cut to whole tokens."""
+    import numpy as np
+
+    marked = bytearray(len(code))
+    for start, end in zip(*slices):
+        marked[int(start):int(end)] = b"\x01" * (int(end) - int(start))
+    for start, end in given:
+        marked[start:end] = bytes(end - start)
+    word = [bool(_WORD.match(c)) for c in code]
+    runs, i = [], 0
+    while i < len(code):
+        if not marked[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(code) and marked[j]:
+            j += 1
+        start, end = i, j
+        while start < end and start > 0 and word[start - 1] and word[start]:
+            start += 1  # the run began inside a name or number: start after it
+        while end > start and end < len(code) and word[end] and word[end - 1]:
+            end -= 1  # ...and ended inside one: stop before it
+        while start < end and code[start].isspace():
+            start += 1
+        while end > start and code[end - 1].isspace():
+            end -= 1
+        if start < end:
+            runs.append((start, end))
+        i = j
+    return np.array([[s for s, _ in runs], [e for _, e in runs]], dtype=np.int64).reshape(2, len(runs))
 
 
 def compare(fps: dict[str, dict]) -> list[Pair]:
@@ -117,7 +206,9 @@ def side_by_side(pair: Pair, fps: dict[str, dict], names: dict[str, str]) -> str
     for name, slices_a, slices_b in pair.files:
         cols = []
         for key, slices in ((pair.a, slices_a), (pair.b, slices_b)):
-            code, _ = highlight_overlap(fps[key][name].raw_code, slices, "<mark>", "</mark>",
+            fp = fps[key][name]
+            slices = student_slices(fp.raw_code, slices, getattr(fp, "given", []))
+            code, _ = highlight_overlap(fp.raw_code, slices, "<mark>", "</mark>",
                                         truncate=8, escape_html=True)
             cols.append(f"<div class='code'><div class='who'>{html.escape(names.get(key, key))} · "
                         f"{html.escape(name)}</div><pre>{code}</pre></div>")

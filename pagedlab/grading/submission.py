@@ -102,6 +102,25 @@ def _copy_regular(src: Path, dst: Path) -> None:
         os.close(out)
 
 
+def listing(located: dict[str, Path | None]) -> list[str]:
+    """One line per task file: where it was found, or MISSING. A stand-in (the C track's
+    llm_memory.c) is listed only when uploaded, and named in the MISSING line of its file."""
+    stand_ins = {alt: name for name, alts in ALTERNATE_FILES.items() for alt in alts}
+    lines = []
+    for name, rel in located.items():
+        if name in stand_ins:
+            if rel:
+                lines.append(f"  {name:<22} {rel}  (stands in for {stand_ins[name]})")
+            continue
+        alts = [alt for alt in ALTERNATE_FILES.get(name, ()) if located.get(alt)]
+        if rel or alts:
+            lines.append(f"  {name:<22} {rel if rel else 'not uploaded (' + alts[0] + ' is graded instead)'}")
+        else:
+            also = "".join(f" (or {alt} for the C track)" for alt in ALTERNATE_FILES.get(name, ()))
+            lines.append(f"  {name:<22} MISSING{also}")
+    return lines
+
+
 def prepare(root: Path, workdir: Path, *, copy: bool = True) -> tuple[Path, str]:
     """A folder of the grader's own holding the submission's files flat, and a report of what was
     found and what was refused. (`copy` is kept for callers; the files are always copied.)"""
@@ -109,7 +128,7 @@ def prepare(root: Path, workdir: Path, *, copy: bool = True) -> tuple[Path, str]
     if root.is_symlink() or not root.is_dir():
         raise FileNotFoundError(f"submission folder {root} does not exist (or is a link)")
     located, refused = find(root)
-    lines = [f"  {name:<22} {rel if rel else 'MISSING'}" for name, rel in located.items()]
+    lines = listing(located)
     workdir.mkdir(parents=True, exist_ok=True)
     workdir.chmod(0o755)
     for name, rel in located.items():

@@ -13,10 +13,12 @@ import shutil
 import sys
 from pathlib import Path
 
+from pagedlab.manifest import SUBMISSION_FILES
+
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
-FILES = ("memory_manager.py", "paged_attention.py", "paged_attention.cu", "prefix_cache.py",
-         "buddy.py", "swap.py", "paged_attention_v2.cu")
+# Every task's files, from the manifest (a new task's file is copied too).
+FILES = SUBMISSION_FILES
 
 _KERNEL_FENCE = "  // BEGIN SOLUTION Task 10: logits, scale * q.k for every token, found through the block table\n"
 

@@ -15,11 +15,12 @@ import shutil
 import sys
 from pathlib import Path
 
+from pagedlab.manifest import SUBMISSION_FILES
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SOLUTIONS, EXERCISES = ROOT / "solutions", ROOT / "exercises"
-FILES = ("memory_manager.py", "paged_attention.py", "paged_attention.cu", "prefix_cache.py",
-         "buddy.py", "swap.py", "paged_attention_v2.cu")
+FILES = SUBMISSION_FILES  # every task's files, from the manifest
 # One task per Part, each reading a different file: what the test grades (keeps it quick).
 TASKS = ["1", "6", "10", "11", "13"]
 
