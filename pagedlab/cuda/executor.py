@@ -165,10 +165,12 @@ class LaunchConfig:
 
 
 def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: LaunchConfig,
-           sanitizer=None) -> None:
-    """sanitizer: a pagedlab.cuda.sanitizer.Session for an instrumented build, else None."""
+           sanitizer=None, globals: dict[str, bytes] | None = None) -> None:
+    """sanitizer: a pagedlab.cuda.sanitizer.Session for an instrumented build, else None.
+    globals: `__constant__`/`__device__` variable name -> bytes written into it before the launch."""
     rt = runtime(build.runtime)
     lib = _load(build.library)
+    _write_globals(lib, build, globals or {})
     entry = ctypes.cast(getattr(lib, f"pl_entry_{build.symbol(name)}"), ctypes.c_void_p).value
     smem_info = ctypes.cast(lib.pl_smem_info, ctypes.c_void_p).value
 
@@ -229,6 +231,19 @@ def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: Lau
         for sb, _, _ in shared:
             sb.free()
         diag_buf.free()
+
+
+def _write_globals(lib, build, values: dict[str, bytes]) -> None:
+    """Write each global's bytes into the loaded build (a forked launch child inherits them)."""
+    for name, data in values.items():
+        if name not in build.globals:
+            raise ValueError(f"no __constant__/__device__ variable {name!r} in {build.filename}")
+        fn = getattr(lib, f"pl_global_{name}")
+        fn.restype = ctypes.c_void_p
+        info = ctypes.create_string_buffer(256)  # a pl::ParamInfo (160 bytes), unused here
+        addr = fn(info)
+        if ctypes.string_at(addr, len(data)) != data:  # a const global is never rewritten
+            ctypes.memmove(addr, data, len(data))
 
 
 def scalar_bytes(a) -> bytes:

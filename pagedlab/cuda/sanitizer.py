@@ -479,11 +479,14 @@ def run(kernel, args, cfg, checks: frozenset, profile: bool = False) -> Session:
         raise NotImplementedError("the CPU executor's sanitizer and profile need Linux")
     build = instrumented_build(kernel)
     session = Session(kernel, checks, cfg, profile)
+    module = getattr(kernel, "_module", None)
+    globals_ = module.launch_globals() if module is not None else None  # one set, checks or not
     canonical = cfg.schedule == "round_robin" and cfg.workers == 1
     saved = [] if canonical else [
         (a, a.copy()) for p, a in zip(kernel.params, args, strict=True) if p.pointer and not p.const]
     try:
-        executor.launch(build, kernel.name, kernel.params, args, cfg, sanitizer=session)
+        executor.launch(build, kernel.name, kernel.params, args, cfg, sanitizer=session,
+                        globals=globals_)
     except SanitizerError as first:
         if canonical:
             raise
@@ -492,7 +495,7 @@ def run(kernel, args, cfg, checks: frozenset, profile: bool = False) -> Session:
         again = dataclasses.replace(cfg, schedule="round_robin", seed=0, workers=1)
         try:
             executor.launch(build, kernel.name, kernel.params, args, again,
-                            sanitizer=Session(kernel, checks, again, profile))
+                            sanitizer=Session(kernel, checks, again, profile), globals=globals_)
         except SanitizerError as canon:
             raise canon.with_traceback(None) from None
         except KernelError:
