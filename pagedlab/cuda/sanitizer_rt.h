@@ -31,7 +31,9 @@ inline void yield_fiber(Worker* w) {
 namespace san {
 
 constexpr int MAX_RANGES = 96;
-enum RangeKind : int32_t { R_ARG = 0, R_IGNORE = 1 };
+// R_GUARD: lo/hi are offsets in the TLS block of a C++ guard variable (a __shared__ array of a
+// class type gets one); the compiler reads it, no kernel thread does: never uninitialised.
+enum RangeKind : int32_t { R_ARG = 0, R_IGNORE = 1, R_GUARD = 2 };
 enum Report_kind : int32_t { REP_NONE = 0, REP_RACE = 1, REP_OOB_GLOBAL = 2, REP_UNINIT = 3,
                              REP_OOB_SHARED = 4 };
 enum Hazard : int32_t { HZ_RAW = 1, HZ_WAR = 2, HZ_WAW = 3 };
@@ -74,7 +76,7 @@ struct Cell {
     uint32_t epoch, init;                // epoch of the fields below; block that wrote it
     uint16_t wt, ra, rb, many;           // last writer; two latest readers; 3+ readers seen
     uint32_t wclk, raclk, rbclk, rwarps; // rwarps: bit per warp that read in this epoch
-    uint32_t wpc, rapc, rbpc, pad;
+    uint32_t wpc, rapc, rbpc, watomic;   // watomic: the last write was an atomic
 };
 
 struct Row { uint64_t addr[32]; uint32_t mask, size; };
@@ -102,6 +104,7 @@ struct State {
     size_t shadow_bytes = 0;
     std::vector<uint32_t> lclk, wclk;
     uint32_t epoch = 0, block = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> guards;  // TLS offsets [lo, hi) of guard variables
     bool pending = false;                // first read of unwritten shared memory, not yet raised
     Report pend{};
     std::vector<std::vector<std::pair<uint64_t, PcRows>>> warp_pcs;  // per warp: (pc key, rows)
@@ -242,7 +245,8 @@ inline bool ordered(const State* s, int t, int other, uint32_t other_clk) {
                        int other_write, int other_warp, uint64_t off, uint64_t size, int how, uint64_t pc) {
     Report r{};
     r.kind = REP_RACE; r.hazard = hazard; r.tid = t; r.other_tid = other; r.other_warp = other_warp;
-    r.write = how == A_WRITE; r.other_write = other_write; r.size = (int32_t)size;
+    r.write = how == A_WRITE || how >= A_ATOMIC; r.atomic = how >= A_ATOMIC;
+    r.other_write = other_write; r.size = (int32_t)size;
     r.addr = s->sh_lo + off; r.offset = off; r.pc = pc; r.other_pc = other_pc;
     fail(w, s, r);
     fail_and_park(w);
@@ -280,6 +284,19 @@ void on_shared(State* s, uintptr_t off, uint64_t size, int how, uintptr_t ret) {
         }
         bool written = cell->init == s->block;
         if (how >= A_ATOMIC) {  // atomics never race with each other; they may read garbage
+            if (c->race && how != A_ATOMIC_LOAD) {  // but they do with a plain access
+                if (cell->wt && cell->wt != me && !cell->watomic && !ordered(s, t, cell->wt - 1, cell->wclk))
+                    race(w, s, t, HZ_WAW, cell->wt - 1, cell->wpc, 1, (cell->wt - 1) >> 5, off + i, size, how, pc);
+                if (cell->ra && cell->ra != me && !ordered(s, t, cell->ra - 1, cell->raclk))
+                    race(w, s, t, HZ_WAR, cell->ra - 1, cell->rapc, 0, (cell->ra - 1) >> 5, off + i, size, how, pc);
+                if (cell->rb && cell->rb != me && !ordered(s, t, cell->rb - 1, cell->rbclk))
+                    race(w, s, t, HZ_WAR, cell->rb - 1, cell->rbpc, 0, (cell->rb - 1) >> 5, off + i, size, how, pc);
+                if (cell->many && (cell->rwarps & ~wbit))
+                    race(w, s, t, HZ_WAR, -1, 0, 0, __builtin_ctz(cell->rwarps & ~wbit), off + i, size, how, pc);
+                cell->wt = me; cell->wclk = clk; cell->wpc = (uint32_t)pc; cell->watomic = 1;
+                cell->ra = cell->rb = cell->many = 0;
+                cell->rwarps = 0;
+            }
             if (!written && c->init && how != A_ATOMIC_STORE && !s->pending) {
                 s->pending = true;
                 s->pend = Report{};
@@ -301,7 +318,7 @@ void on_shared(State* s, uintptr_t off, uint64_t size, int how, uintptr_t ret) {
                 if (cell->many && (cell->rwarps & ~wbit))  // a reader of another warp: never ordered
                     race(w, s, t, HZ_WAR, -1, 0, 0, __builtin_ctz(cell->rwarps & ~wbit), off + i, size, how, pc);
             }
-            cell->wt = me; cell->wclk = clk; cell->wpc = (uint32_t)pc;
+            cell->wt = me; cell->wclk = clk; cell->wpc = (uint32_t)pc; cell->watomic = 0;
             cell->ra = cell->rb = cell->many = 0;
             cell->rwarps = 0;
             cell->init = s->block;
@@ -314,7 +331,7 @@ void on_shared(State* s, uintptr_t off, uint64_t size, int how, uintptr_t ret) {
             }
             if (!c->race) continue;
             if (cell->wt && cell->wt != me && !ordered(s, t, cell->wt - 1, cell->wclk))
-                race(w, s, t, HZ_RAW, cell->wt - 1, cell->wpc, 1, (cell->wt - 1) >> 5, off + i, size, how, pc);
+                race(w, s, t, HZ_RAW, cell->wt - 1, cell->wpc, cell->watomic ? 2 : 1, (cell->wt - 1) >> 5, off + i, size, how, pc);
             if (cell->ra == me) {
                 cell->raclk = clk; cell->rapc = (uint32_t)pc;
             } else {
@@ -336,7 +353,7 @@ void on_global(State* s, uintptr_t a, uint64_t size, int how, uintptr_t ret) {
     const Config* c = &s->cfg;
     for (int i = 0; i < c->nranges; ++i) {
         const Range& r = c->ranges[i];
-        if (a >= r.lo && a + size <= r.hi) {
+        if (a >= r.lo && a + size <= r.hi && r.kind != R_GUARD) {
             // Sectors are counted from the start of the argument's buffer, as if it were
             // allocated by cudaMalloc (256-byte aligned); the index keeps buffers apart.
             if (r.kind == R_ARG && c->profile)
@@ -420,6 +437,9 @@ void worker_setup(Worker* w) {
         if (mem == MAP_FAILED) { delete s; return; }
         s->shadow = (Cell*)mem;
     }
+    for (int i = 0; i < s->cfg.nranges; ++i)
+        if (s->cfg.ranges[i].kind == R_GUARD && s->cfg.ranges[i].hi <= s->sh_size)
+            s->guards.push_back({s->cfg.ranges[i].lo, s->cfg.ranges[i].hi});
     s->lclk.assign(w->nthreads, 0);
     s->wclk.assign(w->nwarps, 0);
     s->warp_pcs.resize(w->nwarps);
@@ -431,6 +451,9 @@ void block_begin(Worker*) {
     if (!s) return;
     s->block++;
     s->epoch++;
+    if (s->shadow)
+        for (auto& g : s->guards)
+            for (uint64_t o = g.first; o < g.second; ++o) s->shadow[o].init = s->block;
     std::fill(s->lclk.begin(), s->lclk.end(), 0);
     std::fill(s->wclk.begin(), s->wclk.end(), 0);
     s->pending = false;
