@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .errors import CompileError
 from .signature import kernel_names, strip_comments
+from .unsupported import refuse_unsupported
 
 HERE = Path(__file__).resolve().parent
 PRELUDE = HERE / "prelude.h"
@@ -382,6 +383,7 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
     filename = Path(filename).name
     if not re.fullmatch(r"[\w.+-]+", filename):
         raise ValueError(f"filename {filename!r}: use letters, digits, '.', '_', '-' only")
+    refuse_unsupported(code, filename)
     kernels = kernel_names(code)
     entries = entry_symbols(kernels, name_expressions)
     globals_ = global_variables(code)
