@@ -256,7 +256,7 @@ inline bool ordered(const State* s, int t, int other, uint32_t other_clk) {
 }
 
 // One shadow cell (a byte, or a whole word in word mode) seen by access `how` of thread t.
-inline void visit_cell(State* s, Worker* w, Cell* cell, uint64_t at, uint64_t size, int how,
+__attribute__((always_inline)) inline void visit_cell(State* s, Worker* w, Cell* cell, uint64_t at, uint64_t size, int how,
                        uint64_t pc, int t) {
     const Config* c = &s->cfg;
     uint16_t me = (uint16_t)(t + 1);
@@ -345,7 +345,7 @@ inline Cell* split_word(State* s, uint64_t word) {
     return b;
 }
 
-inline void shadow_access(State* s, Worker* w, uintptr_t off, uint64_t size, int how, uint64_t pc, int t) {
+__attribute__((always_inline)) inline void shadow_access(State* s, Worker* w, uintptr_t off, uint64_t size, int how, uint64_t pc, int t) {
     uint64_t end = off + size;
     if (((off | size) & 3) == 0) {
         for (uint64_t a = off; a < end; a += 4) {
