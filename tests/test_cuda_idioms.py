@@ -249,6 +249,7 @@ def _corpus_cases():
     return test_cuda_corpus.CASES
 
 
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # legacy.cu's mask-less shuffles
 @runs
 @pytest.mark.parametrize("name", sorted(_corpus_cases()))
 def test_corpus_runs_clean_with_every_check(name, schedule):
