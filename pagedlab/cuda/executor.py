@@ -44,6 +44,14 @@ class Progress(ctypes.Structure):
                 ("thread", ctypes.c_int32), ("line", ctypes.c_int32)]
 
 
+class Stuck(ctypes.Structure):
+    """runtime.cpp's Stuck: where a worker's running thread was when the watchdog fired."""
+    _fields_ = [("pcs", ctypes.c_uint64 * 16), ("npcs", ctypes.c_int32), ("sampled", ctypes.c_int32),
+                ("wait_line", ctypes.c_int32 * 4), ("wait_count", ctypes.c_int32 * 4),
+                ("wait_kind", ctypes.c_int32 * 4), ("runnable", ctypes.c_int32),
+                ("exited", ctypes.c_int32)]
+
+
 class Diag(ctypes.Structure):
     _fields_ = [
         ("status", ctypes.c_int32), ("signal", ctypes.c_int32),
@@ -57,6 +65,7 @@ class Diag(ctypes.Structure):
         ("message", ctypes.c_char * 8192),
         ("blocks_done", ctypes.c_int64), ("nblocks", ctypes.c_int64),
         ("si_code", ctypes.c_int32), ("pad_", ctypes.c_int32),
+        ("stuck", Stuck * MAX_WORKERS),
     ]
 
 
@@ -165,10 +174,12 @@ class LaunchConfig:
 
 
 def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: LaunchConfig,
-           sanitizer=None) -> None:
-    """sanitizer: a pagedlab.cuda.sanitizer.Session for an instrumented build, else None."""
+           sanitizer=None, globals: dict[str, bytes] | None = None) -> None:
+    """sanitizer: a pagedlab.cuda.sanitizer.Session for an instrumented build, else None.
+    globals: `__constant__`/`__device__` variable name -> bytes written into it before the launch."""
     rt = runtime(build.runtime)
     lib = _load(build.library)
+    _write_globals(lib, build, globals or {})
     entry = ctypes.cast(getattr(lib, f"pl_entry_{build.symbol(name)}"), ctypes.c_void_p).value
     smem_info = ctypes.cast(lib.pl_smem_info, ctypes.c_void_p).value
 
@@ -229,6 +240,19 @@ def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: Lau
         for sb, _, _ in shared:
             sb.free()
         diag_buf.free()
+
+
+def _write_globals(lib, build, values: dict[str, bytes]) -> None:
+    """Write each global's bytes into the loaded build (a forked launch child inherits them)."""
+    for name, data in values.items():
+        if name not in build.globals:
+            raise ValueError(f"no __constant__/__device__ variable {name!r} in {build.filename}")
+        fn = getattr(lib, f"pl_global_{name}")
+        fn.restype = ctypes.c_void_p
+        info = ctypes.create_string_buffer(256)  # a pl::ParamInfo (160 bytes), unused here
+        addr = fn(info)
+        if ctypes.string_at(addr, len(data)) != data:  # a const global is never rewritten
+            ctypes.memmove(addr, data, len(data))
 
 
 def scalar_bytes(a) -> bytes:
@@ -310,6 +334,7 @@ def _wait_child(pid: int, fd: int, cfg: LaunchConfig, diag: Diag, build) -> None
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
+                _sample_stuck(pid, diag)
                 os.kill(pid, signal.SIGKILL)
                 try:
                     os.waitpid(pid, 0)
@@ -342,6 +367,51 @@ def _wait_child(pid: int, fd: int, cfg: LaunchConfig, diag: Diag, build) -> None
         os.close(fd)
 
 
+def _sample_stuck(pid: int, diag: Diag) -> None:
+    """Ask the child where its threads are (SIGUSR2, see runtime.cpp's on_watchdog); wait up to
+    half a second for every busy worker to answer."""
+    try:
+        os.kill(pid, signal.SIGUSR2)
+    except ProcessLookupError:
+        return
+    busy = [k for k in range(min(diag.nworkers, MAX_WORKERS)) if diag.progress[k].active]
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end and not all(diag.stuck[k].sampled for k in busy):
+        time.sleep(0.01)
+
+
+_BARRIERS = ["__syncthreads()", "__syncthreads_count()", "__syncthreads_and()", "__syncthreads_or()"]
+_WARP_OPS = ["__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
+             "__ballot_sync", "__any_sync", "__all_sync", "__reduce_add_sync", "__reduce_min_sync",
+             "__reduce_max_sync", "coalesced_threads"]
+
+
+def _stuck_line(st: Stuck, build) -> str | None:
+    """file:line of the innermost frame in the kernel's own source (pcs[0] is exact, the rest
+    are return addresses)."""
+    for i in range(min(st.npcs, 16)):
+        pc = int(st.pcs[i])
+        line = _source_line(pc if i == 0 else pc - 1, build)
+        if line:
+            return line
+    return None
+
+
+def _others(st: Stuck, build) -> str:
+    parts = []
+    for k in range(4):
+        if st.wait_count[k]:
+            kind = int(st.wait_kind[k])
+            op = (_WARP_OPS[kind - 100] if 100 <= kind < 100 + len(_WARP_OPS)
+                  else _BARRIERS[kind] if 0 <= kind < 4 else "a barrier")
+            parts.append(f"{st.wait_count[k]} waiting at {op} at {build.filename}:{st.wait_line[k]}")
+    if st.runnable:
+        parts.append(f"{st.runnable} waiting for their turn to run")
+    if st.exited:
+        parts.append(f"{st.exited} finished")
+    return "; the block's other threads: " + ", ".join(parts) if parts else ""
+
+
 def _timeout_message(diag: Diag, cfg: LaunchConfig, build) -> str:
     done, total = int(diag.blocks_done), int(diag.nblocks)
     head = f"the launch ran for more than {cfg.timeout:g} s and was stopped (watchdog); "
@@ -358,10 +428,13 @@ def _timeout_message(diag: Diag, cfg: LaunchConfig, build) -> str:
     for k in range(min(diag.nworkers, MAX_WORKERS)):
         p = diag.progress[k]
         if p.active:
-            at = (f"its last barrier/warp operation was at {build.filename}:{p.line}" if p.line
-                  else "it had not reached any barrier or warp operation yet")
+            st = diag.stuck[k]
+            here = _stuck_line(st, build) if st.sampled else None
+            last = (f"the last barrier/warp operation it passed was at {build.filename}:{p.line}"
+                    if p.line else "it had not passed any barrier or warp operation")
+            at = f"it was at {here} when stopped ({last})" if here else last
             lines.append(f"  block ({p.block[0]}, {p.block[1]}, {p.block[2]}) was running thread "
-                         f"{p.thread}; {at}")
+                         f"{p.thread}; {at}{_others(st, build) if st.sampled else ''}")
     return "\n".join(lines)
 
 
