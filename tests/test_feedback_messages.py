@@ -45,3 +45,21 @@ def test_a_hang_inside_one_c_call_is_still_located(tmp_path):
     outcome = runner.run_task(manifest.task("task4"), str(sub), sub, time_limit=2.0)
     hung = next(c for c in outcome.checks if c.passed is not True)
     assert f'memory_manager.py", line {line} in append_kv' in hung.message, hung.message
+
+
+def test_a_read_past_seq_len_says_no_thread_wrote_the_element_and_shows_the_index(tmp_path):
+    """Measured before: the report advised a __syncthreads(), which cannot fix a loop bound."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import test_kernel
+
+    text = (ROOT / "solutions" / "paged_attention.cu").read_text()
+    softmax_loop = "for (int t = tid; t < seq_len; t += NUM_THREADS) {\n    const float e"
+    assert text.count(softmax_loop) == 1
+    (tmp_path / "paged_attention.cu").write_text(
+        text.replace(softmax_loop, softmax_loop.replace("t < seq_len", "t <= seq_len")))
+    _, message = test_kernel.first_failing_check(tmp_path)
+    assert "UninitializedReadError" in message, message
+    assert "no thread of this block wrote this element" in message, message
+    # The shortest sequence has seq_len 1: the read is at index 1 of a 17-element logits row.
+    assert "index 1 of `logits`, which has 17 elements" in message, message
+    assert "bound the read" in message, message
