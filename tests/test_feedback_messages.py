@@ -63,3 +63,86 @@ def test_a_read_past_seq_len_says_no_thread_wrote_the_element_and_shows_the_inde
     # The shortest sequence has seq_len 1: the read is at index 1 of a 17-element logits row.
     assert "index 1 of `logits`, which has 17 elements" in message, message
     assert "bound the read" in message, message
+
+
+# ---------------------------------------------------------------- what differed, which rule
+
+def _verdict(task, name, impl):
+    from pagedlab.checks import framework, judge
+
+    c = next(c for c in framework.checks_of(task) if c.name == name)
+    return judge.judge(framework.drive(c, "solutions"), framework.drive(c, str(impl))).message
+
+
+def _planted(tmp_path, filename, old, new):
+    broken.copy_solutions(tmp_path)
+    broken.mutate(tmp_path, filename, old, new)
+    return tmp_path
+
+
+def test_a_block_count_off_by_one_cites_the_count_rule_not_first_fit(tmp_path):
+    sub = _planted(tmp_path, "memory_manager.py", "(initial_kv_len + KV_PER_BLOCK - 1) // KV_PER_BLOCK",
+                   "initial_kv_len // KV_PER_BLOCK + 1")
+    for name in ("create_sequence maps ceil(len/16) blocks, first-fit, ref 1, L2 tables on demand",
+                 "first-fit reuses the lowest freed blocks after holes"):
+        message = _verdict("task2", name, sub)
+        assert "ceil(initial_kv_len / 16) blocks" in message and "first-fit" not in message.split("rule:")[1], message
+
+
+def test_buddy_rounding_down_cites_the_rounding_rule(tmp_path):
+    sub = _planted(tmp_path, "buddy.py", "order = (n - 1).bit_length()", "order = n.bit_length() - 1")
+    message = _verdict("task12", "a hand-traced sequence of splits and merges", sub)
+    assert "rounded up to the next power of two" in message, message
+    assert "expected: 4\n  yours:    2" in message, message
+
+
+def test_tensors_that_print_the_same_say_what_differed(tmp_path):
+    """Measured before (Task 7): `expected: a float32 tensor of shape (…)` and the same `yours:`."""
+    sub = _planted(tmp_path, "paged_attention.py", "    v_slots[slots[keep]] = v[keep].to(v_cache.dtype)\n", "")
+    message = _verdict("task7", "each new token's K and V land in its slot, nothing else changes", sub)
+    lines = message.splitlines()
+    assert not any(line.startswith("  expected:") for line in lines), message
+    assert "same dtype and shape as expected, but different values" in message, message
+
+
+def _stream(*obs, status="completed"):
+    from pagedlab.checks.framework import Stream
+
+    return Stream(list(obs), status)
+
+
+def test_a_false_condition_is_a_sentence_not_true_and_false():
+    from pagedlab.checks.judge import judge
+
+    want = {"w": "the list is circular", "v": True, "k": "cond", "r": "notebook 03"}
+    message = judge(_stream(want), _stream({**want, "v": False}, status="stopped")).message
+    assert "True" not in message and "False" not in message, message
+    assert "for the reference solution this held; for your code it did not" in message, message
+
+
+def test_a_differing_table_names_the_first_differing_entry():
+    from pagedlab.checks.judge import judge
+
+    table = {str(i): 10 + i for i in range(12)}
+    want = {"w": "block table", "v": table, "k": "eq"}
+    message = judge(_stream(want), _stream({**want, "v": {**table, "7": 3}})).message
+    assert "differs:  at key 7: expected 17, yours 3" in message, message
+    message = judge(_stream(want), _stream({**want, "v": {**table, "12": 22}})).message
+    assert "yours has 13 entries where 12 were expected" in message and "(12)" in message, message
+
+
+def test_one_kernel_error_is_shown_once_and_referred_to_after():
+    """Measured before: the same sanitizer report, in full, under all five Task 10 checks."""
+    from pagedlab.checks.judge import refer_to_first_report
+    from pagedlab.grading.runner import CheckOutcome
+
+    report = ("  yours:    the kernel failed to run: RaceError: shared-memory race in block (0, 0, 0) "
+              "on `partial` ... at paged_attention.cu:{line}, with no barrier")
+    outcomes = [CheckOutcome(f"check {i}", False, "kernel output\n" + report.format(line=98)) for i in range(4)]
+    outcomes.append(CheckOutcome("check 4", False, "kernel output\n" + report.format(line=120)))
+    refer_to_first_report(outcomes)
+    assert "shared-memory race" in outcomes[0].message
+    for later in outcomes[1:4]:
+        assert "shared-memory race" not in later.message
+        assert "the same RaceError at paged_attention.cu:98 as under ✗ check 0" in later.message
+    assert "shared-memory race" in outcomes[4].message  # another line: its own report
