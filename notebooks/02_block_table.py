@@ -129,8 +129,12 @@ pagedlab.checks.run("task1");
 # the grade:
 #
 # 1. **Check before allocate.** Reject in this order and return `None` having changed *nothing*:
-#    engine None → `initial_kv_len <= 0` → `seq_id` already active → more than 256 blocks needed,
-#    or more than `free_local_blocks`. Only then allocate anything.
+#    engine None → bad input → `initial_kv_len <= 0` → `seq_id` already active → more than 256
+#    blocks needed, or more than `free_local_blocks`. Only then allocate anything. *Bad input* is
+#    an argument a C `int` parameter could never receive: Python would pass `'7'`, `2.5`, `2**40`,
+#    `True` or `None` along, C could not. Test `seq_id` and `initial_kv_len` with the given
+#    `is_c_int(value)` first (the checks call `create_sequence(engine, '7', 5)` and expect `None`,
+#    not a `TypeError`).
 # 2. **First-fit.** Each block is the *lowest-numbered* block whose `ref_count` is 0 (write it in
 #    `take_block`; `drop_block` is its inverse). Mapping a block sets its ref count to 1 and
 #    decrements `free_local_blocks`.

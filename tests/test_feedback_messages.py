@@ -146,3 +146,24 @@ def test_one_kernel_error_is_shown_once_and_referred_to_after():
         assert "shared-memory race" not in later.message
         assert "the same RaceError at paged_attention.cu:98 as under ✗ check 0" in later.message
     assert "shared-memory race" in outcomes[4].message  # another line: its own report
+
+
+def test_an_id_no_c_int_can_hold_fails_with_the_bad_input_rule_and_its_hint(tmp_path):
+    """Measured before: `create_sequence(engine, '7', 5)` gave a bare TypeError with no rule."""
+    sub = _planted(tmp_path, "memory_manager.py",
+                   "    if engine is None or not is_c_int(seq_id) or not is_c_int(initial_kv_len):\n",
+                   "    if engine is None:\n")
+    message = _verdict("task2", "create_sequence rejects ids and lengths a C int cannot hold, and changes nothing", sub)
+    assert "your code raised TypeError" in message, message
+    assert "rule:     notebook 02, Task 2: bad input" in message, message
+    assert "is_c_int" in message.split("hint:")[1], message
+    assert "during:   create_sequence(engine, '7', 5) should return None" in message, message
+
+
+def test_notebook_02_and_the_exercise_teach_the_bad_input_rule():
+    notebook = (ROOT / "notebooks" / "02_block_table.py").read_text()
+    assert "is_c_int" in notebook and "'7'" in notebook
+    from pagedlab import load
+
+    doc = load("memory_manager", "exercises").create_sequence.__doc__
+    assert "is_c_int" in doc and '"7"' in doc, doc

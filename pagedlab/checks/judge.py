@@ -194,6 +194,15 @@ def _failure_text(item: dict) -> str:
     return _report(item.get("w", "?"), item.get("r", ""), item.get("x"), item.get("s"), item.get("h", ""))
 
 
+def _raised(error: dict, step: dict | None) -> str:
+    """An exception from the student's code, with the rule and hint of the step it broke (a
+    TypeError from `create_sequence(engine, '7', 5)` is a bad-input rule, not a mystery)."""
+    text = str(error["text"])
+    if step is None or error.get("type") == "NotImplementedError":
+        return text
+    return _report(text, step.get("r", ""), hint=step.get("h", ""), extra=[f"during:   {step['w']}"])
+
+
 def _outputs_only(expected: Stream, got: Stream):
     """For checks judged on outputs against trusted numbers: keep the student's outputs in the
     expected order; a check the driver itself failed (wrong shape, ...) is reported as it said."""
@@ -268,7 +277,7 @@ def judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdict
             return Verdict(False, problem)
         error = got.error or {}
         if error.get("text"):
-            return Verdict(False, str(error["text"]))
+            return Verdict(False, _raised(error, expected.obs[len(got.obs)] if len(got.obs) < len(expected.obs) else None))
         step = expected.obs[len(got.obs)]["w"] if len(got.obs) < len(expected.obs) else "the end of the check"
         return Verdict(False, f"the check stopped before {step!r} ({got.status})")
     if len(got.obs) > len(expected.obs):
