@@ -167,3 +167,46 @@ def test_notebook_02_and_the_exercise_teach_the_bad_input_rule():
 
     doc = load("memory_manager", "exercises").create_sequence.__doc__
     assert "is_c_int" in doc and '"7"' in doc, doc
+
+
+# ---------------------------------------------------------------- texts that name real things
+
+_DOTTED = __import__("re").compile(r"\bpagedlab(?:\.[A-Za-z_]\w*)+")
+
+
+def _strings_in(path: Path) -> list[str]:
+    import ast
+
+    tree = ast.parse(path.read_text())
+    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+
+
+def _resolves(dotted: str) -> bool:
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            target = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(target, name):
+                return False
+            target = getattr(target, name)
+        return True
+    return False
+
+
+def test_every_pagedlab_path_named_in_a_rule_hint_or_message_exists():
+    """Measured before: Task 11's replay hint named pagedlab.checks.prefix.random_ops."""
+    import json
+
+    sources = sorted((ROOT / "pagedlab" / "checks").glob("*.py")) + sorted((ROOT / "grading" / "hidden").glob("*.py"))
+    texts = [s for path in sources for s in _strings_in(path)]
+    for record in json.loads((ROOT / "pagedlab" / "checks" / "expected.json").read_text())["records"].values():
+        texts += [str(o.get(key, "")) for o in record["obs"] for key in ("r", "h", "w", "x")]
+    named = {m.group(0).rstrip(".") for text in texts for m in _DOTTED.finditer(text)}
+    assert "pagedlab.simulator.Buddy" in named  # the scan sees the rules
+    missing = sorted(path for path in named if not _resolves(path))
+    assert not missing, f"texts name paths that do not exist: {missing}"
