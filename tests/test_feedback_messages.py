@@ -210,3 +210,23 @@ def test_every_pagedlab_path_named_in_a_rule_hint_or_message_exists():
     assert "pagedlab.simulator.Buddy" in named  # the scan sees the rules
     missing = sorted(path for path in named if not _resolves(path))
     assert not missing, f"texts name paths that do not exist: {missing}"
+
+
+_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
+
+
+def test_a_notebook_that_counts_fenced_parts_counts_the_exercise_file_right():
+    """Measured before: notebook 10 said four fenced parts (and the logits given);
+    exercises/paged_attention_v2.cu has five."""
+    import re
+
+    claims = []
+    for notebook in sorted((ROOT / "notebooks").glob("[0-9]*.py")):
+        text = notebook.read_text().replace("\n# ", " ")  # markdown lines joined
+        for found in re.finditer(r"You write (\w+)\s+fenced parts", text):
+            exercise = re.findall(r"`exercises/([\w.]+)`", text[:found.start() + 200])[-1]
+            claims.append((notebook.name, exercise, _NUMBERS[found.group(1).lower()]))
+    assert claims, "no notebook counts its fenced parts any more: drop this test"
+    for notebook, exercise, said in claims:
+        parts = (ROOT / "exercises" / exercise).read_text().count("YOUR CODE HERE (Task")
+        assert said == parts, f"{notebook} says {said} fenced parts, exercises/{exercise} has {parts}"
