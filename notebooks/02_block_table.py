@@ -213,13 +213,14 @@ for seq_id in (1, 3, 4, 5):  # llm_destroy is Task 5 (notebook 05): free one by 
 print("after freeing everything: free_local_blocks =", engine.free_local_blocks)
 hw3.teardown(engine)  # the harness frees the engine itself until you write llm_destroy
 
-# %% [markdown]
+# %% [markdown] tags=["instructor"]
 # ## For instructors: the explorer
 #
 # Step through the API live. Fork and append become available once Tasks 3–4 (notebook 04) are
-# done; until then the log shows the `NotImplementedError` they raise.
+# done; until then the log shows the `NotImplementedError` they raise. (Cells tagged
+# `instructor` are left out of the student edition by `pagedlab release`.)
 
-# %%
+# %% tags=["instructor"]
 # NBVAL_IGNORE_OUTPUT
 from pagedlab.explorer import Explorer
 
