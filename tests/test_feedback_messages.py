@@ -230,3 +230,40 @@ def test_a_notebook_that_counts_fenced_parts_counts_the_exercise_file_right():
     for notebook, exercise, said in claims:
         parts = (ROOT / "exercises" / exercise).read_text().count("YOUR CODE HERE (Task")
         assert said == parts, f"{notebook} says {said} fenced parts, exercises/{exercise} has {parts}"
+
+
+# ---------------------------------------------------------------- pictures
+
+
+def test_pool_legends_side_by_side_stay_clear_of_the_next_panel():
+    """Measured before (notebook 10's GPU/CPU pools): the left legend ran under the right panel,
+    clipping "seq 2 (20" …. Every legend entry must lie outside every other panel."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from pagedlab import hw3, viz
+    from pagedlab.pool import Pool
+
+    pools = Pool(32 * hw3.BLOCK_SIZE), Pool(24 * hw3.BLOCK_SIZE)
+    gpu, cpu = (hw3.new_engine(p.addr, p.size) for p in pools)
+    for sid, length, blocks in [(1, 50, [3, 6, 1, 8]), (2, 20, [0]), (3, 51, [3, 6, 1, 10]),
+                                (4, 60, [3, 6, 11, 12]), (5, 70, [13, 14, 15, 16, 17]), (6, 33, [12, 20, 21])]:
+        hw3.build_sequence(gpu, sid, length, blocks)
+    hw3.build_sequence(cpu, 100, 40, [1, 3, 4])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 2.8))
+    viz.draw_pool(gpu, ax=left, cols=16)
+    viz.draw_pool(cpu, ax=right, cols=12)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax, other in ((left, right), (right, left)):
+        panel = other.get_window_extent(renderer)
+        for text in ax.get_legend().get_texts():
+            box = text.get_window_extent(renderer)
+            assert not box.overlaps(panel), f"legend entry {text.get_text()!r} lies under the other panel"
+    labels = [t.get_text() for t in left.get_legend().get_texts()]
+    assert "seq 2 (20 rec)" in labels
+    plt.close(fig)
+    for engine in (gpu, cpu):
+        hw3.teardown(engine)
