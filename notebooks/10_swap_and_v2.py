@@ -548,6 +548,7 @@ pagedlab.checks.run("task14")
 # partition slots stay unwritten (NaN) because their blocks returned at once.
 
 # %%
+pagedlab.checks.require("task14")  # your kernels run below
 batch = make_paged_batch([4100, 1, 513], num_heads=4, num_kv_heads=2, head_size=64, block_size=16, seed=7)
 out = kernels.paged_attention_decode(*batch.numpy(), backend="cpu", version="v2")
 print("max relative error vs float64 dense attention:", f"{max_relative_error(out, batch.expected()):.2e}")

@@ -406,7 +406,7 @@ is needed for any of it.
 Both create `./.venv` on first use (Python >= 3.10 and a C++20 compiler such as g++ >= 12 or
 clang) and install pagedlab with everything the course needs, at the versions in
 `requirements.lock` (hash-checked; on a Python or platform the lock was not made for, from
-`pyproject.toml` within `constraints.txt`). The install uses uv and takes about 15 seconds
+`pyproject.toml` within `constraints.txt`). The install uses uv and takes well under a minute
 (a few minutes if uv cannot be had and pip does it); later runs start at once.
 `.venv/bin/pagedlab doctor` says what is missing. Conda users: `environment.yml`.
 

@@ -80,6 +80,10 @@ def run(task: str, impl=None, *, quiet: bool = False) -> None:
 
 
 _passed: set = set()
+_failed: dict = {}  # (task, folder, digest of its files) -> why `require` stopped: asked again, said again
+# The message of the last `require` that stopped a demo cell. The cells after it use what that
+# cell would have made, so their NameError (or a stub's NotImplementedError) is this same story.
+_blocking: str = ""
 
 
 def require(*tasks: str, impl=None) -> None:
@@ -92,7 +96,9 @@ def require(*tasks: str, impl=None) -> None:
 
     from .. import loader, manifest
 
+    global _blocking
     folder = loader.impl_dir(impl)
+    _short_tracebacks_in_ipython()
     for task in tasks:
         row = manifest.task(task)
         digest = hashlib.sha256()
@@ -102,13 +108,17 @@ def require(*tasks: str, impl=None) -> None:
         key = (row.id, str(folder), digest.hexdigest())
         if key in _passed:
             continue
-        _short_tracebacks_in_ipython()
-        _, outcome = _outcome(task, impl)
-        if not outcome.passed:
-            raise CheckFailure(f"This cell runs your code for a demo and needs {row.label} to pass first "
-                               f"(it does not yet: run its graded cell in notebook {row.notebook_number} "
-                               f"to see why). Nothing of your code ran here.")
-        _passed.add(key)
+        if key not in _failed:
+            _, outcome = _outcome(task, impl)
+            if outcome.passed:
+                _passed.add(key)
+                continue
+            _failed[key] = (f"This cell runs your code for a demo and needs {row.label} to pass first "
+                            f"(it does not yet: run its graded cell in notebook {row.notebook_number} "
+                            f"to see why). Nothing of your code ran here.")
+        _blocking = _failed[key]
+        raise CheckFailure(_blocking)
+    _blocking = ""
 
 
 _installed = False
@@ -128,7 +138,12 @@ def _short_tracebacks_in_ipython() -> None:
         return
 
     def handler(self, etype, value, tb, tb_offset=None):
-        self._showtraceback(etype, value, [f"{etype.__name__}: {value}"])
+        if issubclass(etype, CheckFailure):
+            self._showtraceback(etype, value, [f"{etype.__name__}: {value}"])
+        elif _blocking:  # a name the stopped demo cell would have made, or a stub it would have passed
+            self._showtraceback(CheckFailure, CheckFailure(_blocking), [f"CheckFailure: {_blocking}"])
+        else:
+            self.showtraceback((etype, value, tb), tb_offset=tb_offset)
 
-    shell.set_custom_exc((CheckFailure,), handler)
+    shell.set_custom_exc((CheckFailure, NameError, NotImplementedError), handler)
     _installed = True
