@@ -267,3 +267,29 @@ def test_pool_legends_side_by_side_stay_clear_of_the_next_panel():
     plt.close(fig)
     for engine in (gpu, cpu):
         hw3.teardown(engine)
+
+
+# ---------------------------------------------------------------- demo cells
+
+
+def test_require_asks_once_per_version_of_the_files(monkeypatch):
+    """A demo's require after a passing graded cell, or a second require on the same unfinished
+    files, does not run the checks again; it says the same one line."""
+    from pagedlab import checks
+    from pagedlab.checks import CheckFailure
+
+    checks.run("task1", impl="solutions", quiet=True)
+    calls = []
+    real = checks._outcome
+    monkeypatch.setattr(checks, "_outcome", lambda *a, **k: calls.append(a) or real(*a, **k))
+    checks.require("task1", impl="solutions")
+    assert calls == []
+    messages = []
+    for _ in range(2):
+        try:
+            checks.require("task1", impl="exercises")
+        except CheckFailure as exc:
+            messages.append(str(exc))
+    assert len(calls) == 1 and len(messages) == 2 and messages[0] == messages[1]
+    assert "needs Task 1" in messages[0] and "\n" not in messages[0], messages[0]
+    assert checks._blocking == messages[0]

@@ -54,7 +54,11 @@ def run(task: str, impl=None, *, quiet: bool = False) -> None:
     """Notebook entry: print ✓/✗ per check, each ✗ explained, and raise a short `CheckFailure`
     if any failed. The student's code runs in a child process with the grader's limits, so an
     infinite loop or a segfault fails a check and the notebook's kernel lives on."""
+    from .. import manifest
+
     _short_tracebacks_in_ipython()
+    row = manifest.task(task)
+    key = _version_key(row, impl)  # the files as they were when the checks read them
     row, outcome = _outcome(task, impl)
     lines = [row.label]
     for c in outcome.checks:
@@ -69,6 +73,8 @@ def run(task: str, impl=None, *, quiet: bool = False) -> None:
         print("\n".join(lines))
     failed = [c for c in outcome.checks if not c.passed]
     scored = [c for c in outcome.checks if c.scored]
+    if outcome.passed and not failed:
+        _passed.add(key)  # a demo's require right after the graded cell need not run them again
     if failed or not outcome.checks:
         where = row.cite()
         raise CheckFailure(f"{len(failed)} of {len(outcome.checks)} checks did not pass for {row.label} "
@@ -86,26 +92,33 @@ _failed: dict = {}  # (task, folder, digest of its files) -> why `require` stopp
 _blocking: str = ""
 
 
+def _version_key(row, impl) -> tuple:
+    """(task, folder, digest of the task's files): one version of the student's work."""
+    import hashlib
+
+    from .. import loader
+
+    folder = loader.impl_dir(impl)
+    digest = hashlib.sha256()
+    for name in row.files:
+        path = folder / name
+        digest.update(path.read_bytes() if path.is_file() else b"")
+    return (row.id, str(folder), digest.hexdigest())
+
+
 def require(*tasks: str, impl=None) -> None:
     """Guard for demo cells that drive the student's code in the notebook's own kernel.
 
     A segfault there would take the kernel down, so first the tasks' checks run in a child
     process (once per version of the student's files); if any fails, the cell stops with a
     message pointing at the graded cell instead of running the demo on broken code."""
-    import hashlib
-
-    from .. import loader, manifest
-
     global _blocking
-    folder = loader.impl_dir(impl)
+    from .. import manifest
+
     _short_tracebacks_in_ipython()
     for task in tasks:
         row = manifest.task(task)
-        digest = hashlib.sha256()
-        for name in row.files:
-            path = folder / name
-            digest.update(path.read_bytes() if path.is_file() else b"")
-        key = (row.id, str(folder), digest.hexdigest())
+        key = _version_key(row, impl)
         if key in _passed:
             continue
         if key not in _failed:
