@@ -129,8 +129,12 @@ pagedlab.checks.run("task1");
 # the grade:
 #
 # 1. **Check before allocate.** Reject in this order and return `None` having changed *nothing*:
-#    engine None → `initial_kv_len <= 0` → `seq_id` already active → more than 256 blocks needed,
-#    or more than `free_local_blocks`. Only then allocate anything.
+#    engine None → bad input → `initial_kv_len <= 0` → `seq_id` already active → more than 256
+#    blocks needed, or more than `free_local_blocks`. Only then allocate anything. *Bad input* is
+#    an argument a C `int` parameter could never receive: Python would pass `'7'`, `2.5`, `2**40`,
+#    `True` or `None` along, C could not. Test `seq_id` and `initial_kv_len` with the given
+#    `is_c_int(value)` first (the checks call `create_sequence(engine, '7', 5)` and expect `None`,
+#    not a `TypeError`).
 # 2. **First-fit.** Each block is the *lowest-numbered* block whose `ref_count` is 0 (write it in
 #    `take_block`; `drop_block` is its inverse). Mapping a block sets its ref count to 1 and
 #    decrements `free_local_blocks`.
@@ -209,13 +213,14 @@ for seq_id in (1, 3, 4, 5):  # llm_destroy is Task 5 (notebook 05): free one by 
 print("after freeing everything: free_local_blocks =", engine.free_local_blocks)
 hw3.teardown(engine)  # the harness frees the engine itself until you write llm_destroy
 
-# %% [markdown]
+# %% [markdown] tags=["instructor"]
 # ## For instructors: the explorer
 #
 # Step through the API live. Fork and append become available once Tasks 3–4 (notebook 04) are
-# done; until then the log shows the `NotImplementedError` they raise.
+# done; until then the log shows the `NotImplementedError` they raise. (Cells tagged
+# `instructor` are left out of the student edition by `pagedlab release`.)
 
-# %%
+# %% tags=["instructor"]
 # NBVAL_IGNORE_OUTPUT
 from pagedlab.explorer import Explorer
 

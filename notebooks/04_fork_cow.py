@@ -156,7 +156,9 @@ plt.show()
 #
 # Write `append_kv(engine, seq_id, kv_data)` in **`exercises/memory_manager.py`**. In order:
 #
-# 1. find the sequence (`-1` if missing); `logical, offset = divmod(kv_count, 16)`;
+# 1. `-1` if `kv_data` is not a value a C `int` holds (`is_c_int`, as in Task 2: the record
+#    is an int32, so `2**31`, `'7'` or `2.5` are bad input); find the sequence (`-1` if
+#    missing); `logical, offset = divmod(kv_count, 16)`;
 #    `-1` if `logical >= 256`;
 # 2. **probe before you touch anything**: a new block is needed if the L2 table is NULL or the
 #    entry is `-1` (new page), or if the entry's block has `ref_count > 1` (copy-on-write). If one

@@ -59,7 +59,7 @@ print("memory_manager loaded from", mm.__file__)
 # | 3. output | thread `tid` owns output dimensions `tid, tid+128, …` and sums `p_t · v_t[d]` over the tokens, walking the sequence block by block | writes `out` |
 #
 # `__syncthreads()` separates steps that read what *other* threads wrote. The kernel text below is
-# **your** file (the parts marked `BEGIN SOLUTION`/`YOUR CODE HERE` are Task 10).
+# **your** file (the parts that say `YOUR CODE HERE` in your `exercises/` copy are Task 10).
 
 # %%
 source = kernel_source("paged_attention.cu")

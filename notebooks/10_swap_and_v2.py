@@ -504,18 +504,20 @@ print("without the rescaling (w = 1):", o.sum() / ell.sum())
 # The file holds two kernels. The layouts are Part C's; the temporaries are
 # `max_logits`, `exp_sums` `[num_seqs, num_heads, max_num_partitions]` and `tmp_out`
 # `[num_seqs, num_heads, max_num_partitions, head_size]`, and `slot` (given) is this block's index
-# into them. Given: the kernel arguments, `q_shared`, the logits of the partition's tokens into
-# `logits[t - start]` (as in Task 10), and `block_max` / `block_sum` (the warp-shuffle reductions of
-# Task 10 as helpers, each ending with a barrier). You write four fenced parts:
+# into them. Given: the kernel arguments, the loading of `q_shared`, and `block_max` / `block_sum`
+# (the warp-shuffle reductions of Task 10 as helpers, each ending with a barrier). You write five
+# fenced parts, in the order they appear in the file:
 #
 # 1. **the token range**: partition `blockIdx.z` owns `[start, end)`; a block whose partition starts
 #    at or past the sequence's length returns at once, writing nothing;
-# 2. **the partition's statistics**: `m` (block max of the logits), then `logits[i] = exp(logits[i]
+# 2. **the partition's logits**: your Task 10 loop over the tokens `[start, end)`, shifted so that
+#    token `t` goes to `logits[t - start]`, keeping each thread's max in `thread_max`;
+# 3. **the partition's statistics**: `m` (block max of the logits), then `logits[i] = exp(logits[i]
 #    - m)` and their sum `l`; one thread stores both at `slot`;
-# 3. **the unnormalised output**: `tmp_out[slot, d] = Σ logits[i] · v[token, d]`, walking the
+# 4. **the unnormalised output**: `tmp_out[slot, d] = Σ logits[i] · v[token, d]`, walking the
 #    partition block by block through the block table (the partition starts on a block boundary,
 #    because `partition_size` is a multiple of `block_size`), and not divided by `l`;
-# 4. **the reduce** (`paged_attention_v2_reduce`, grid `(num_heads, num_seqs)`): the sequence has
+# 5. **the reduce** (`paged_attention_v2_reduce`, grid `(num_heads, num_seqs)`): the sequence has
 #    `ceil(len / partition_size)` partitions, only those may be read; `M` = their max; `weights[p] =
 #    exp(m[p] - M)` in the dynamic shared array; `total = Σ weights[p] · l[p]`; `out[d] = Σ weights[p]
 #    · o[p, d] / total`.
@@ -546,6 +548,7 @@ pagedlab.checks.run("task14")
 # partition slots stay unwritten (NaN) because their blocks returned at once.
 
 # %%
+pagedlab.checks.require("task14")  # your kernels run below
 batch = make_paged_batch([4100, 1, 513], num_heads=4, num_kv_heads=2, head_size=64, block_size=16, seed=7)
 out = kernels.paged_attention_decode(*batch.numpy(), backend="cpu", version="v2")
 print("max relative error vs float64 dense attention:", f"{max_relative_error(out, batch.expected()):.2e}")

@@ -28,6 +28,10 @@ from .loader import ROOT
 MARKER = ".pagedlab-course"
 CHECKED_OUTPUT = "NBVAL_CHECK_OUTPUT"      # nbval compares these cells' outputs: they ship
 CHECKED_TAG = "nbval-check-output"
+# Notebook cells for instructors only (live demos of the grader, notes on the solutions): tagged
+# in the source (`# %% [markdown] tags=["instructor"]`), left out of the student edition.
+INSTRUCTOR_TAG = "instructor"
+_PERCENT_CELL = re.compile(r"^# %%")
 TOP_LEVEL = ("course", "environment.yml", "environment-gpu.yml", "pyproject.toml", "constraints.txt",
              "requirements.lock", ".gitignore")
 _COURSE_TOOL = re.compile(r"\btools/[\w./-]+\.py\b")  # set-up helpers the `course` script runs
@@ -165,9 +169,27 @@ def find_leaks(out: Path, lines: dict[str, str], *, allowed=SHARED_IDIOMS) -> li
 # ---- building the edition ------------------------------------------------------------------
 
 
+def _instructor_only(cell: dict) -> bool:
+    return INSTRUCTOR_TAG in cell.get("metadata", {}).get("tags", [])
+
+
+def strip_percent_source(text: str) -> str:
+    """A jupytext py:percent source without its instructor-tagged cells (what strip_notebook
+    drops from the .ipynb, so the released pair still agrees)."""
+    kept, keep = [], True
+    for line in text.splitlines(keepends=True):
+        if _PERCENT_CELL.match(line):
+            keep = not re.search(rf"tags=\[[^\]]*[\"']{INSTRUCTOR_TAG}[\"']", line)
+        if keep:
+            kept.append(line)
+    return "".join(kept).rstrip("\n") + "\n"
+
+
 def strip_notebook(nb: dict) -> dict:
-    """Outputs and execution counts removed, except the cells nbval checks (they must match)."""
+    """Outputs and execution counts removed, except the cells nbval checks (they must match);
+    instructor-only cells removed."""
     nb = json.loads(json.dumps(nb))
+    nb["cells"] = [cell for cell in nb.get("cells", []) if not _instructor_only(cell)]
     for cell in nb.get("cells", []):
         if cell.get("cell_type") != "code":
             continue
@@ -312,7 +334,10 @@ def _write(source: Path, out: Path, exercises: dict[Path, str], report: Report) 
         rel = path.relative_to(notebooks)
         if (path.is_file() and path.suffix != ".ipynb" and path.name not in INSTRUCTOR_DOCS
                 and not any(p in SKIP_PARTS or p.startswith(".") for p in rel.parts)):
-            _put(out / "notebooks" / rel, path.read_bytes(), report, out)
+            data = path.read_bytes()
+            if path.suffix == ".py" and path.with_suffix(".ipynb").is_file():
+                data = strip_percent_source(data.decode("utf-8"))
+            _put(out / "notebooks" / rel, data, report, out)
     _copy_tree(source / STUDENT_TESTS, out / "tests", report, out)
     course = source / "course"
     for name in sorted(set(_COURSE_TOOL.findall(course.read_text()))) if course.is_file() else []:
@@ -379,9 +404,11 @@ is needed for any of it.
 ```
 
 Both create `./.venv` on first use (Python >= 3.10 and a C++20 compiler such as g++ >= 12 or
-clang) and install pagedlab with everything the course needs, pinned by `constraints.txt`. The
-first run takes a few minutes; later runs start at once. `.venv/bin/pagedlab doctor` says what
-is missing. Conda users: `environment.yml`.
+clang) and install pagedlab with everything the course needs, at the versions in
+`requirements.lock` (hash-checked; on a Python or platform the lock was not made for, from
+`pyproject.toml` within `constraints.txt`). The install uses uv and takes well under a minute
+(a few minutes if uv cannot be had and pip does it); later runs start at once.
+`.venv/bin/pagedlab doctor` says what is missing. Conda users: `environment.yml`.
 
 `./course test` passes as long as the course is set up and every file in `exercises/` loads; the
 grade it prints after that is a report (untouched exercises score 0), not a pass/fail gate.

@@ -146,7 +146,8 @@ def draw_pool(engine, *, ax=None, cols: int = 16, title: str | None = None, lege
     total = view.total_blocks
     cols = max(1, min(cols, total))
     rows = -(-total // cols)
-    if ax is None:
+    own_figure = ax is None
+    if own_figure:
         _, ax = plt.subplots(figsize=(min(0.62 * cols + 1.8, 12), 0.62 * rows + 0.9))
     owners = view.owners()
     for b in range(total):
@@ -188,8 +189,16 @@ def draw_pool(engine, *, ax=None, cols: int = 16, title: str | None = None, lege
         if any(view.ref_count[b] != len(owners.get(b, [])) for b in range(total)):
             handles.append(Patch(fill=False, edgecolor=ERROR_COLOR, lw=2,
                                  label="ref count ≠ table entries"))
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7,
-                  frameon=False)
+        if own_figure:  # the figure was sized with room on the right
+            ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
+        else:
+            # A panel of a larger figure: a legend to its right would run under the next panel
+            # ("seq 2 (20" …), so it goes below, in as many columns as the panel's width holds.
+            fig = ax.get_figure()
+            width = ax.get_position().width * fig.get_figwidth()
+            ncol = max(1, min(len(handles), int(width / 1.15)))
+            ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=ncol,
+                      fontsize=7, frameon=False, columnspacing=1.0, handlelength=1.2)
     return ax
 
 

@@ -184,8 +184,10 @@ def new_l2_table():
 def create_sequence(engine, seq_id, initial_kv_len):
     """Prefill: a new sequence holding `initial_kv_len` records, all blocks mapped at once.
 
-    Check before allocate: None (with nothing changed) if engine is None, `initial_kv_len <= 0`,
-    `seq_id` is active, or ceil(len / 16) blocks exceed 256 or `free_local_blocks`. Then the
+    Check before allocate: None (with nothing changed) if engine is None, `seq_id` or
+    `initial_kv_len` is a value a C int cannot hold (test with the given `is_c_int`: "7", 2.5,
+    2**40, True and None are bad input), `initial_kv_len <= 0`, `seq_id` is active, or
+    ceil(len / 16) blocks exceed 256 or `free_local_blocks`. Then the
     Sequence (`cmem.new(Sequence)`), its L1 table (16 NULL pointers:
     `cmem.calloc_array(L1_PT_SIZE, IntPtr)`), an L2 table whenever a block needs one, and one
     first-fit block per logical block. Never write the pool here. Append at the list tail.
@@ -300,7 +302,8 @@ def append_kv(engine, seq_id, kv_data):
     """Decode step: store `kv_data` (an int32) as record number `kv_count` of the sequence.
 
     logical = kv_count // 16, offset = kv_count % 16; L1 slot = logical // 16, L2 slot =
-    logical % 16. -1 if the sequence is missing or logical >= 256. A block is needed when the
+    logical % 16. -1 if `kv_data` is not a C int (`is_c_int`), the sequence is missing or
+    logical >= 256. A block is needed when the
     L2 slot is -1 (new page) or maps a block with ref > 1 (copy-on-write); if one is needed and
     none is free, return -1 having changed nothing (no L2 table either). Copy-on-write copies
     exactly BLOCK_SIZE bytes (`ctypes.memmove`) into a first-fit block and moves this sequence's

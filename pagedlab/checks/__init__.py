@@ -54,7 +54,11 @@ def run(task: str, impl=None, *, quiet: bool = False) -> None:
     """Notebook entry: print ✓/✗ per check, each ✗ explained, and raise a short `CheckFailure`
     if any failed. The student's code runs in a child process with the grader's limits, so an
     infinite loop or a segfault fails a check and the notebook's kernel lives on."""
+    from .. import manifest
+
     _short_tracebacks_in_ipython()
+    row = manifest.task(task)
+    key = _version_key(row, impl)  # the files as they were when the checks read them
     row, outcome = _outcome(task, impl)
     lines = [row.label]
     for c in outcome.checks:
@@ -69,6 +73,8 @@ def run(task: str, impl=None, *, quiet: bool = False) -> None:
         print("\n".join(lines))
     failed = [c for c in outcome.checks if not c.passed]
     scored = [c for c in outcome.checks if c.scored]
+    if outcome.passed and not failed:
+        _passed.add(key)  # a demo's require right after the graded cell need not run them again
     if failed or not outcome.checks:
         where = row.cite()
         raise CheckFailure(f"{len(failed)} of {len(outcome.checks)} checks did not pass for {row.label} "
@@ -80,6 +86,24 @@ def run(task: str, impl=None, *, quiet: bool = False) -> None:
 
 
 _passed: set = set()
+_failed: dict = {}  # (task, folder, digest of its files) -> why `require` stopped: asked again, said again
+# The message of the last `require` that stopped a demo cell. The cells after it use what that
+# cell would have made, so their NameError (or a stub's NotImplementedError) is this same story.
+_blocking: str = ""
+
+
+def _version_key(row, impl) -> tuple:
+    """(task, folder, digest of the task's files): one version of the student's work."""
+    import hashlib
+
+    from .. import loader
+
+    folder = loader.impl_dir(impl)
+    digest = hashlib.sha256()
+    for name in row.files:
+        path = folder / name
+        digest.update(path.read_bytes() if path.is_file() else b"")
+    return (row.id, str(folder), digest.hexdigest())
 
 
 def require(*tasks: str, impl=None) -> None:
@@ -88,27 +112,26 @@ def require(*tasks: str, impl=None) -> None:
     A segfault there would take the kernel down, so first the tasks' checks run in a child
     process (once per version of the student's files); if any fails, the cell stops with a
     message pointing at the graded cell instead of running the demo on broken code."""
-    import hashlib
+    global _blocking
+    from .. import manifest
 
-    from .. import loader, manifest
-
-    folder = loader.impl_dir(impl)
+    _short_tracebacks_in_ipython()
     for task in tasks:
         row = manifest.task(task)
-        digest = hashlib.sha256()
-        for name in row.files:
-            path = folder / name
-            digest.update(path.read_bytes() if path.is_file() else b"")
-        key = (row.id, str(folder), digest.hexdigest())
+        key = _version_key(row, impl)
         if key in _passed:
             continue
-        _short_tracebacks_in_ipython()
-        _, outcome = _outcome(task, impl)
-        if not outcome.passed:
-            raise CheckFailure(f"This cell runs your code for a demo and needs {row.label} to pass first "
-                               f"(it does not yet: run its graded cell in notebook {row.notebook_number} "
-                               f"to see why). Nothing of your code ran here.")
-        _passed.add(key)
+        if key not in _failed:
+            _, outcome = _outcome(task, impl)
+            if outcome.passed:
+                _passed.add(key)
+                continue
+            _failed[key] = (f"This cell runs your code for a demo and needs {row.label} to pass first "
+                            f"(it does not yet: run its graded cell in notebook {row.notebook_number} "
+                            f"to see why). Nothing of your code ran here.")
+        _blocking = _failed[key]
+        raise CheckFailure(_blocking)
+    _blocking = ""
 
 
 _installed = False
@@ -128,7 +151,12 @@ def _short_tracebacks_in_ipython() -> None:
         return
 
     def handler(self, etype, value, tb, tb_offset=None):
-        self._showtraceback(etype, value, [f"{etype.__name__}: {value}"])
+        if issubclass(etype, CheckFailure):
+            self._showtraceback(etype, value, [f"{etype.__name__}: {value}"])
+        elif _blocking:  # a name the stopped demo cell would have made, or a stub it would have passed
+            self._showtraceback(CheckFailure, CheckFailure(_blocking), [f"CheckFailure: {_blocking}"])
+        else:
+            self.showtraceback((etype, value, tb), tb_offset=tb_offset)
 
-    shell.set_custom_exc((CheckFailure,), handler)
+    shell.set_custom_exc((CheckFailure, NameError, NotImplementedError), handler)
     _installed = True

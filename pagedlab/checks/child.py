@@ -15,7 +15,13 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
+import signal
 import sys
+import threading
+
+# Seconds after the time-limit dump at which faulthandler's own watchdog dumps instead: for code
+# stuck inside one C call, where the main thread never gets to run a Python signal handler.
+C_FALLBACK = 2.0
 
 
 def _emit(out, **event) -> None:
@@ -23,12 +29,31 @@ def _emit(out, **event) -> None:
     out.flush()
 
 
+def _dump_stack_at(seconds: float, real_exit) -> None:
+    """At `seconds`, print the main thread's stack and exit 1, from inside the main thread.
+
+    faulthandler.dump_traceback_later alone dumps from its watchdog thread while the main thread
+    runs on: a loop that calls functions pushes and pops frames under it, and the dump comes out
+    cut short or as `File ???`. A signal handled between two bytecodes sees a whole stack.
+    """
+    def dump_and_exit(signum, frame):
+        sys.stderr.write(f"Timeout ({seconds:g} s): the check ran out of time here\n")
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=False)
+        sys.stderr.flush()
+        real_exit(1)
+
+    signal.signal(signal.SIGUSR2, dump_and_exit)
+    main_thread = threading.main_thread().ident
+    timer = threading.Timer(seconds, signal.pthread_kill, (main_thread, signal.SIGUSR2))
+    timer.daemon = True
+    timer.start()
+    faulthandler.dump_traceback_later(seconds + C_FALLBACK, exit=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     request = json.load(sys.stdin)
     faulthandler.enable(all_threads=True)
-    if request.get("dump_after"):
-        faulthandler.dump_traceback_later(float(request["dump_after"]), exit=True)
     impl = request["impl"]
     os.environ["PAGEDLAB_IMPL"] = impl
     out = open(argv[0], "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
@@ -42,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         real_exit(code)
 
     os._exit = exit_with_stack
+    if request.get("dump_after"):
+        _dump_stack_at(float(request["dump_after"]), real_exit)
     from . import framework
 
     try:

@@ -8,6 +8,7 @@ reference's values — which, for scenarios drawn at grading time, takes a worki
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +66,63 @@ def show(value) -> str:
         return f"a {value.get('dtype')} array of shape {tuple(value.get('shape', ()))}"
     text = repr(value)
     return text if len(text) <= 600 else text[:600] + " …"
+
+
+def _is_digest(value) -> bool:
+    return isinstance(value, dict) and "__digest__" in value
+
+
+def _first_difference(want, mine, depth: int = 0) -> str:
+    """Where two plain values part, in a few words: a dict key, a list index, a type."""
+    if depth > 6:
+        return ""
+    if isinstance(want, dict) and isinstance(mine, dict) and not _is_digest(want):
+        missing = [k for k in want if k not in mine]
+        extra = [k for k in mine if k not in want]
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(f"{len(missing)} key(s) missing ({', '.join(map(str, missing[:4]))})")
+            if extra:
+                parts.append(f"{len(extra)} key(s) that should not be there ({', '.join(map(str, extra[:4]))})")
+            return f"yours has {len(mine)} entries where {len(want)} were expected: " + "; ".join(parts)
+        for key in want:
+            if want[key] != mine[key]:
+                inner = _first_difference(want[key], mine[key], depth + 1)
+                return f"at key {key}: expected {show(want[key])}, yours {show(mine[key])}" + (
+                    f" ({inner})" if inner and depth < 1 else "")
+    if isinstance(want, list) and isinstance(mine, list):
+        if len(want) != len(mine):
+            return f"yours has {len(mine)} items where {len(want)} were expected"
+        for index, (a, b) in enumerate(zip(want, mine)):
+            if a != b:
+                return f"first difference at position {index}: expected {show(a)}, yours {show(b)}"
+    if _is_digest(want) and _is_digest(mine):
+        if (want.get("dtype"), want.get("shape")) == (mine.get("dtype"), mine.get("shape")):
+            return "same dtype and shape as expected, but different values"
+    if type(want) is not type(mine) and want is not None and mine is not None:
+        return f"expected a {type(want).__name__}, yours is a {type(mine).__name__}"
+    return ""
+
+
+def _said(want: dict, mine: dict, expected_text: str, actual_text: str) -> list[str]:
+    """The expected/yours lines, or one sentence when those lines would not say what differed:
+    a bare True/False, or two lines printed the same."""
+    if isinstance(want.get("v"), bool) and isinstance(mine.get("v"), bool) and "x" not in want and \
+            not isinstance(mine.get("s"), str):
+        held = "held" if want["v"] else "did not hold"
+        yours = "held" if mine["v"] else "did not"
+        return [f"differs:  for the reference solution this {held}; for your code it {yours}"]
+    if want.get("k") == "cond" and mine.get("v") is False and not isinstance(mine.get("s"), str):
+        return [f"expected: {expected_text}", "yours:    not so: for your code this did not hold"]
+    if expected_text == actual_text:
+        where = _first_difference(want.get("v"), mine.get("v")) or "the values differ in a way their text does not show"
+        return [f"differs:  {where} (both print as {expected_text})"]
+    lines = [f"expected: {expected_text}", f"yours:    {actual_text}"]
+    where = _first_difference(want.get("v"), mine.get("v"))
+    if where and isinstance(want.get("v"), (dict, list)) and len(expected_text) > 40:  # short: seen at a glance
+        lines.append(f"differs:  {where}")
+    return lines
 
 
 def _report(what, rule="", expected=None, actual=None, hint="", extra=()) -> str:
@@ -136,6 +194,15 @@ def _failure_text(item: dict) -> str:
     return _report(item.get("w", "?"), item.get("r", ""), item.get("x"), item.get("s"), item.get("h", ""))
 
 
+def _raised(error: dict, step: dict | None) -> str:
+    """An exception from the student's code, with the rule and hint of the step it broke (a
+    TypeError from `create_sequence(engine, '7', 5)` is a bad-input rule, not a mystery)."""
+    text = str(error["text"])
+    if step is None or error.get("type") == "NotImplementedError":
+        return text
+    return _report(text, step.get("r", ""), hint=step.get("h", ""), extra=[f"during:   {step['w']}"])
+
+
 def _outputs_only(expected: Stream, got: Stream):
     """For checks judged on outputs against trusted numbers: keep the student's outputs in the
     expected order; a check the driver itself failed (wrong shape, ...) is reported as it said."""
@@ -182,14 +249,13 @@ def judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdict
         expected_text = want.get("x", show(want.get("v")))
         actual_text = mine.get("s") if isinstance(mine.get("s"), str) else show(mine.get("v"))
         decoded = decode_patterns(mine.get("v"))
-        extra = [f"decoded:  {d}" for d in decoded]
+        extra = _said(want, mine, expected_text, actual_text) + [f"decoded:  {d}" for d in decoded]
         following = got.obs[index + 1] if index + 1 < len(got.obs) else None
         if following and following.get("k") == "cond" and following.get("v") is False and following.get("s"):
             extra.append(f"detail:   {following['w']}: {following['s']}")
             if following.get("h"):
                 extra.append(f"          {following['h']}")
-        failures.append(_report(want["w"], want.get("r", ""), expected_text, actual_text,
-                                want.get("h", ""), extra))
+        failures.append(_report(want["w"], want.get("r", ""), hint=want.get("h", ""), extra=extra))
         break
     if failures:
         first, rest = failures[0], failures[1:]
@@ -211,10 +277,32 @@ def judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdict
             return Verdict(False, problem)
         error = got.error or {}
         if error.get("text"):
-            return Verdict(False, str(error["text"]))
+            return Verdict(False, _raised(error, expected.obs[len(got.obs)] if len(got.obs) < len(expected.obs) else None))
         step = expected.obs[len(got.obs)]["w"] if len(got.obs) < len(expected.obs) else "the end of the check"
         return Verdict(False, f"the check stopped before {step!r} ({got.status})")
     if len(got.obs) > len(expected.obs):
         return Verdict(False, f"the check recorded {len(got.obs) - len(expected.obs)} more observations "
                               "than the reference: your code sent it down another path")
     return Verdict(True)
+
+
+_KERNEL_ERROR = re.compile(r"the kernel failed to run: (\w+): .*? at (\S+\.cu:\d+)")
+
+
+def refer_to_first_report(outcomes) -> None:
+    """One kernel error (its kind and line) under several checks of a task: shown in full under
+    the first check it broke, the later ones refer to it. Outcomes have .name, .message, .hidden."""
+    first: dict[tuple, str] = {}
+    for outcome in outcomes:
+        lines = outcome.message.splitlines()
+        for index, line in enumerate(lines):
+            found = _KERNEL_ERROR.search(line)
+            if found is None:
+                continue
+            if found.groups() in first:
+                kind, where = found.groups()
+                lines[index] = (line[:found.start()] + f"the kernel failed to run: the same {kind} at {where} "
+                                f"as under \u2717 {first[found.groups()]} (the report is shown there)")
+            elif not outcome.hidden:  # a hidden check's name is not shown, so never referred to
+                first[found.groups()] = outcome.name
+        outcome.message = "\n".join(lines)

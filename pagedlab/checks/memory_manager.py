@@ -286,9 +286,11 @@ def _create_maps(run):
             _expect_returned_seq(seq, b.engine, 7, f"create_sequence(engine, 7, {length})", R_CREATE)
             st = b.state()
             s = st.seq(7)
+            expect_equal(len(s.mapping), needed, f"number of blocks mapped for len={length}",
+                         rule=R_CREATE + ": ceil(initial_kv_len / 16) blocks, one per 16 records")
             expect_equal(dict(s.mapping), {i: i for i in range(needed)},
                          f"block table after create_sequence(len={length}) on an empty 48-block engine",
-                         rule=R_CREATE + " + " + R_FIRST_FIT)
+                         rule=R_FIRST_FIT)
             expect_equal(s.l2_slots, tuple(range(-(-needed // 16))),
                          f"L1 slots holding an L2 table for len={length}",
                          rule=R_CREATE + ": allocate an L2 table only when a block needs it")
@@ -406,6 +408,8 @@ def _create_first_fit(run):
         for sid in (1, 3):
             expect_equal(b.mm.free_sequence(b.engine, sid), 0, f"free_sequence(engine, {sid})", rule=R_FREE)
         expect(b.mm.create_sequence(b.engine, 5, 80) is not None, "create_sequence(engine, 5, 80) failed", rule=R_CREATE)
+        expect_equal(len(b.state().seq(5).mapping), 5, "number of blocks mapped for len=80",
+                     rule=R_CREATE + ": ceil(initial_kv_len / 16) blocks, one per 16 records")
         expect_equal(dict(b.state().seq(5).mapping), {0: 0, 1: 1, 2: 3, 3: 4, 4: 6},
                      "blocks of a 5-block sequence created when blocks 0, 1, 3, 4 and 6.. are free",
                      rule=R_FIRST_FIT)

@@ -427,4 +427,4 @@ def model_based(run):
                                    rule=f"{RULE}: same behaviour as the reference model",
                                    expected=want, actual=got,
                                    hint="the first difference is shown; replay it with "
-                                        "pagedlab.checks.prefix.random_ops(seed)")
+                                        "list(pagedlab.checks.prefix_cache.random_ops(seed)), the calls in order")

@@ -378,6 +378,17 @@ def _shared_name(build, offset: int, size: int, session) -> str:
     return f"shared memory at offset 0x{offset:x}"
 
 
+def _element_against_extent(build, offset: int, size: int, session) -> str:
+    """`: index 37 of `logits`, which has 64 elements`: the index next to the array's extent,
+    so a read past the data is told from a read before another thread's write."""
+    dynamic = {a.name for a in build.dyn_arrays}
+    for off, n, name in shared_variables(build):
+        if size and off <= offset < off + max(n, 1) and (offset - off) % size == 0:
+            extent = session.cfg.shared_mem if name in dynamic else n  # extern []: the launch's bytes
+            return f": index {(offset - off) // size} of `{name}`, which has {extent // size} elements"
+    return ""
+
+
 def _nearest_arg(session, addr: int, size: int) -> str:
     best = None
     for a in session.args:
@@ -461,9 +472,12 @@ def _error(rep: Report, build, session) -> SanitizerError:
         where = _shared_name(build, rep.offset, rep.size, session)
         what = "an atomic operation on" if rep.atomic else "a read of"
         msg = (f"uninitialized shared memory: {me} of {block_txt} performed {what} {where} at "
-               f"{at(rep.pc)}, but no thread of this block had written it. Shared memory starts "
-               "with garbage on a GPU (the CPU executor fills it with NaN): write it first, and "
-               "put a __syncthreads() between the write and the reads by other threads.")
+               f"{at(rep.pc)}, but no thread of this block wrote this element before the read"
+               f"{_element_against_extent(build, rep.offset, rep.size, session)}. Shared memory starts with "
+               "garbage on a GPU (the CPU executor fills it with NaN). If the index runs past the "
+               "data written (a loop bound such as seq_len, a padded size), bound the read by it; "
+               "if another thread writes the element, put a __syncthreads() between that write and "
+               "this read.")
         return UninitializedReadError(msg, block=blk, threads=(rep.tid,), lines=(line,),
                                       address=rep.addr, variable=where)
     if rep.kind == REP_OOB_SHARED:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import manifest
 from ..checks import framework, golden
-from ..checks.judge import judge
+from ..checks.judge import judge, refer_to_first_report
 from .points import memory_limit
 
 try:
@@ -593,6 +593,7 @@ def run_task(row: manifest.Task, impl: str, impl_dir: Path, *, env: dict | None 
             outcome.grader_error = True
         outcome.checks.append(CheckOutcome(c.name, verdict.passed, verdict.message, scored=scored,
                                            hidden=c.hidden))
+    refer_to_first_report(outcome.checks)  # a kernel's sanitizer report once, not under every check
     if outcome.grader_error:
         first = next((c.message for c in outcome.checks if c.message and "reference" in c.message), trusted_problem[0])
         outcome.problem = f"autograder problem, not your code (tell your instructor): {first}"

@@ -1,0 +1,295 @@
+"""Feedback that names the right thing: where a hang was, which rule a difference broke, and
+texts that point at things that exist."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pagedlab import manifest
+from pagedlab.grading import runner
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "submissions"))
+import broken  # noqa: E402  (copies solutions/ for planted-bug submissions)
+
+# A loop that calls functions: frames come and go under a stack dump taken from another thread.
+_CALLING_LOOP = "    while find_sequence(engine, seq_id) is not None:\n        pass\n"
+
+
+def test_a_python_hang_is_located_at_the_student_line_in_every_run(tmp_path):
+    """Measured before: the dump from faulthandler's watchdog thread lost the caller's frames in
+    one run of six (a torn stack, or `File ???`). Five runs, each must name the looping line."""
+    sub = broken.copy_solutions(tmp_path / "hang")
+    anchor = "    logical, offset = divmod(seq.kv_count, KV_PER_BLOCK)\n"
+    broken.mutate(sub, "memory_manager.py", anchor, _CALLING_LOOP + anchor)
+    text = (sub / "memory_manager.py").read_text()
+    line = text[:text.index(_CALLING_LOOP)].count("\n") + 1
+    where = f'memory_manager.py", line {line} in append_kv'
+    for attempt in range(5):
+        outcome = runner.run_task(manifest.task("task4"), str(sub), sub, time_limit=2.0)
+        hung = next(c for c in outcome.checks if c.passed is not True)
+        assert "timed out" in hung.message, hung.message
+        assert where in hung.message, f"run {attempt}: the loop's line was lost:\n{hung.message}"
+
+
+def test_a_hang_inside_one_c_call_is_still_located(tmp_path):
+    """A regex that backtracks forever never returns to the interpreter, so no Python signal
+    handler runs: faulthandler's watchdog must still name the student's line."""
+    sub = broken.copy_solutions(tmp_path / "regex")
+    anchor = "    logical, offset = divmod(seq.kv_count, KV_PER_BLOCK)\n"
+    spin = "    __import__('re').match('(a*)*b', 'a' * 64)\n"
+    broken.mutate(sub, "memory_manager.py", anchor, spin + anchor)
+    text = (sub / "memory_manager.py").read_text()
+    line = text[:text.index(spin)].count("\n") + 1
+    outcome = runner.run_task(manifest.task("task4"), str(sub), sub, time_limit=2.0)
+    hung = next(c for c in outcome.checks if c.passed is not True)
+    assert f'memory_manager.py", line {line} in append_kv' in hung.message, hung.message
+
+
+def test_a_read_past_seq_len_says_no_thread_wrote_the_element_and_shows_the_index(tmp_path):
+    """Measured before: the report advised a __syncthreads(), which cannot fix a loop bound."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import test_kernel
+
+    text = (ROOT / "solutions" / "paged_attention.cu").read_text()
+    softmax_loop = "for (int t = tid; t < seq_len; t += NUM_THREADS) {\n    const float e"
+    assert text.count(softmax_loop) == 1
+    (tmp_path / "paged_attention.cu").write_text(
+        text.replace(softmax_loop, softmax_loop.replace("t < seq_len", "t <= seq_len")))
+    _, message = test_kernel.first_failing_check(tmp_path)
+    assert "UninitializedReadError" in message, message
+    assert "no thread of this block wrote this element" in message, message
+    # The shortest sequence has seq_len 1: the read is at index 1 of a 17-element logits row.
+    assert "index 1 of `logits`, which has 17 elements" in message, message
+    assert "bound the read" in message, message
+
+
+# ---------------------------------------------------------------- what differed, which rule
+
+def _verdict(task, name, impl):
+    from pagedlab.checks import framework, judge
+
+    c = next(c for c in framework.checks_of(task) if c.name == name)
+    return judge.judge(framework.drive(c, "solutions"), framework.drive(c, str(impl))).message
+
+
+def _planted(tmp_path, filename, old, new):
+    broken.copy_solutions(tmp_path)
+    broken.mutate(tmp_path, filename, old, new)
+    return tmp_path
+
+
+def test_a_block_count_off_by_one_cites_the_count_rule_not_first_fit(tmp_path):
+    sub = _planted(tmp_path, "memory_manager.py", "(initial_kv_len + KV_PER_BLOCK - 1) // KV_PER_BLOCK",
+                   "initial_kv_len // KV_PER_BLOCK + 1")
+    for name in ("create_sequence maps ceil(len/16) blocks, first-fit, ref 1, L2 tables on demand",
+                 "first-fit reuses the lowest freed blocks after holes"):
+        message = _verdict("task2", name, sub)
+        assert "ceil(initial_kv_len / 16) blocks" in message and "first-fit" not in message.split("rule:")[1], message
+
+
+def test_buddy_rounding_down_cites_the_rounding_rule(tmp_path):
+    sub = _planted(tmp_path, "buddy.py", "order = (n - 1).bit_length()", "order = n.bit_length() - 1")
+    message = _verdict("task12", "a hand-traced sequence of splits and merges", sub)
+    assert "rounded up to the next power of two" in message, message
+    assert "expected: 4\n  yours:    2" in message, message
+
+
+def test_tensors_that_print_the_same_say_what_differed(tmp_path):
+    """Measured before (Task 7): `expected: a float32 tensor of shape (…)` and the same `yours:`."""
+    sub = _planted(tmp_path, "paged_attention.py", "    v_slots[slots[keep]] = v[keep].to(v_cache.dtype)\n", "")
+    message = _verdict("task7", "each new token's K and V land in its slot, nothing else changes", sub)
+    lines = message.splitlines()
+    assert not any(line.startswith("  expected:") for line in lines), message
+    assert "same dtype and shape as expected, but different values" in message, message
+
+
+def _stream(*obs, status="completed"):
+    from pagedlab.checks.framework import Stream
+
+    return Stream(list(obs), status)
+
+
+def test_a_false_condition_is_a_sentence_not_true_and_false():
+    from pagedlab.checks.judge import judge
+
+    want = {"w": "the list is circular", "v": True, "k": "cond", "r": "notebook 03"}
+    message = judge(_stream(want), _stream({**want, "v": False}, status="stopped")).message
+    assert "True" not in message and "False" not in message, message
+    assert "for the reference solution this held; for your code it did not" in message, message
+
+
+def test_a_differing_table_names_the_first_differing_entry():
+    from pagedlab.checks.judge import judge
+
+    table = {str(i): 10 + i for i in range(12)}
+    want = {"w": "block table", "v": table, "k": "eq"}
+    message = judge(_stream(want), _stream({**want, "v": {**table, "7": 3}})).message
+    assert "differs:  at key 7: expected 17, yours 3" in message, message
+    message = judge(_stream(want), _stream({**want, "v": {**table, "12": 22}})).message
+    assert "yours has 13 entries where 12 were expected" in message and "(12)" in message, message
+
+
+def test_one_kernel_error_is_shown_once_and_referred_to_after():
+    """Measured before: the same sanitizer report, in full, under all five Task 10 checks."""
+    from pagedlab.checks.judge import refer_to_first_report
+    from pagedlab.grading.runner import CheckOutcome
+
+    report = ("  yours:    the kernel failed to run: RaceError: shared-memory race in block (0, 0, 0) "
+              "on `partial` ... at paged_attention.cu:{line}, with no barrier")
+    outcomes = [CheckOutcome(f"check {i}", False, "kernel output\n" + report.format(line=98)) for i in range(4)]
+    outcomes.append(CheckOutcome("check 4", False, "kernel output\n" + report.format(line=120)))
+    refer_to_first_report(outcomes)
+    assert "shared-memory race" in outcomes[0].message
+    for later in outcomes[1:4]:
+        assert "shared-memory race" not in later.message
+        assert "the same RaceError at paged_attention.cu:98 as under ✗ check 0" in later.message
+    assert "shared-memory race" in outcomes[4].message  # another line: its own report
+
+
+def test_an_id_no_c_int_can_hold_fails_with_the_bad_input_rule_and_its_hint(tmp_path):
+    """Measured before: `create_sequence(engine, '7', 5)` gave a bare TypeError with no rule."""
+    sub = _planted(tmp_path, "memory_manager.py",
+                   "    if engine is None or not is_c_int(seq_id) or not is_c_int(initial_kv_len):\n",
+                   "    if engine is None:\n")
+    message = _verdict("task2", "create_sequence rejects ids and lengths a C int cannot hold, and changes nothing", sub)
+    assert "your code raised TypeError" in message, message
+    assert "rule:     notebook 02, Task 2: bad input" in message, message
+    assert "is_c_int" in message.split("hint:")[1], message
+    assert "during:   create_sequence(engine, '7', 5) should return None" in message, message
+
+
+def test_notebook_02_and_the_exercise_teach_the_bad_input_rule():
+    notebook = (ROOT / "notebooks" / "02_block_table.py").read_text()
+    assert "is_c_int" in notebook and "'7'" in notebook
+    from pagedlab import load
+
+    doc = load("memory_manager", "exercises").create_sequence.__doc__
+    assert "is_c_int" in doc and '"7"' in doc, doc
+
+
+# ---------------------------------------------------------------- texts that name real things
+
+_DOTTED = __import__("re").compile(r"\bpagedlab(?:\.[A-Za-z_]\w*)+")
+
+
+def _strings_in(path: Path) -> list[str]:
+    import ast
+
+    tree = ast.parse(path.read_text())
+    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+
+
+def _resolves(dotted: str) -> bool:
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            target = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(target, name):
+                return False
+            target = getattr(target, name)
+        return True
+    return False
+
+
+def test_every_pagedlab_path_named_in_a_rule_hint_or_message_exists():
+    """Measured before: Task 11's replay hint named pagedlab.checks.prefix.random_ops."""
+    import json
+
+    sources = sorted((ROOT / "pagedlab" / "checks").glob("*.py")) + sorted((ROOT / "grading" / "hidden").glob("*.py"))
+    texts = [s for path in sources for s in _strings_in(path)]
+    for record in json.loads((ROOT / "pagedlab" / "checks" / "expected.json").read_text())["records"].values():
+        texts += [str(o.get(key, "")) for o in record["obs"] for key in ("r", "h", "w", "x")]
+    named = {m.group(0).rstrip(".") for text in texts for m in _DOTTED.finditer(text)}
+    assert "pagedlab.simulator.Buddy" in named  # the scan sees the rules
+    missing = sorted(path for path in named if not _resolves(path))
+    assert not missing, f"texts name paths that do not exist: {missing}"
+
+
+_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
+
+
+def test_a_notebook_that_counts_fenced_parts_counts_the_exercise_file_right():
+    """Measured before: notebook 10 said four fenced parts (and the logits given);
+    exercises/paged_attention_v2.cu has five."""
+    import re
+
+    claims = []
+    for notebook in sorted((ROOT / "notebooks").glob("[0-9]*.py")):
+        text = notebook.read_text().replace("\n# ", " ")  # markdown lines joined
+        for found in re.finditer(r"You write (\w+)\s+fenced parts", text):
+            exercise = re.findall(r"`exercises/([\w.]+)`", text[:found.start() + 200])[-1]
+            claims.append((notebook.name, exercise, _NUMBERS[found.group(1).lower()]))
+    assert claims, "no notebook counts its fenced parts any more: drop this test"
+    for notebook, exercise, said in claims:
+        parts = (ROOT / "exercises" / exercise).read_text().count("YOUR CODE HERE (Task")
+        assert said == parts, f"{notebook} says {said} fenced parts, exercises/{exercise} has {parts}"
+
+
+# ---------------------------------------------------------------- pictures
+
+
+def test_pool_legends_side_by_side_stay_clear_of_the_next_panel():
+    """Measured before (notebook 10's GPU/CPU pools): the left legend ran under the right panel,
+    clipping "seq 2 (20" …. Every legend entry must lie outside every other panel."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from pagedlab import hw3, viz
+    from pagedlab.pool import Pool
+
+    pools = Pool(32 * hw3.BLOCK_SIZE), Pool(24 * hw3.BLOCK_SIZE)
+    gpu, cpu = (hw3.new_engine(p.addr, p.size) for p in pools)
+    for sid, length, blocks in [(1, 50, [3, 6, 1, 8]), (2, 20, [0]), (3, 51, [3, 6, 1, 10]),
+                                (4, 60, [3, 6, 11, 12]), (5, 70, [13, 14, 15, 16, 17]), (6, 33, [12, 20, 21])]:
+        hw3.build_sequence(gpu, sid, length, blocks)
+    hw3.build_sequence(cpu, 100, 40, [1, 3, 4])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 2.8))
+    viz.draw_pool(gpu, ax=left, cols=16)
+    viz.draw_pool(cpu, ax=right, cols=12)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax, other in ((left, right), (right, left)):
+        panel = other.get_window_extent(renderer)
+        for text in ax.get_legend().get_texts():
+            box = text.get_window_extent(renderer)
+            assert not box.overlaps(panel), f"legend entry {text.get_text()!r} lies under the other panel"
+    labels = [t.get_text() for t in left.get_legend().get_texts()]
+    assert "seq 2 (20 rec)" in labels
+    plt.close(fig)
+    for engine in (gpu, cpu):
+        hw3.teardown(engine)
+
+
+# ---------------------------------------------------------------- demo cells
+
+
+def test_require_asks_once_per_version_of_the_files(monkeypatch):
+    """A demo's require after a passing graded cell, or a second require on the same unfinished
+    files, does not run the checks again; it says the same one line."""
+    from pagedlab import checks
+    from pagedlab.checks import CheckFailure
+
+    checks.run("task1", impl="solutions", quiet=True)
+    calls = []
+    real = checks._outcome
+    monkeypatch.setattr(checks, "_outcome", lambda *a, **k: calls.append(a) or real(*a, **k))
+    checks.require("task1", impl="solutions")
+    assert calls == []
+    messages = []
+    for _ in range(2):
+        try:
+            checks.require("task1", impl="exercises")
+        except CheckFailure as exc:
+            messages.append(str(exc))
+    assert len(calls) == 1 and len(messages) == 2 and messages[0] == messages[1]
+    assert "needs Task 1" in messages[0] and "\n" not in messages[0], messages[0]
+    assert checks._blocking == messages[0]
