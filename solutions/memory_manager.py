@@ -19,8 +19,8 @@ lookup are given; Tasks 1-5 are yours.
 import ctypes
 import operator
 
-from pagedlab import cmem
-from pagedlab.hw3 import (
+from pagedlab.student import cmem
+from pagedlab.student.hw3 import (
     BLOCK_SIZE,
     KV_PER_BLOCK,
     L1_PT_SIZE,

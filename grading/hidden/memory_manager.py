@@ -7,7 +7,8 @@ student's record with the reference solution's record of the same seed.
 
 from __future__ import annotations
 
-from pagedlab import cmem, hw3
+from pagedlab import cmem
+from pagedlab.harness import hw3
 from pagedlab.checks.framework import check, see
 from pagedlab.pool import Pool
 

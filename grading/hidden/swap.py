@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from pagedlab import hw3
+from pagedlab.harness import hw3
 from pagedlab.checks.framework import check
 from pagedlab.checks.swap import R_COPY, Rig, run_move
 

@@ -42,10 +42,13 @@ def main(argv: list[str] | None = None) -> int:
         real_exit(code)
 
     os._exit = exit_with_stack
+    from ..guard import audit as student_api
+    from ..loader import impl_dir
     from . import framework
 
     try:
         wanted = [(framework.find(request["task"], key), seed) for key, seed in request["checks"]]
+        student_api.install(impl_dir(impl))  # before any student file loads; cannot be undone
     except Exception as exc:  # noqa: BLE001 - reported as the grader's problem, not the student's
         _emit(out, event="grader_error", message=f"loading the checks failed: {type(exc).__name__}: {exc}")
         return 3

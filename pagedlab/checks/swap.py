@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import cmem, hw3
-from ..hw3 import BLOCK_SIZE
+from .. import cmem
+from ..harness import hw3
+from ..student.hw3 import BLOCK_SIZE
 from ..pool import Pool
 from .framework import CheckFailure, check, expect, expect_equal
 
