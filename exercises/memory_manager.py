@@ -31,6 +31,7 @@ from pagedlab.student.hw3 import (
     ListNodePtr,
     LLMEngine,
     Sequence,
+    offsetof,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -81,8 +82,7 @@ def list_for_each(head: ListNode):
 
 def container_of(node: ListNode, struct_type=Sequence, member: str = "node"):
     """The struct that embeds `node`: step back by offsetof(struct_type, member) bytes."""
-    offset = getattr(struct_type, member).offset
-    return cmem.view(struct_type, ctypes.addressof(node) - offset)
+    return cmem.view(struct_type, ctypes.addressof(node) - offsetof(struct_type, member))
 
 
 def find_sequence(engine: LLMEngine, seq_id: int):

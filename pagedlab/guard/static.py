@@ -31,7 +31,13 @@ BANNED_ATTRIBUTES = frozenset({
     "__dict__", "__loader__", "__spec__", "__bases__", "__base__", "__mro__",
 })
 
-ATTRIBUTE_FUNCTIONS = frozenset({"getattr", "setattr", "hasattr", "delattr"})
+# Reach an attribute by a computed name, which no reading of the source can vet.
+ATTRIBUTE_FUNCTIONS = frozenset({"getattr", "setattr", "hasattr", "delattr", "attrgetter", "methodcaller"})
+
+# The dunder attributes a student file may use; every other one reaches the interpreter.
+ALLOWED_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__init__", "__class__"})
+
+_REACH = "student files may not load C libraries, start processes or reach modules, frames and code objects"
 
 
 def _rule() -> str:
@@ -70,7 +76,7 @@ class _Reader(ast.NodeVisitor):
                 ok = student.allowed(full) if full.startswith("pagedlab.") and not student.allowed(module) \
                     else student.allowed(module) and module != "pagedlab"
             if alias.name in BANNED_ATTRIBUTES:
-                self.refuse(node, f"imports {module}.{alias.name}", "student files may not load C libraries, start processes or reach modules, frames and code objects")
+                self.refuse(node, f"imports {module}.{alias.name}", _REACH)
             elif not ok:
                 name = module if alias.name == "*" else f"{module}.{alias.name}"
                 self.refuse(node, f"imports {name}", _rule())
@@ -82,19 +88,23 @@ class _Reader(ast.NodeVisitor):
             self.refuse(node, f"uses {node.id}", "student files may not run text as code, open files or reach the interpreter's namespaces")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr in BANNED_ATTRIBUTES:
-            self.refuse(node, f"uses .{node.attr}", "student files may not load C libraries, start processes or reach modules, frames and code objects")
+        dunder = node.attr.startswith("__") and node.attr.endswith("__")
+        if node.attr in BANNED_ATTRIBUTES or (dunder and node.attr not in ALLOWED_DUNDERS):
+            self.refuse(node, f"uses .{node.attr}", _REACH)
+        elif node.attr in ATTRIBUTE_FUNCTIONS:
+            self.refuse(node, f"uses .{node.attr}", "student files may not reach attributes by computed names")
         elif node.attr.startswith("_") and isinstance(node.value, ast.Name) and node.value.id in self.module_names:
             self.refuse(node, f"uses {node.value.id}.{node.attr}", "student files may not use a module's private names")
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        if isinstance(func, ast.Name) and func.id in ATTRIBUTE_FUNCTIONS and len(node.args) >= 2:
-            name = node.args[1]
-            if isinstance(name, ast.Constant) and isinstance(name.value, str) and (
-                    name.value in BANNED_ATTRIBUTES or name.value.startswith("__")):
-                self.refuse(node, f"{func.id}(..., {name.value!r})", "student files may not load C libraries, start processes or reach modules, frames and code objects")
+        if isinstance(func, ast.Name) and func.id in ATTRIBUTE_FUNCTIONS:
+            name = node.args[1] if len(node.args) >= 2 else None
+            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                self.refuse(node, f"{func.id}(...) with a computed attribute name", "student files may not reach attributes by computed names")
+            elif name.value in BANNED_ATTRIBUTES or (name.value.startswith("__") and name.value not in ALLOWED_DUNDERS):
+                self.refuse(node, f"{func.id}(..., {name.value!r})", _REACH)
         self.generic_visit(node)
 
 
