@@ -43,8 +43,8 @@ import torch
 
 import pagedlab
 from pagedlab import kernels, viz
-from pagedlab.harness import hw3
 from pagedlab import scheduler as sch
+from pagedlab.harness import hw3
 from pagedlab.pool import Pool
 from pagedlab.reference import dense_attention, make_paged_batch, max_relative_error
 

@@ -8,8 +8,8 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from pagedlab import cmem  # noqa: E402
-from pagedlab.harness import hw3
 from pagedlab.explorer import Explorer  # noqa: E402
+from pagedlab.harness import hw3
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ def _resolve(target: str, modules: dict) -> str | None:
 
 
 def imports(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """module -> the pagedlab modules it imports anywhere in its text."""
+    """module -> the pagedlab modules it imports anywhere in its text, and their packages."""
     graph = {}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -50,8 +50,14 @@ def imports(modules: dict[str, Path]) -> dict[str, set[str]]:
             for target in targets:
                 if target.startswith("pagedlab"):
                     resolved = _resolve(target, modules)
-                    if resolved and resolved != name:
-                        found.add(resolved)
+                    # Importing a.b.c runs package a.b first, unless the importer is inside a.b
+                    # (then a.b is already running); the root package aside: all import it.
+                    parts = (resolved or "").split(".")
+                    for depth in range(2, len(parts) + 1):
+                        step = ".".join(parts[:depth])
+                        if depth == len(parts) or not (name + ".").startswith(step + "."):
+                            found.add(step)
+        found.discard(name)
         graph[name] = found
     return graph
 

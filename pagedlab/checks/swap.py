@@ -18,8 +18,8 @@ import numpy as np
 
 from .. import cmem
 from ..harness import hw3
-from ..student.hw3 import BLOCK_SIZE
 from ..pool import Pool
+from ..student.hw3 import BLOCK_SIZE
 from .framework import CheckFailure, check, expect, expect_equal
 
 R_MOVE = "notebook 10, Task 13 · swap: a sequence group moves as a unit, each distinct block once, first-fit on the target"
