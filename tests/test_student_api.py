@@ -76,6 +76,8 @@ def test_intake_names_the_file_and_line_outside_the_api(tmp_path):
     ("eval('1')", "uses eval"),
     ("open('/etc/passwd')", "uses open"),
     ("from . import x", "a relative import"),
+    ("from ctypes import *\nCDLL(None)", "imports ctypes.*"),
+    ("from ctypes import *\nCDLL(None)", "uses CDLL"),
 ])
 def test_static_check_refuses(source, what):
     findings = static.check_source(source, "s.py")
@@ -87,6 +89,7 @@ def test_static_check_refuses(source, what):
     "import torch\nimport numpy as np\nimport math, ctypes, hashlib, operator",
     "from typing import Callable\nfrom collections import OrderedDict",
     "from pagedlab import cmem, hw3\nfrom pagedlab.hw3 import Sequence, offsetof",
+    "from pagedlab.student.hw3 import *",
     "from pagedlab.student import cmem\nfrom pagedlab.student.hw3 import LLMEngine",
     "import pagedlab.student.hw3 as hw3",
     "class A:\n    def __init__(self):\n        super().__init__()\n        self._x = type(self).__name__",

@@ -37,10 +37,11 @@ _student_dir: str | None = None
 
 
 def _owner(filename: str) -> str:
-    if _student_dir is not None and filename.startswith(_student_dir):
-        return "student"
+    # pagedlab first: a student folder that holds the package (a checkout) is not the package.
     if filename.startswith(PACKAGE_DIR):
         return "pagedlab"
+    if _student_dir is not None and filename.startswith(_student_dir):
+        return "student"
     if filename.startswith("<frozen importlib"):
         return "importlib"
     return ""

@@ -31,6 +31,10 @@ BANNED_ATTRIBUTES = frozenset({
     "__dict__", "__loader__", "__spec__", "__bases__", "__base__", "__mro__",
 })
 
+# ctypes' ways to load a library, refused as bare names too (after `from ctypes import *`).
+LIBRARY_LOADERS = frozenset({"pythonapi", "CDLL", "PyDLL", "cdll", "pydll", "LibraryLoader", "WinDLL",
+                             "windll", "oledll"})
+
 # Reach an attribute by a computed name, which no reading of the source can vet.
 ATTRIBUTE_FUNCTIONS = frozenset({"getattr", "setattr", "hasattr", "delattr", "attrgetter", "methodcaller"})
 
@@ -70,7 +74,8 @@ class _Reader(ast.NodeVisitor):
         module = node.module or ""
         for alias in node.names:
             if alias.name == "*":
-                ok = student.allowed(module) and module != "pagedlab"
+                # A star import hides which names arrive; only the HW3 header may be taken whole.
+                ok = module in student.PAGEDLAB and module != "pagedlab.student"
             else:
                 full = f"{module}.{alias.name}"
                 ok = student.allowed(full) if full.startswith("pagedlab.") and not student.allowed(module) \
@@ -78,14 +83,18 @@ class _Reader(ast.NodeVisitor):
             if alias.name in BANNED_ATTRIBUTES:
                 self.refuse(node, f"imports {module}.{alias.name}", _REACH)
             elif not ok:
-                name = module if alias.name == "*" else f"{module}.{alias.name}"
-                self.refuse(node, f"imports {name}", _rule())
+                if alias.name == "*":
+                    self.refuse(node, f"imports {module}.*", f"a star import is allowed only from the HW3 header and cmem; {_rule()}")
+                else:
+                    self.refuse(node, f"imports {module}.{alias.name}", _rule())
             elif student.allowed(f"{module}.{alias.name}"):
                 self.module_names.add(alias.asname or alias.name)
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in BANNED_NAMES:
             self.refuse(node, f"uses {node.id}", "student files may not run text as code, open files or reach the interpreter's namespaces")
+        elif node.id in LIBRARY_LOADERS:
+            self.refuse(node, f"uses {node.id}", _REACH)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         dunder = node.attr.startswith("__") and node.attr.endswith("__")
