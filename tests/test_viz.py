@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from pagedlab import viz  # noqa: E402
-from pagedlab.harness import hw3
+from pagedlab.harness import hw3  # noqa: E402
 from pagedlab.pool import Pool  # noqa: E402
 
 
