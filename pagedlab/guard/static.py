@@ -29,6 +29,8 @@ BANNED_ATTRIBUTES = frozenset({
     "_getframe", "f_globals", "f_locals", "f_back", "f_builtins", "gi_frame", "cr_frame",
     "tb_frame", "__globals__", "__builtins__", "__subclasses__", "__import__", "__code__",
     "__dict__", "__loader__", "__spec__", "__bases__", "__base__", "__mro__",
+    # Unpickling calls whatever the bytes name (torch.load, numpy.load): code by another door.
+    "load", "loads", "Unpickler", "load_library", "load_inline", "cpp_extension", "ctypeslib",
 })
 
 # ctypes' ways to load a library, refused as bare names too (after `from ctypes import *`).
