@@ -34,6 +34,9 @@ _CTYPES_EVENTS = frozenset({"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handl
 _WATCHED = _PROCESS_EVENTS | _CTYPES_EVENTS | {"import", "open", "exec"}
 
 _student_dir: str | None = None
+# A grading plugin (grader-side configuration, never the student's) may turn the guard off to
+# test the layers beneath it with submissions that break the API on purpose.
+ENFORCED = True
 
 
 def _owner(filename: str) -> str:
@@ -117,6 +120,8 @@ def _guarded_import(real):
 def install(folder: os.PathLike | str) -> None:
     """Enforce the student API for files in `folder` from now on (for the rest of the process)."""
     global _student_dir
+    if not ENFORCED:
+        return
     if _student_dir is not None:
         raise RuntimeError("the student-API guard is already installed in this process")
     _student_dir = str(Path(folder).resolve()) + os.sep
