@@ -24,7 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pagedlab import cmem, hw3  # noqa: E402
+from pagedlab import cmem  # noqa: E402
+from pagedlab.harness import hw3  # noqa: E402
 from pagedlab.loader import load  # noqa: E402
 from pagedlab.pool import Pool  # noqa: E402
 

@@ -19,8 +19,8 @@ lookup are given; Tasks 1-5 are yours.
 import ctypes
 import operator
 
-from pagedlab import cmem
-from pagedlab.hw3 import (
+from pagedlab.student import cmem
+from pagedlab.student.hw3 import (
     BLOCK_SIZE,
     KV_PER_BLOCK,
     L1_PT_SIZE,
@@ -31,6 +31,7 @@ from pagedlab.hw3 import (
     ListNodePtr,
     LLMEngine,
     Sequence,
+    offsetof,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -81,8 +82,7 @@ def list_for_each(head: ListNode):
 
 def container_of(node: ListNode, struct_type=Sequence, member: str = "node"):
     """The struct that embeds `node`: step back by offsetof(struct_type, member) bytes."""
-    offset = getattr(struct_type, member).offset
-    return cmem.view(struct_type, ctypes.addressof(node) - offset)
+    return cmem.view(struct_type, ctypes.addressof(node) - offsetof(struct_type, member))
 
 
 def find_sequence(engine: LLMEngine, seq_id: int):

@@ -97,12 +97,22 @@ print(doctor.format_table(doctor.rows()))
 # ## Warm-up: the engine's constants
 #
 # Part A works with deliberately tiny numbers so that every block fits in a picture. They live in
-# `pagedlab.hw3` (the "header file" of HW3) and your `memory_manager` imports them from there.
+# `pagedlab.student.hw3` (the "header file" of HW3) and your `memory_manager` imports them from there.
+#
+# **What your files in `exercises/` may import** (the student API, `pagedlab.student`): from
+# pagedlab only `pagedlab.student.hw3` and `pagedlab.student.cmem` (also reachable as
+# `pagedlab.hw3` and `pagedlab.cmem`); besides those `torch`, `numpy`, and from Python's standard
+# library `math`, `ctypes` (for the structs), `typing`, `hashlib`, `operator`, `collections`,
+# `dataclasses`, `functools`, `itertools`, `heapq`, `bisect` and a few more. The rest of pagedlab
+# (the checks, the harness that builds engines for them, the reference models) is for the
+# notebooks, not for your files: the grader refuses a file that imports it, names the line, and
+# scores that task 0. The same goes for loading C libraries, starting processes and `eval`/`exec`.
+#
 # Before running the next cell, predict: how many KV records can one sequence hold at most?
 
 # %%
 # NBVAL_CHECK_OUTPUT
-from pagedlab import hw3
+from pagedlab.student import hw3
 
 print(f"BLOCK_SIZE         = {hw3.BLOCK_SIZE} bytes per physical block")
 print(f"KV_PER_BLOCK       = {hw3.KV_PER_BLOCK} records (one int32 each: {hw3.BLOCK_SIZE} // 4)")

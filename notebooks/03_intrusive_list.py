@@ -37,7 +37,8 @@ import ctypes
 import matplotlib.pyplot as plt
 
 import pagedlab
-from pagedlab import cmem, hw3, viz
+from pagedlab import cmem, viz
+from pagedlab.harness import hw3
 from pagedlab.hw3 import ListNode, LLMEngine, Sequence
 
 # Your exercises/memory_manager.py (PAGEDLAB_IMPL, or impl=, picks another folder).

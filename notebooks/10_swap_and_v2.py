@@ -42,8 +42,9 @@ import numpy as np
 import torch
 
 import pagedlab
-from pagedlab import hw3, kernels, viz
+from pagedlab import kernels, viz
 from pagedlab import scheduler as sch
+from pagedlab.harness import hw3
 from pagedlab.pool import Pool
 from pagedlab.reference import dense_attention, make_paged_batch, max_relative_error
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import hw3
+from .harness import hw3
 
 
 def sequences(engine) -> list:

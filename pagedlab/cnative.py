@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import cmem, ctrack
+from .doctor_row import OK, OPTIONAL, Row
 
 # A session: (op, a, b) steps. ("init", blocks, 0) must come first; "destroy" is optional (left
 # out, everything still allocated is a leak, as at the end of a C program).
@@ -189,8 +190,6 @@ def run_tracked(source, session=DEMO_SESSION) -> HeapReport:
 
 def doctor_rows() -> list:
     """`pagedlab doctor` rows for the C track: the C compiler, Valgrind, ASan (all optional)."""
-    from .doctor import OK, OPTIONAL, Row
-
     rows = []
     try:
         cc = ctrack.find_compiler()

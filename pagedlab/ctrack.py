@@ -40,7 +40,9 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cmem, hw3
+from . import cmem
+from .harness import hw3
+from .impl import source_path
 
 INCLUDE = Path(__file__).resolve().parent / "include"
 C_SOURCE = "llm_memory.c"
@@ -640,8 +642,6 @@ def c_only(impl=None) -> Path:
     """A folder whose only course file is `impl`'s llm_memory.c (a link to it), for grading the C
     file where memory_manager.py sits next to it (exercises/ and solutions/ have both: the loader
     prefers Python). Messages still name the real file: builds follow the link."""
-    from .loader import source_path
-
     source = source_path(C_SOURCE, impl).resolve()
     if not (source.parent / f"{MODULE}.py").is_file():
         return source.parent

@@ -13,9 +13,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 
-OK, MISSING, OPTIONAL = "ok", "MISSING", "optional"
+from .doctor_row import MISSING, OK, OPTIONAL, Row  # noqa: F401 - the doctor's names for them
+
 INSTALL = "run ./course test once (it installs everything) or: pip install -c constraints.txt -e '.[dev]'"
 
 # Exercises what the CPU kernel executor relies on: C++20 and std::atomic_ref.
@@ -23,14 +23,6 @@ _CXX20_PROBE = """
 #include <atomic>
 int main() { float x = 0; std::atomic_ref<float>(x).fetch_add(1.0f); return x == 1.0f ? 0 : 1; }
 """
-
-
-@dataclass
-class Row:
-    piece: str
-    status: str
-    found: str
-    todo: str = ""
 
 
 def _module(piece: str, module: str, dist: str, required: bool, todo: str = INSTALL) -> Row:

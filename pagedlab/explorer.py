@@ -19,7 +19,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from .hw3 import BLOCK_SIZE
+from .student.hw3 import BLOCK_SIZE
 
 
 @dataclass
@@ -182,7 +182,7 @@ class Explorer:
         if self.engine is None:
             return
         if not self._checked("llm_destroy(engine)"):
-            from . import hw3
+            from .harness import hw3
 
             hw3.teardown(self.engine)  # the harness frees what it can reach instead
             self.engine = None

@@ -44,6 +44,8 @@ __all__ = [
 ]
 
 KERNEL_FILE = "paged_attention.cu"
+# How far a float32 kernel output may be from dense attention (the CPU and the GPU checks alike).
+OUTPUT_TOL = 2e-5
 KERNEL_NAME = "paged_attention_v1"
 NUM_THREADS = 128  # must match NUM_THREADS in the kernel
 MAX_HEAD_SIZE = 256  # size of the kernel's static q buffer

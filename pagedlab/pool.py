@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .hw3 import BLOCK_SIZE, KV_PER_BLOCK
+from .student.hw3 import BLOCK_SIZE, KV_PER_BLOCK
 
 MAGIC_TAG = 0x5A000000
 GUARD_BYTES = 256

@@ -13,10 +13,10 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass, field
 
-from . import hw3
-from .hw3 import KV_PER_BLOCK as RECORDS_PER_BLOCK
-from .hw3 import L1_PT_SIZE as L1_SLOTS
-from .hw3 import L2_PT_SIZE as L2_SLOTS
+from .harness import hw3
+from .student.hw3 import KV_PER_BLOCK as RECORDS_PER_BLOCK
+from .student.hw3 import L1_PT_SIZE as L1_SLOTS
+from .student.hw3 import L2_PT_SIZE as L2_SLOTS
 
 FREE_COLOR = "#e4e4e4"
 ERROR_COLOR = "#d62728"

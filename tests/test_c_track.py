@@ -19,7 +19,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import c_mutants  # noqa: E402
 
-from pagedlab import assign, checks, cmem, cnative, ctrack, hw3, load  # noqa: E402
+from pagedlab import assign, checks, cmem, cnative, ctrack, load  # noqa: E402
+from pagedlab.harness import hw3  # noqa: E402
 from pagedlab.pool import Pool  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not ctrack.available(), reason="no C compiler on this machine")

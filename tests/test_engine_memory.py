@@ -8,7 +8,8 @@ import ctypes
 import numpy as np
 import pytest
 
-from pagedlab import block_tables, cmem, hw3
+from pagedlab import block_tables, cmem
+from pagedlab.harness import hw3
 from pagedlab.loader import load
 from pagedlab.pool import GUARD_BYTES, Pool, magic_word
 

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from pagedlab import block_tables, cmem, hw3
+from pagedlab import block_tables, cmem
+from pagedlab.harness import hw3
 from pagedlab.loader import load
 from pagedlab.pool import Pool
 

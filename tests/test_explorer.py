@@ -7,8 +7,9 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from pagedlab import cmem, hw3  # noqa: E402
+from pagedlab import cmem  # noqa: E402
 from pagedlab.explorer import Explorer  # noqa: E402
+from pagedlab.harness import hw3  # noqa: E402
 
 
 @pytest.fixture

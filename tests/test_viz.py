@@ -8,7 +8,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from pagedlab import hw3, viz  # noqa: E402
+from pagedlab import viz  # noqa: E402
+from pagedlab.harness import hw3  # noqa: E402
 from pagedlab.pool import Pool  # noqa: E402
 
 

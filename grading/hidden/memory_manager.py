@@ -7,8 +7,9 @@ student's record with the reference solution's record of the same seed.
 
 from __future__ import annotations
 
-from pagedlab import cmem, hw3
+from pagedlab import cmem
 from pagedlab.checks.framework import check, see
+from pagedlab.harness import hw3
 from pagedlab.pool import Pool
 
 RULE = "the same rules as the public checks, on scenarios drawn at grading time"

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from pagedlab import hw3
 from pagedlab.checks.framework import check
 from pagedlab.checks.swap import R_COPY, Rig, run_move
+from pagedlab.harness import hw3
 
 RULE = "the same rules as the public checks, on engines drawn at grading time"
 

@@ -69,10 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     os._exit = exit_with_stack
     if request.get("dump_after"):
         _dump_stack_at(float(request["dump_after"]), real_exit)
+    from ..guard import audit as student_api
+    from ..loader import impl_dir
     from . import framework
 
     try:
         wanted = [(framework.find(request["task"], key), seed) for key, seed in request["checks"]]
+        student_api.install(impl_dir(impl))  # before any student file loads; cannot be undone
     except Exception as exc:  # noqa: BLE001 - reported as the grader's problem, not the student's
         _emit(out, event="grader_error", message=f"loading the checks failed: {type(exc).__name__}: {exc}")
         return 3

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import manifest
+from .expected import given_functions as recorded_given_functions
 
 
 class CheckFailure(AssertionError):
@@ -445,9 +446,7 @@ def given_functions(path: str) -> set[str]:
     """Functions of a course file the student did not write: those without a solution fence in
     the reference file of the same name (list helpers, lookups, ...). The names are recorded in
     expected.json when it is generated, so the student edition knows them too."""
-    from . import golden
-
-    return set(golden.given_functions().get(Path(path).name, ()))
+    return set(recorded_given_functions().get(Path(path).name, ()))
 
 
 def student_frame(frames):

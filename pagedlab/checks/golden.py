@@ -11,23 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-from functools import lru_cache
 from pathlib import Path
 
 from .. import manifest
+from .expected import PATH, VERSION, _given, _solutions_dir, fenced_functions, given_functions, load  # noqa: F401 - the record's home
 from .framework import Stream, checks_of, drive
-
-PATH = Path(__file__).with_name("expected.json")
-VERSION = 1
-_DEF = re.compile(r"^(\s*)def\s+(\w+)\s*\(")
-_FENCE = re.compile(r"^\s*(###|//)\s*BEGIN SOLUTION\b")
-
-
-def _solutions_dir() -> Path:
-    from ..loader import impl_dir
-
-    return impl_dir("solutions")
 
 
 def fingerprint() -> str:
@@ -42,30 +30,6 @@ def fingerprint() -> str:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
-
-
-def fenced_functions(text: str) -> set[str]:
-    """Names of the Python functions that contain a solution fence (the ones students write)."""
-    names, stack = set(), []
-    for line in text.splitlines():
-        found = _DEF.match(line)
-        if found:
-            indent = len(found.group(1))
-            stack = [(i, n) for i, n in stack if i < indent] + [(indent, found.group(2))]
-        elif _FENCE.match(line) and stack:
-            names.add(stack[-1][1])
-    return names
-
-
-def _given(solutions: Path) -> dict[str, list[str]]:
-    given = {}
-    for name in manifest.SUBMISSION_FILES:
-        path = solutions / name
-        if path.suffix == ".py" and path.is_file():
-            text = path.read_text()
-            every = {m.group(2) for m in map(_DEF.match, text.splitlines()) if m}
-            given[name] = sorted(every - fenced_functions(text))
-    return given
 
 
 def generate() -> dict:
@@ -98,26 +62,9 @@ def write(path: Path = PATH) -> Path:
     return path
 
 
-@lru_cache(maxsize=1)
-def load(path: Path = PATH) -> dict:
-    if not path.is_file():
-        return {"version": VERSION, "fingerprint": "", "given": {}, "records": {}}
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
 def record(key: str) -> Stream | None:
     data = load().get("records", {}).get(key)
     return Stream.from_json(data) if data is not None else None
-
-
-def given_functions() -> dict[str, list[str]]:
-    data = load().get("given") or {}
-    if data:
-        return data
-    try:
-        return _given(_solutions_dir())
-    except (FileNotFoundError, OSError):
-        return {}
 
 
 def stale() -> bool:

@@ -13,7 +13,8 @@ import ctypes
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .. import cmem, hw3
+from .. import cmem
+from ..harness import hw3
 from ..pool import Pool
 from .framework import CheckFailure, check, expect, expect_equal
 

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import cmem, hw3
-from ..hw3 import BLOCK_SIZE
+from .. import cmem
+from ..harness import hw3
 from ..pool import Pool
+from ..student.hw3 import BLOCK_SIZE
 from .framework import CheckFailure, check, expect, expect_equal
 
 R_MOVE = "notebook 10, Task 13 · swap: a sequence group moves as a unit, each distinct block once, first-fit on the target"

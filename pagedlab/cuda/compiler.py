@@ -104,6 +104,16 @@ def compiler_version(cxx: str) -> str:
     return _VERSION_CACHE[cxx]
 
 
+def instrument_flags(cxx: str) -> list[str]:
+    """Compiler flags that make every memory access call __tsan_readN/__tsan_writeN."""
+    # -g, not -g1: GCC's minimal line tables name the including glue file, not the .cu, for
+    # some of the instrumentation calls.
+    version = compiler_version(cxx).lower()
+    if "clang" in version:
+        return ["-g", "-fsanitize=thread", "-mllvm", "-tsan-instrument-func-entry-exit=0"]
+    return ["-g", "-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0"]
+
+
 def _digest(*parts: str | bytes) -> str:
     h = hashlib.sha256()
     for p in parts:
@@ -393,7 +403,6 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
     cxx = find_compiler()
     flags = BASE_FLAGS + KERNEL_FLAGS + (["-DPL_NO_FAST_TLS"] if SLOW_TLS else []) + _defines(options)
     if sanitize:  # issue 16: instrumented compile, linked without the TSan runtime
-        from .sanitizer import instrument_flags
         # Default TLS dialect: with TLS descriptors (gnu2) GCC's instrumentation misses
         # static __shared__ accesses, and racecheck saw no race in a kernel with one.
         flags = [f for f in flags if not f.startswith("-mtls-dialect")] + instrument_flags(cxx)

@@ -150,16 +150,6 @@ def checking(check="all"):
         _DEFAULT.reset(token)
 
 
-def instrument_flags(cxx: str) -> list[str]:
-    """Compiler flags that make every memory access call __tsan_readN/__tsan_writeN."""
-    # -g, not -g1: GCC's minimal line tables name the including glue file, not the .cu, for
-    # some of the instrumentation calls.
-    version = compiler.compiler_version(cxx).lower()
-    if "clang" in version:
-        return ["-g", "-fsanitize=thread", "-mllvm", "-tsan-instrument-func-entry-exit=0"]
-    return ["-g", "-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0"]
-
-
 def instrumented_build(kernel) -> compiler.Build:
     with kernel._lock:
         if getattr(kernel, "_san_build", None) is None:

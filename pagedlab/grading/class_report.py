@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import loader
-from .classroom import QUEUE, STUDENTS
+from .class_folder import QUEUE, STUDENTS
 
 PROBLEMS_LOG = "grader_problems.log"
 GRADER_FAILED = ("The pagedlab autograder itself failed", "No submission to grade", "Grader misconfigured")

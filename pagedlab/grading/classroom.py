@@ -30,20 +30,15 @@ from pathlib import Path
 
 from .. import __version__, loader
 from . import points, submission
+from .class_folder import QUEUE, STUDENTS, student_dir  # noqa: F401 - classroom's names too
 from .intake import Student, discover
 
-STUDENTS = "students"
-QUEUE = "queue.tsv"
 # The grading subprocess gets its tasks' time limits this many times over (plus start-up) before
 # the batch calls it a grader problem; a student's hang is caught long before, per task.
 SLACK = 3.0
 STARTUP_SECONDS = 120.0
 # The batch's own modules: editing them (the report, the intake) changes no score, so no regrade.
-BATCH_ONLY = {"classroom.py", "class_report.py", "similarity.py", "intake.py"}
-
-
-def student_dir(out: Path, key: str) -> Path:
-    return out / STUDENTS / key
+BATCH_ONLY = {"classroom.py", "class_report.py", "class_folder.py", "similarity.py", "intake.py"}
 
 
 def grader_version(tasks: list[str] | None, hidden) -> str:

@@ -44,10 +44,10 @@ def _label(context: str) -> str:
 
 
 def _expected(run):
-    from ..checks.paged_attention_cu import TOL
+    from ..kernels import OUTPUT_TOL
     from ..reference import make_paged_batch
 
-    return [(_label(c), make_paged_batch(**kw).expected(scale).numpy(), TOL) for c, kw, scale in _cases()]
+    return [(_label(c), make_paged_batch(**kw).expected(scale).numpy(), OUTPUT_TOL) for c, kw, scale in _cases()]
 
 
 NAME = "the same kernel on the GPU (CuPy RawKernel)"
@@ -56,8 +56,7 @@ NAME = "the same kernel on the GPU (CuPy RawKernel)"
 def register() -> None:
     @check("task10", NAME, rule=RULE, expected=_expected)
     def kernel_on_gpu(run):
-        from ..checks.paged_attention_cu import TOL
-        from ..kernels import paged_attention_decode
+        from ..kernels import OUTPUT_TOL, paged_attention_decode
         from ..reference import make_paged_batch
 
         if not gpu_usable():
@@ -72,6 +71,6 @@ def register() -> None:
                 run.see(_label(context), "failed to run", shown=f"the kernel failed to run on the GPU: "
                                                                 f"{type(exc).__name__}: {exc}")
                 continue
-            run.see_array(_label(context), out, tol=TOL,
+            run.see_array(_label(context), out, tol=OUTPUT_TOL,
                           hint="passes on the CPU executor but not on the GPU: look for a race "
                                "(a missing __syncthreads) or reads past the sequence")

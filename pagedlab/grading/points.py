@@ -9,14 +9,12 @@ from __future__ import annotations
 import os
 
 from ..manifest import BY_ID as BY_TASK
-from ..manifest import MAX_SCORE, SUBMISSION_FILES, TABLE, select
+from ..manifest import MAX_SCORE, SUBMISSION_FILES, TABLE, TIME_SCALE_ENV, select, time_scale
 from ..manifest import Task as GradedTask
 
 __all__ = ["BY_TASK", "MAX_SCORE", "SUBMISSION_FILES", "TABLE", "GradedTask", "select",
-           "time_scale", "memory_limit", "feedback_only"]
+           "TIME_SCALE_ENV", "time_scale", "memory_limit", "feedback_only"]
 
-# Slow machines (a busy 2-core grader) can stretch every limit: PAGEDLAB_GRADE_TIME_SCALE=2.
-TIME_SCALE_ENV = "PAGEDLAB_GRADE_TIME_SCALE"
 # Address space of each task's process, GiB (the reference needs under 1; torch and the
 # kernel compiler included).
 MEMORY_GB = 4.0
@@ -27,19 +25,6 @@ PAGED_ATTENTION = "paged_attention.py"
 KERNEL = "paged_attention.cu"
 PREFIX_CACHE = "prefix_cache.py"
 BUDDY = "buddy.py"
-
-
-def time_scale() -> float:
-    text = os.environ.get(TIME_SCALE_ENV, "").strip()
-    if not text:
-        return 1.0
-    try:
-        scale = float(text)
-    except ValueError:
-        raise ValueError(f"{TIME_SCALE_ENV} must be a positive number, got {text!r}") from None
-    if not scale > 0:
-        raise ValueError(f"{TIME_SCALE_ENV} must be a positive number, got {text!r}")
-    return scale
 
 
 def memory_limit() -> float:

@@ -18,6 +18,7 @@ import stat
 from pathlib import Path
 
 from ..ctrack import ALTERNATE_FILES
+from ..guard import static
 from .points import SUBMISSION_FILES
 
 # What the intake takes: the task files, plus files that may stand in for one (llm_memory.c, the
@@ -142,4 +143,8 @@ def prepare(root: Path, workdir: Path, *, copy: bool = True) -> tuple[Path, str]
     report = "Submission files:\n" + "\n".join(lines)
     if refused:
         report += "\nNot taken from the submission:\n" + "\n".join(refused)
+    # Read before anything runs; the checks' child refuses the same files again when it loads them.
+    outside_api = static.check_folder(workdir)
+    if outside_api:
+        report += "\nOutside the student API (the tasks that load these files score 0):\n  " + "\n  ".join(outside_api)
     return workdir, report
