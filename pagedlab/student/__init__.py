@@ -32,7 +32,7 @@ PAGEDLAB = (
 STDLIB = (
     "__future__", "abc", "array", "bisect", "collections", "collections.abc", "copy", "ctypes",
     "dataclasses", "enum", "functools", "hashlib", "heapq", "itertools", "math", "operator",
-    "random", "statistics", "struct", "typing",
+    "random", "re", "statistics", "string", "struct", "time", "typing",
 )
 
 # Third-party modules (and their submodules) a student file may import.
