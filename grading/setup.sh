@@ -34,6 +34,12 @@ PATH="/autograder/uv-tool/bin:$PATH" "$VENV/bin/python" "$SRC/tools/bootstrap.py
 # Student code runs as this unprivileged user (pagedlab grade switches to it per task), so a
 # submission can neither edit the grader's checks nor read the reference solutions.
 id student >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin student
+# A pool for `pagedlab grade-class --jobs N` on an instructor's machine: one user per concurrent
+# job (PAGEDLAB_GRADE_USER=pagedlab-grade-0,pagedlab-grade-1,...); Gradescope grades one
+# submission per container and needs only `student`.
+for i in $(seq 0 $(( ${PAGEDLAB_GRADE_POOL:-0} - 1 ))); do
+    id "pagedlab-grade-$i" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "pagedlab-grade-$i"
+done
 chmod -R a+rX "$SRC" "$VENV" /autograder/python 2>/dev/null || chmod -R a+rX "$SRC" "$VENV"
 export PAGEDLAB_GRADE_USER=student
 

@@ -21,7 +21,7 @@ import pytest
 from pagedlab import cli
 from pagedlab.grading import grade, points
 from pagedlab.grading.notebooks import notebook_paths, run_notebook
-from pagedlab.grading.runner import CheckOutcome, TaskOutcome
+from pagedlab.sandbox.runner import CheckOutcome, TaskOutcome
 
 FAKE_CHECKS = Path(__file__).parent / "submissions" / "fake_checks.py"
 SCALE = 0.1  # task1/task2 limits of 30 s become 3 s

@@ -8,6 +8,7 @@ as root, with a user created for them; elsewhere they are skipped saying why.
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -33,13 +34,13 @@ FORGE_RECORDS = textwrap.dedent('''
     import json as _j, os as _o, sys as _s
     from pathlib import Path as _P
     def _forge():
-        events = _s.argv[1] if len(_s.argv) > 1 else None
-        if not events:
+        fd = _o.environ.get("PAGEDLAB_RECORD_FD")
+        if not fd:
             return
         import pagedlab.checks.golden as g
         records = g.load()["records"]
         req = {"checks": []}
-        with open(events, "a") as out:
+        with _o.fdopen(int(fd), "a", closefd=False) as out:
             out.write(_j.dumps({"event": "start"}) + "\\n")
             # The task's checks, in the order the grader asked: public ones have committed records.
             task = [k for k in records][0]
@@ -151,8 +152,8 @@ def test_symlinks_fifos_and_huge_files_are_refused_not_followed(tmp_path):
 def test_an_oversized_or_malformed_record_fails_cleanly(tmp_path):
     flood = textwrap.dedent('''
         import sys as _s, os as _o
-        if len(_s.argv) > 1:
-            with open(_s.argv[1], "a") as _f:
+        if _o.environ.get("PAGEDLAB_RECORD_FD"):
+            with _o.fdopen(int(_o.environ["PAGEDLAB_RECORD_FD"]), "a", closefd=False) as _f:
                 _f.write('{"event": "start"}\\n')
                 _f.write('{"event": "record", "index": 0, "record": ' + '[' * 100000 + ']' * 100000 + '}\\n')
                 chunk = "x" * (1 << 20)
@@ -166,7 +167,7 @@ def test_an_oversized_or_malformed_record_fails_cleanly(tmp_path):
 
 
 def test_an_output_flood_fails_its_task_and_leaves_the_grader_alone(tmp_path):
-    flood = "\nimport sys as _s\nif len(_s.argv) > 1:\n    _s.stdout.write('spam' * (1 << 29))\n"
+    flood = "\nimport sys as _s, os as _o\nif _o.environ.get('PAGEDLAB_RECORD_FD'):\n    _s.stdout.write('spam' * (1 << 29))\n"
     results = _grade(_submission(tmp_path, flood, files=("memory_manager.py",)), tasks=["1"])
     assert results["score"] == 0
 
@@ -174,7 +175,7 @@ def test_an_output_flood_fails_its_task_and_leaves_the_grader_alone(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Sandboxed: as on Gradescope
 # ---------------------------------------------------------------------------------------------
-SANDBOX_USER = "pagedlab-redteam"
+SANDBOX_USER = "pagedlab-sandbox-rt"
 
 
 @pytest.fixture
@@ -299,3 +300,192 @@ def test_sandboxed_code_has_no_network_when_asked(sandbox, tmp_path, monkeypatch
         assert connected == reached, (no_network, results["tests"][0]["output"][-400:])
         assert results["score"] == 0
     server.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Sandboxed: the process around the child (issue 25). Each attack is a real submission, graded
+# through the command line as on Gradescope; each must score 0, get its own results.json with a
+# clear message, leave no process behind, and reach nothing of root's.
+# ---------------------------------------------------------------------------------------------
+# Where the child's record goes: the descriptor the grader hands over (or, in a grader that
+# still used a path, the file named on the child's command line).
+RECORD = textwrap.dedent('''
+    import os as _o, sys as _s
+    def _record():
+        fd = _o.environ.get("PAGEDLAB_RECORD_FD")
+        return _o.fdopen(int(fd), "a", closefd=False) if fd else open(_s.argv[1], "a")
+''')
+
+ATTACKS = {
+    # Crash with output.txt turned into a link to a root-only file: the crash report must not
+    # show it (SECRET is filled in with the private solution's path).
+    "symlinked output": '''
+        import os as _o, signal as _sig
+        try:
+            _o.unlink("output.txt")
+        except OSError:
+            pass
+        _o.symlink(SECRET, "output.txt")
+        _o.kill(_o.getpid(), _sig.SIGSEGV)
+    ''',
+    # Crash with output.txt turned into a FIFO: a reader that opens it blocks forever.
+    "fifo output": '''
+        import os as _o, signal as _sig
+        try:
+            _o.unlink("output.txt")
+        except OSError:
+            pass
+        _o.mkfifo("output.txt")
+        _o.kill(_o.getpid(), _sig.SIGSEGV)
+    ''',
+    # The record replaced by /dev/zero: a reader without a cap reads until memory runs out.
+    "dev zero record": RECORD + '''
+        _z = _o.open("/dev/zero", _o.O_RDONLY)
+        if _o.environ.get("PAGEDLAB_RECORD_FD"):
+            _o.dup2(_z, int(_o.environ["PAGEDLAB_RECORD_FD"]))
+        elif len(_s.argv) > 1:
+            _o.unlink(_s.argv[1])
+            _o.symlink("/dev/zero", _s.argv[1])
+        _o._exit(0)
+    ''',
+    # An integer too long for json.loads.
+    "huge int": RECORD + '''
+        with _record() as _f:
+            _f.write('{"event": "begin", "index": ' + "9" * 5000 + '}\\n')
+        _o._exit(0)
+    ''',
+    # A 10,000-deep tree in the scratch folder for root's cleanup.
+    "deep tree": '''
+        import os as _o
+        _here = _o.getcwd()
+        for _i in range(10000):
+            _o.mkdir("d")
+            _o.chdir("d")
+        _o.chdir(_here)
+    ''',
+    # A forged grader_error event: the student's text shown as the autograder's problem.
+    "forged grader error": RECORD + '''
+        with _record() as _f:
+            _f.write('{"event": "grader_error", "message": "FORGED: not your code, full marks"}\\n')
+        _o._exit(0)
+    ''',
+    # A lone surrogate in an exception message: results.json cannot be encoded.
+    "lone surrogate": '''
+        raise ValueError("bad \\udc80 value")
+    ''',
+}
+
+
+def _cli_grade(sub: Path, out: Path, tasks: list[str], timeout: float = 600) -> tuple[dict | None, str]:
+    """`pagedlab grade --json` in a process of its own (a grader that hangs is killed, not
+    waited on; its address space is capped so a runaway read cannot take the machine down)."""
+    import resource
+    import signal
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (8 * 2**30, 8 * 2**30))
+
+    cmd = [sys.executable, "-m", "pagedlab", "grade", "--impl", str(sub), "--json", str(out),
+           "--tasks", ",".join(tasks), "--no-hidden"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True, preexec_fn=cap, cwd=ROOT)
+    try:
+        text = proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        text = proc.communicate()[0] + f"\n[the grader hung: killed after {timeout:.0f} s]"
+    try:
+        return json.loads(out.read_text(encoding="utf-8")), text
+    except (OSError, ValueError):
+        return None, text
+
+
+def _user_processes(name: str) -> str:
+    deadline = time.monotonic() + 10  # SIGKILLed processes take a moment to be reaped
+    while True:
+        out = subprocess.run(["pgrep", "-u", name], capture_output=True, text=True).stdout.strip()
+        if not out or time.monotonic() > deadline:
+            return out
+        time.sleep(0.2)
+
+
+def _solution_only_lines() -> list[str]:
+    given = set((EXERCISES / "memory_manager.py").read_text().splitlines())
+    return [line for line in (ROOT / "solutions" / "memory_manager.py").read_text().splitlines()
+            if len(line.strip()) > 25 and line not in given]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_sandboxed_attacks_on_the_process_around_the_child(sandbox, tmp_path, attack):
+    secret = ROOT / "solutions" / "memory_manager.py"
+    code = textwrap.dedent(ATTACKS[attack]).replace("SECRET", repr(str(secret)))
+    results, log = _cli_grade(_submission(tmp_path, code, files=("memory_manager.py",)),
+                              tmp_path / "results.json", ["1"], timeout=300)
+    assert results is not None, f"no results.json:\n{log[-3000:]}"
+    assert results["score"] == 0
+    assert results["tests"], f"results.json without the task's result: {results['output'][-1500:]}"
+    text = json.dumps(results, ensure_ascii=False)
+    assert "autograder problem" not in text and "misconfigured" not in text, text[-1500:]
+    leaked = [line for line in _solution_only_lines() if line.strip() in text]
+    assert not leaked, f"root-only lines reached the feedback: {leaked[:3]}"
+    assert _user_processes(sandbox) == "", "processes of the sandbox user outlived the grade"
+
+
+# A process that survives its task: it leaves the task's session, keeps sending SIGKILL to -1
+# (so a killer running as the same user dies first) and forks now and then (so a sweep that
+# lists pids once misses it); meanwhile it plants output.txt -> TARGET in every folder it can
+# write under /tmp, for root to create TARGET when it opens output.txt for the next task.
+RACE = '''
+    import os as _o, signal as _sig, time as _t, glob as _g
+    def _daemon(target):
+        if _o.fork():
+            return
+        _o.setsid()
+        if _o.fork():
+            _o._exit(0)
+        end = _t.time() + 120
+        n = 0
+        while _t.time() < end:
+            n += 1
+            try:
+                _o.kill(-1, _sig.SIGKILL)
+            except OSError:
+                pass
+            if n % 50 == 0:
+                try:
+                    if _o.fork():
+                        _o._exit(0)
+                except OSError:
+                    pass
+            for d in _g.glob("/tmp/pagedlab-*/") + _g.glob("/tmp/pagedlab-*/*/"):
+                p = d + "output.txt"
+                if _o.path.islink(p):
+                    continue
+                try:
+                    _o.unlink(p)
+                except OSError:
+                    pass
+                try:
+                    _o.symlink(target, p)
+                except OSError:
+                    pass
+        _o._exit(0)
+    _daemon(TARGET)
+'''
+
+
+@pytest.mark.integration
+def test_a_process_that_dodges_the_kill_step_plants_nothing_for_root(sandbox, tmp_path):
+    private = tmp_path / "root-only"
+    private.mkdir(mode=0o700)
+    target = private / "planted.pth"
+    code = textwrap.dedent(RACE).replace("TARGET", repr(str(target)))
+    results, log = _cli_grade(_submission(tmp_path, code, files=("memory_manager.py",)),
+                              tmp_path / "results.json", ["1", "2"], timeout=600)
+    assert not target.exists(), "root followed a link the submission planted"
+    assert _user_processes(sandbox) == "", "a process of the submission outlived the kill step"
+    assert results is not None, log[-3000:]
+    assert results["score"] == 0
+    assert "autograder problem" not in json.dumps(results), results["output"][-1500:]
