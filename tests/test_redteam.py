@@ -489,3 +489,108 @@ def test_a_process_that_dodges_the_kill_step_plants_nothing_for_root(sandbox, tm
     assert results is not None, log[-3000:]
     assert results["score"] == 0
     assert "autograder problem" not in json.dumps(results), results["output"][-1500:]
+
+
+# ---------------------------------------------------------------------------------------------
+# grade-class: one sandbox user per concurrent job; a classmate's files out of reach
+# ---------------------------------------------------------------------------------------------
+POOL = ["pagedlab-sandbox-p0", "pagedlab-sandbox-p1", "pagedlab-sandbox-p2"]
+
+# Looks for a classmate's memory_manager.py wherever the grader's processes point (their command
+# lines in /proc) and in the grader's folders under /tmp, and runs the first finished one it finds.
+STEAL_FROM_CLASSMATES = '''
+    import os as _o, glob as _g
+    def _steal():
+        places = set(_g.glob("/tmp/pagedlab-*/*"))
+        for cmdline in _g.glob("/proc/[0-9]*/cmdline"):
+            try:
+                args = open(cmdline, "rb").read().split(b"\\0")
+            except OSError:
+                continue
+            for arg in args:
+                arg = arg.decode(errors="ignore")
+                if arg.startswith("/") and ("students" in arg or "submission" in arg):
+                    places.update({arg, _o.path.dirname(arg), _o.path.dirname(_o.path.dirname(arg)),
+                                   _o.path.dirname(_o.path.dirname(_o.path.dirname(arg)))})
+        for top in sorted(places):
+            for path in _g.glob(top + "/**/memory_manager.py", recursive=True)[:50]:
+                try:
+                    text = open(path).read()
+                except OSError:
+                    continue
+                if "_steal" not in text and "YOUR CODE HERE" not in text:
+                    exec(compile(text, path, "exec"), globals())
+                    return
+    _steal()
+'''
+
+
+@pytest.fixture
+def pool(sandbox, monkeypatch):
+    for name in POOL:
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+    monkeypatch.setenv("PAGEDLAB_GRADE_USER", ",".join(POOL))
+    return POOL
+
+
+def _class_folder(tmp_path: Path) -> Path:
+    """A class folder as an instructor would have it: open to others (0755) but for the uploads."""
+    import tempfile
+
+    klass = Path(tempfile.mkdtemp(prefix="pagedlab-sandbox-class-"))
+    klass.chmod(0o755)
+    subs = klass / "submissions"
+    subs.mkdir()
+    for who in ("alice", "bob"):  # two honest students, both with the reference solution
+        (subs / who).mkdir()
+        for name in PY_FILES + ("paged_attention.cu",):
+            shutil.copy(ROOT / "solutions" / name, subs / who / name)
+    (subs / "mallory").mkdir()
+    for name in PY_FILES + ("paged_attention.cu",):
+        extra = textwrap.dedent(STEAL_FROM_CLASSMATES) if name == "memory_manager.py" else ""
+        (subs / "mallory" / name).write_text((EXERCISES / name).read_text() + extra)
+    subs.chmod(0o700)
+    return klass
+
+
+@pytest.mark.integration
+def test_grade_class_jobs_run_under_their_own_users_and_see_no_classmate(pool, tmp_path):
+    klass = _class_folder(tmp_path)
+    out = klass / "out"
+    try:
+        run = subprocess.run([sys.executable, "-m", "pagedlab", "grade-class", str(klass / "submissions"),
+                              "--out", str(out), "--jobs", "3", "--tasks", "1,2", "--no-hidden"],
+                             capture_output=True, text=True, timeout=1200, cwd=ROOT,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        students = out / "students"
+        scores, spans, users = {}, {}, {}
+        for who in ("alice", "bob", "mallory"):
+            results = json.loads((students / who / "results.json").read_text())
+            scores[who] = results["score"]
+            state = json.loads((students / who / "state.json").read_text())
+            end = (students / who / "results.json").stat().st_mtime
+            spans[who] = (end - state["seconds"], end)
+            log = (students / who / "grade.log").read_text()
+            users[who] = log.split("runs as user '")[1].split("'")[0] if "runs as user '" in log else None
+        assert scores == {"alice": 22, "bob": 22, "mallory": 0}, (scores, run.stdout[-2000:])
+        assert len(set(users.values())) == 3 and None not in users.values(), users
+        # The honest jobs really ran at the same time.
+        assert spans["alice"][0] < spans["bob"][1] and spans["bob"][0] < spans["alice"][1], spans
+        assert (out.stat().st_mode & 0o077) == 0 and (students / "alice").stat().st_mode & 0o077 == 0
+    finally:
+        subprocess.run(["rm", "-rf", str(klass)], check=False)
+
+
+def test_grade_class_refuses_uploads_other_users_can_read(pool, tmp_path):
+    from pagedlab.grading import classroom
+
+    subs = tmp_path / "uploads"
+    subs.mkdir(mode=0o755)
+    subs.chmod(0o755)
+    with pytest.raises(ValueError, match="chmod 700"):
+        classroom._refuse_readable_uploads(subs)
+    subs.chmod(0o700)
+    classroom._refuse_readable_uploads(subs)
