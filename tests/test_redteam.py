@@ -307,8 +307,8 @@ def test_sandboxed_code_has_no_network_when_asked(sandbox, tmp_path, monkeypatch
 # through the command line as on Gradescope; each must score 0, get its own results.json with a
 # clear message, leave no process behind, and reach nothing of root's.
 # ---------------------------------------------------------------------------------------------
-# Where the child's record goes: the descriptor the grader hands over (or, in a grader that
-# still used a path, the file named on the child's command line).
+# Prepended to every attack: where the child's record goes, the descriptor the grader hands
+# over (or, in a grader that still used a path, the file named on the child's command line).
 RECORD = textwrap.dedent('''
     import os as _o, sys as _s
     def _record():
@@ -318,7 +318,7 @@ RECORD = textwrap.dedent('''
 
 ATTACKS = {
     # Crash with output.txt turned into a link to a root-only file: the crash report must not
-    # show it (SECRET is filled in with the private solution's path).
+    # show it (SECRET is filled in with the path of a file in a root-only folder).
     "symlinked output": '''
         import os as _o, signal as _sig
         try:
@@ -339,7 +339,7 @@ ATTACKS = {
         _o.kill(_o.getpid(), _sig.SIGSEGV)
     ''',
     # The record replaced by /dev/zero: a reader without a cap reads until memory runs out.
-    "dev zero record": RECORD + '''
+    "dev zero record": '''
         _z = _o.open("/dev/zero", _o.O_RDONLY)
         if _o.environ.get("PAGEDLAB_RECORD_FD"):
             _o.dup2(_z, int(_o.environ["PAGEDLAB_RECORD_FD"]))
@@ -349,7 +349,7 @@ ATTACKS = {
         _o._exit(0)
     ''',
     # An integer too long for json.loads.
-    "huge int": RECORD + '''
+    "huge int": '''
         with _record() as _f:
             _f.write('{"event": "begin", "index": ' + "9" * 5000 + '}\\n')
         _o._exit(0)
@@ -364,7 +364,7 @@ ATTACKS = {
         _o.chdir(_here)
     ''',
     # A forged grader_error event: the student's text shown as the autograder's problem.
-    "forged grader error": RECORD + '''
+    "forged grader error": '''
         with _record() as _f:
             _f.write('{"event": "grader_error", "message": "FORGED: not your code, full marks"}\\n')
         _o._exit(0)
@@ -383,7 +383,7 @@ def _cli_grade(sub: Path, out: Path, tasks: list[str], timeout: float = 600) -> 
     import signal
 
     def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (8 * 2**30, 8 * 2**30))
+        resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
 
     cmd = [sys.executable, "-m", "pagedlab", "grade", "--impl", str(sub), "--json", str(out),
            "--tasks", ",".join(tasks), "--no-hidden"]
@@ -410,17 +410,14 @@ def _user_processes(name: str) -> str:
         time.sleep(0.2)
 
 
-def _solution_only_lines() -> list[str]:
-    given = set((EXERCISES / "memory_manager.py").read_text().splitlines())
-    return [line for line in (ROOT / "solutions" / "memory_manager.py").read_text().splitlines()
-            if len(line.strip()) > 25 and line not in given]
-
-
 @pytest.mark.integration
 @pytest.mark.parametrize("attack", list(ATTACKS))
 def test_sandboxed_attacks_on_the_process_around_the_child(sandbox, tmp_path, attack):
-    secret = ROOT / "solutions" / "memory_manager.py"
-    code = textwrap.dedent(ATTACKS[attack]).replace("SECRET", repr(str(secret)))
+    private = tmp_path / "root-only"
+    private.mkdir(mode=0o700)
+    secret = private / "secret.txt"
+    secret.write_text("".join(f"root-only line {i}: do not show\n" for i in range(40)))
+    code = RECORD + textwrap.dedent(ATTACKS[attack]).replace("SECRET", repr(str(secret)))
     results, log = _cli_grade(_submission(tmp_path, code, files=("memory_manager.py",)),
                               tmp_path / "results.json", ["1"], timeout=300)
     assert results is not None, f"no results.json:\n{log[-3000:]}"
@@ -428,8 +425,7 @@ def test_sandboxed_attacks_on_the_process_around_the_child(sandbox, tmp_path, at
     assert results["tests"], f"results.json without the task's result: {results['output'][-1500:]}"
     text = json.dumps(results, ensure_ascii=False)
     assert "autograder problem" not in text and "misconfigured" not in text, text[-1500:]
-    leaked = [line for line in _solution_only_lines() if line.strip() in text]
-    assert not leaked, f"root-only lines reached the feedback: {leaked[:3]}"
+    assert "root-only line" not in text, "a root-only file reached the feedback"
     assert _user_processes(sandbox) == "", "processes of the sandbox user outlived the grade"
 
 
@@ -594,3 +590,35 @@ def test_grade_class_refuses_uploads_other_users_can_read(pool, tmp_path):
         classroom._refuse_readable_uploads(subs)
     subs.chmod(0o700)
     classroom._refuse_readable_uploads(subs)
+
+
+# A process that kills every process of its user but itself and forks a new pid now and then.
+DODGER = '''
+import os, signal, time
+if os.fork():
+    os._exit(0)
+os.setsid()
+end = time.time() + 60
+n = 0
+while time.time() < end:
+    n += 1
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    if n % 20 == 0 and os.fork():
+        os._exit(0)
+'''
+
+
+def test_the_kill_step_ends_a_process_that_kills_its_killers_and_forks(pool):
+    """Root's /proc sweep on its own (what a machine without PID namespaces gets)."""
+    from pagedlab.sandbox import users
+
+    user = pwd.getpwnam(POOL[2])
+    subprocess.run(["/usr/bin/python3", "-c", DODGER], user=user.pw_uid, group=user.pw_gid, extra_groups=[],
+                   cwd="/", env={"PATH": os.defpath}, check=True, timeout=30)
+    time.sleep(0.3)
+    assert users.pids_of(user.pw_uid), "the dodger did not start"
+    users.kill_user(user.pw_uid, timeout=10)
+    assert users.pids_of(user.pw_uid) == []

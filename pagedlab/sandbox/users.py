@@ -40,7 +40,7 @@ def _lookup(name: str) -> Sandbox:
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
-        raise ValueError(f"{USER_ENV}: no user {name!r} (create it, e.g. `useradd -M {name}`, "
+        raise ValueError(f"{USER_ENV}: no such user {name!r} (create it, e.g. `useradd -M {name}`, "
                          "or run grading/setup.sh)") from None
     if entry.pw_uid == 0:
         raise ValueError(f"{USER_ENV}: {name!r} is root; the submission must run as an unprivileged user")
