@@ -237,7 +237,7 @@ def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str]
     if pool and jobs > len(pool):
         echo(f"--jobs {jobs} capped to {len(pool)}: the sandbox pool ({users.USER_ENV}) has {len(pool)} "
              f"user{'s' if len(pool) != 1 else ''}, and two jobs under one user would kill each other's "
-             "checks (grading/setup.sh creates a pool: PAGEDLAB_GRADE_POOL=N)")
+             "checks (add users to the pool: `useradd -M pagedlab-grade-N`, see grading/README.md)")
         jobs = len(pool)
     version = grader_version(tasks, hidden)
     todo, states = [], {}
