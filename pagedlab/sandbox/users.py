@@ -93,22 +93,40 @@ def pids_of(uid: int) -> list[int]:
     return found
 
 
-def kill_user(uid: int, timeout: float = KILL_SECONDS) -> None:
-    """SIGKILL every process of `uid` from root, again and again until /proc shows none.
+# A uid no process has: the killer's real and saved uid, so the user's processes cannot signal it.
+KILLER_UID_OFFSET = 0x40000000
+QUIET_SWEEPS = 3  # consecutive sweeps of /proc that must find nothing
 
-    Root signals, so a process that keeps sending SIGKILL to -1 cannot kill the killer, and a
-    process that forks is caught on the next sweep. Raises KillFailed after `timeout` s.
+
+def _kill_minus_one(uid: int) -> None:
+    """kill(-1, SIGKILL) from a forked child with real/saved uid unused and effective uid `uid`:
+    the kernel signals every process of `uid` in one pass (a fork racing it fails), and none of
+    them may signal back (their uid matches neither the killer's real nor its saved uid)."""
+    pid = os.fork()
+    if pid == 0:  # only system calls here: the parent has threads
+        try:
+            shadow = uid + KILLER_UID_OFFSET
+            os.setresuid(shadow, uid, shadow)
+            os.kill(-1, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def kill_user(uid: int, timeout: float = KILL_SECONDS) -> None:
+    """SIGKILL every process of `uid`, again until /proc shows none several sweeps in a row.
+
+    Neither a process that keeps sending SIGKILL to -1 (it cannot reach the killer) nor one that
+    keeps forking (one kill(-1) takes them all; a sweep that missed one is followed by another)
+    survives. Raises KillFailed after `timeout` s.
     """
     deadline = time.monotonic() + timeout
-    while True:
+    quiet = 0
+    while quiet < QUIET_SWEEPS:
+        _kill_minus_one(uid)
         pids = pids_of(uid)
-        if not pids:
-            return
-        if time.monotonic() > deadline:
+        quiet = 0 if pids else quiet + 1
+        if pids and time.monotonic() > deadline:
             raise KillFailed(f"processes of uid {uid} survived {timeout:.0f} s of SIGKILL: {pids[:10]}")
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.01)
+        if pids:
+            time.sleep(0.01)
