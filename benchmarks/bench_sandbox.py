@@ -36,6 +36,8 @@ def grade_seconds(sub: Path, tasks: str, user: str | None) -> tuple[float, float
     if user:
         env["PAGEDLAB_GRADE_USER"] = user
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp:
+        # Both start with a cold kernel cache: the sandbox gives each grading job its own.
+        env["PAGEDLAB_CACHE"] = str(Path(tmp) / "cache")
         out = Path(tmp) / "results.json"
         began = time.perf_counter()
         subprocess.run([sys.executable, "-m", "pagedlab", "grade", "--impl", str(sub), "--json", str(out),

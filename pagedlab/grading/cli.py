@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -22,6 +23,7 @@ from ..checks import framework
 from ..sandbox.process import isolation_note
 from ..sandbox.runner import printable, run_task
 from ..sandbox.users import sandbox_user
+from ..sandbox.workspace import remove_tree
 from . import points, report, submission
 from .notebooks import notebook_dir, notebook_paths, run_notebook
 
@@ -75,8 +77,14 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
             raise FileNotFoundError(f"--hidden {hidden_from}: no such folder of hidden checks")
     elif hidden:
         hidden_from = framework.hidden_dir()
-    with tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir:
+    workdir = tempfile.mkdtemp(prefix="pagedlab-grade-")
+    try:
         Path(workdir).chmod(0o711)  # the tasks' user reaches the submission copy inside
+        if sandbox is not None:
+            cache = Path(workdir) / "cache"
+            cache.mkdir(mode=0o700)
+            sandbox.own(cache)
+            sandbox = dataclasses.replace(sandbox, cache=cache)
         impl_arg, folder, found = _resolve_impl(impl, Path(workdir), sandbox)
         if sandbox is not None:
             echo(f"(the submission's code runs as user {sandbox.name!r}; {isolation_note()})")
@@ -107,6 +115,9 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
                 nb = run_notebook(path, impl_arg, sandbox)
                 nb_outcomes.append(nb)
                 echo(f"{'✓' if nb.passed else '✗'} notebook {nb.name} ({nb.seconds:.0f}s)")
+    finally:
+        # The cache is the user's: removed without following a link or recursing on its depth.
+        remove_tree(Path(workdir))
     table = report.score_table(outcomes, nb_outcomes)
     echo()
     echo(table)

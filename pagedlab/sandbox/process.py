@@ -148,6 +148,8 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
         as_user = {}
         if sandbox is not None:
             env = minimal_env(env, space.home)
+            if sandbox.cache is not None:
+                env["PAGEDLAB_CACHE"] = str(sandbox.cache)
             cmd, as_user = _as_user(cmd, sandbox)
         if record_cap:
             env[RECORD_FD_ENV] = str(record_fd)

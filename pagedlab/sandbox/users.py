@@ -26,6 +26,9 @@ class Sandbox:
     name: str
     uid: int
     gid: int
+    # The kernel compile cache of one grading job, shared by its children (the user's own: a
+    # planted build can only mislead this submission's own later checks, which the judge verifies).
+    cache: Path | None = None
 
     def own(self, path: Path) -> None:
         os.chown(path, self.uid, self.gid)
