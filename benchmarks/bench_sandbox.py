@@ -47,6 +47,21 @@ def grade_seconds(sub: Path, tasks: str, user: str | None) -> tuple[float, float
     return seconds, results["score"], sum(t["max_score"] for t in results["tests"])
 
 
+def child_seconds(user: str | None, n: int = 8) -> float:
+    """Median seconds of one limited child that does nothing (the sandbox's fixed cost per child:
+    workspace, PID namespace, descriptors, kill sweep), run in this process."""
+    from pagedlab.sandbox import process, users
+
+    sandbox = users._lookup(user) if user else None
+    times = []
+    for _ in range(n):
+        began = time.perf_counter()
+        process.run_limited([sys.executable, "-c", "pass"], env=dict(os.environ), timeout=60,
+                            memory_bytes=4 * 2**30, sandbox=sandbox, record_cap=1024)
+        times.append(time.perf_counter() - began)
+    return sorted(times)[n // 2]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", default="1,2,6,10,11")
@@ -74,6 +89,10 @@ def main() -> int:
                     print(f"{label}: the reference scored {score}/{best}: not the same work", file=sys.stderr)
                     return 1
                 times[label].append(seconds)
+    sys.path.insert(0, str(ROOT))
+    bare, boxed_child = child_seconds(None), child_seconds(args.user)
+    print(f"one empty child: {bare:.3f} s without, {boxed_child:.3f} s with the sandbox "
+          f"(+{boxed_child - bare:.3f} s per child)")
     base, boxed = min(times["no sandbox"]), min(times["sandbox"])
     print(f"tasks {args.tasks}, best of {args.rounds}, {os.cpu_count()} cores")
     for label, values in times.items():

@@ -86,10 +86,16 @@ def _uids_of(pid: str) -> tuple[set[int], bool]:
 
 
 def pids_of(uid: int) -> list[int]:
-    """Live processes running as `uid` (zombies run nothing and are left to their reaper)."""
+    """Live processes running as `uid` (by /proc's owner, the effective uid; zombies run nothing
+    and are left to their reaper). Only a check: the kill itself reaches real and saved uids too."""
     found = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
+            try:  # a stat first: reading every process's status makes the sweep slow
+                if os.stat(f"/proc/{pid}").st_uid != uid:
+                    continue
+            except OSError:
+                continue
             uids, zombie = _uids_of(pid)
             if uid in uids and not zombie:
                 found.append(int(pid))
