@@ -49,6 +49,12 @@ PATH="$AUTOGRADER/uv-tool/bin:$PATH" "$VENV/bin/python" "$SRC/tools/bootstrap.py
 # submission can neither edit the grader's checks nor read the reference solutions.
 GRADE_USER="${PAGEDLAB_GRADE_USER:-student}"
 id "$GRADE_USER" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$GRADE_USER"
+# A pool for `pagedlab grade-class --jobs N` on an instructor's machine: one user per concurrent
+# job (PAGEDLAB_GRADE_USER=pagedlab-grade-0,pagedlab-grade-1,...); Gradescope grades one
+# submission per container and needs only the one user.
+for i in $(seq 0 $(( ${PAGEDLAB_GRADE_POOL:-0} - 1 ))); do
+    id "pagedlab-grade-$i" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "pagedlab-grade-$i"
+done
 chmod -R a+rX "$SRC" "$VENV" "$AUTOGRADER/python" 2>/dev/null || chmod -R a+rX "$SRC" "$VENV"
 export PAGEDLAB_GRADE_USER="$GRADE_USER"
 (cd / && runuser -u "$GRADE_USER" -- "$VENV/bin/python" -c "import pagedlab") || {

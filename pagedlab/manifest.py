@@ -27,6 +27,23 @@ _FIELDS = {"id", "title", "part", "notebook", "section", "files", "checks", "poi
            "feedback", "partial", "visibility"}
 
 
+# Address space of each task's process, GiB (the reference needs under 1; torch and the
+# kernel compiler included).
+MEMORY_GB = 4.0
+MEMORY_ENV = "PAGEDLAB_GRADE_MEMORY_GB"
+
+def memory_limit() -> float:
+    """GiB of address space per task process (PAGEDLAB_GRADE_MEMORY_GB overrides MEMORY_GB)."""
+    text = os.environ.get(MEMORY_ENV, "").strip()
+    try:
+        value = float(text) if text else MEMORY_GB
+    except ValueError:
+        raise ValueError(f"{MEMORY_ENV} must be a number of GiB, got {text!r}") from None
+    if not value > 0:
+        raise ValueError(f"{MEMORY_ENV} must be positive, got {text!r}")
+    return value
+
+
 def time_scale() -> float:
     text = os.environ.get(TIME_SCALE_ENV, "").strip()
     if not text:

@@ -22,7 +22,7 @@ import pytest
 
 from pagedlab import cli
 from pagedlab.grading import grade, points
-from pagedlab.grading.runner import GRACE
+from pagedlab.sandbox.runner import GRACE
 from pagedlab.loader import ROOT
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -8,6 +8,7 @@ as root, with a user created for them; elsewhere they are skipped saying why.
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -33,13 +34,13 @@ FORGE_RECORDS = textwrap.dedent('''
     import json as _j, os as _o, sys as _s
     from pathlib import Path as _P
     def _forge():
-        events = _s.argv[1] if len(_s.argv) > 1 else None
-        if not events:
+        fd = _o.environ.get("PAGEDLAB_RECORD_FD")
+        if not fd:
             return
         import pagedlab.checks.golden as g
         records = g.load()["records"]
         req = {"checks": []}
-        with open(events, "a") as out:
+        with _o.fdopen(int(fd), "a", closefd=False) as out:
             out.write(_j.dumps({"event": "start"}) + "\\n")
             # The task's checks, in the order the grader asked: public ones have committed records.
             task = [k for k in records][0]
@@ -151,8 +152,8 @@ def test_symlinks_fifos_and_huge_files_are_refused_not_followed(tmp_path):
 def test_an_oversized_or_malformed_record_fails_cleanly(tmp_path):
     flood = textwrap.dedent('''
         import sys as _s, os as _o
-        if len(_s.argv) > 1:
-            with open(_s.argv[1], "a") as _f:
+        if _o.environ.get("PAGEDLAB_RECORD_FD"):
+            with _o.fdopen(int(_o.environ["PAGEDLAB_RECORD_FD"]), "a", closefd=False) as _f:
                 _f.write('{"event": "start"}\\n')
                 _f.write('{"event": "record", "index": 0, "record": ' + '[' * 100000 + ']' * 100000 + '}\\n')
                 chunk = "x" * (1 << 20)
@@ -166,7 +167,7 @@ def test_an_oversized_or_malformed_record_fails_cleanly(tmp_path):
 
 
 def test_an_output_flood_fails_its_task_and_leaves_the_grader_alone(tmp_path):
-    flood = "\nimport sys as _s\nif len(_s.argv) > 1:\n    _s.stdout.write('spam' * (1 << 29))\n"
+    flood = "\nimport sys as _s, os as _o\nif _o.environ.get('PAGEDLAB_RECORD_FD'):\n    _s.stdout.write('spam' * (1 << 29))\n"
     results = _grade(_submission(tmp_path, flood, files=("memory_manager.py",)), tasks=["1"])
     assert results["score"] == 0
 
@@ -174,7 +175,7 @@ def test_an_output_flood_fails_its_task_and_leaves_the_grader_alone(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Sandboxed: as on Gradescope
 # ---------------------------------------------------------------------------------------------
-SANDBOX_USER = "pagedlab-redteam"
+SANDBOX_USER = "pagedlab-sandbox-rt"
 
 
 @pytest.fixture
@@ -299,3 +300,348 @@ def test_sandboxed_code_has_no_network_when_asked(sandbox, tmp_path, monkeypatch
         assert connected == reached, (no_network, results["tests"][0]["output"][-400:])
         assert results["score"] == 0
     server.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Sandboxed: the process around the child (issue 25). Each attack is a real submission, graded
+# through the command line as on Gradescope; each must score 0, get its own results.json with a
+# clear message, leave no process behind, and reach nothing of root's.
+# ---------------------------------------------------------------------------------------------
+# Prepended to every attack: where the child's record goes, the descriptor the grader hands
+# over (or, in a grader that still used a path, the file named on the child's command line).
+RECORD = textwrap.dedent('''
+    import os as _o, sys as _s
+    def _record():
+        fd = _o.environ.get("PAGEDLAB_RECORD_FD")
+        return _o.fdopen(int(fd), "a", closefd=False) if fd else open(_s.argv[1], "a")
+''')
+
+ATTACKS = {
+    # Crash with output.txt turned into a link to a root-only file: the crash report must not
+    # show it (SECRET is filled in with the path of a file in a root-only folder).
+    "symlinked output": '''
+        import os as _o, signal as _sig
+        try:
+            _o.unlink("output.txt")
+        except OSError:
+            pass
+        _o.symlink(SECRET, "output.txt")
+        _o.kill(_o.getpid(), _sig.SIGSEGV)
+    ''',
+    # Crash with output.txt turned into a FIFO: a reader that opens it blocks forever.
+    "fifo output": '''
+        import os as _o, signal as _sig
+        try:
+            _o.unlink("output.txt")
+        except OSError:
+            pass
+        _o.mkfifo("output.txt")
+        _o.kill(_o.getpid(), _sig.SIGSEGV)
+    ''',
+    # The record replaced by /dev/zero: a reader without a cap reads until memory runs out.
+    "dev zero record": '''
+        _z = _o.open("/dev/zero", _o.O_RDONLY)
+        if _o.environ.get("PAGEDLAB_RECORD_FD"):
+            _o.dup2(_z, int(_o.environ["PAGEDLAB_RECORD_FD"]))
+        elif len(_s.argv) > 1:
+            _o.unlink(_s.argv[1])
+            _o.symlink("/dev/zero", _s.argv[1])
+        _o._exit(0)
+    ''',
+    # An integer too long for json.loads.
+    "huge int": '''
+        with _record() as _f:
+            _f.write('{"event": "begin", "index": ' + "9" * 5000 + '}\\n')
+        _o._exit(0)
+    ''',
+    # A 10,000-deep tree in the scratch folder for root's cleanup.
+    "deep tree": '''
+        import os as _o
+        _here = _o.getcwd()
+        for _i in range(10000):
+            _o.mkdir("d")
+            _o.chdir("d")
+        _o.chdir(_here)
+    ''',
+    # A forged grader_error event: the student's text shown as the autograder's problem.
+    "forged grader error": '''
+        with _record() as _f:
+            _f.write('{"event": "grader_error", "message": "FORGED: not your code, full marks"}\\n')
+        _o._exit(0)
+    ''',
+    # A lone surrogate in an exception message: results.json cannot be encoded.
+    "lone surrogate": '''
+        raise ValueError("bad \\udc80 value")
+    ''',
+}
+
+
+def _cli_grade(sub: Path, out: Path, tasks: list[str], timeout: float = 600) -> tuple[dict | None, str]:
+    """`pagedlab grade --json` in a process of its own (a grader that hangs is killed, not
+    waited on; its address space is capped so a runaway read cannot take the machine down)."""
+    import resource
+    import signal
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
+
+    cmd = [sys.executable, "-m", "pagedlab", "grade", "--impl", str(sub), "--json", str(out),
+           "--tasks", ",".join(tasks), "--no-hidden"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True, preexec_fn=cap, cwd=ROOT)
+    try:
+        text = proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        text = proc.communicate()[0] + f"\n[the grader hung: killed after {timeout:.0f} s]"
+    try:
+        return json.loads(out.read_text(encoding="utf-8")), text
+    except (OSError, ValueError):
+        return None, text
+
+
+def _user_processes(name: str) -> str:
+    deadline = time.monotonic() + 10  # SIGKILLed processes take a moment to be reaped
+    while True:
+        out = subprocess.run(["pgrep", "-u", name], capture_output=True, text=True).stdout.strip()
+        if not out or time.monotonic() > deadline:
+            return out
+        time.sleep(0.2)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_sandboxed_attacks_on_the_process_around_the_child(sandbox, tmp_path, attack):
+    private = tmp_path / "root-only"
+    private.mkdir(mode=0o700)
+    secret = private / "secret.txt"
+    secret.write_text("".join(f"root-only line {i}: do not show\n" for i in range(40)))
+    code = RECORD + textwrap.dedent(ATTACKS[attack]).replace("SECRET", repr(str(secret)))
+    results, log = _cli_grade(_submission(tmp_path, code, files=("memory_manager.py",)),
+                              tmp_path / "results.json", ["1"], timeout=300)
+    assert results is not None, f"no results.json:\n{log[-3000:]}"
+    assert results["score"] == 0
+    assert results["tests"], f"results.json without the task's result: {results['output'][-1500:]}"
+    text = json.dumps(results, ensure_ascii=False)
+    assert "autograder problem" not in text and "misconfigured" not in text, text[-1500:]
+    assert "root-only line" not in text, "a root-only file reached the feedback"
+    assert _user_processes(sandbox) == "", "processes of the sandbox user outlived the grade"
+
+
+# A process that survives its task: it leaves the task's session, keeps sending SIGKILL to -1
+# (so a killer running as the same user dies first) and forks now and then (so a sweep that
+# lists pids once misses it); meanwhile it plants output.txt -> TARGET in every folder it can
+# write under /tmp, for root to create TARGET when it opens output.txt for the next task.
+RACE = '''
+    import os as _o, signal as _sig, time as _t, glob as _g
+    def _daemon(target):
+        if _o.fork():
+            return
+        _o.setsid()
+        if _o.fork():
+            _o._exit(0)
+        end = _t.time() + 120
+        n = 0
+        while _t.time() < end:
+            n += 1
+            try:
+                _o.kill(-1, _sig.SIGKILL)
+            except OSError:
+                pass
+            if n % 50 == 0:
+                try:
+                    if _o.fork():
+                        _o._exit(0)
+                except OSError:
+                    pass
+            for d in _g.glob("/tmp/pagedlab-*/") + _g.glob("/tmp/pagedlab-*/*/"):
+                p = d + "output.txt"
+                if _o.path.islink(p):
+                    continue
+                try:
+                    _o.unlink(p)
+                except OSError:
+                    pass
+                try:
+                    _o.symlink(target, p)
+                except OSError:
+                    pass
+        _o._exit(0)
+    _daemon(TARGET)
+'''
+
+
+@pytest.mark.integration
+def test_a_process_that_dodges_the_kill_step_plants_nothing_for_root(sandbox, tmp_path):
+    private = tmp_path / "root-only"
+    private.mkdir(mode=0o700)
+    target = private / "planted.pth"
+    code = textwrap.dedent(RACE).replace("TARGET", repr(str(target)))
+    results, log = _cli_grade(_submission(tmp_path, code, files=("memory_manager.py",)),
+                              tmp_path / "results.json", ["1", "2"], timeout=600)
+    assert not target.exists(), "root followed a link the submission planted"
+    assert _user_processes(sandbox) == "", "a process of the submission outlived the kill step"
+    assert results is not None, log[-3000:]
+    assert results["score"] == 0
+    assert "autograder problem" not in json.dumps(results), results["output"][-1500:]
+
+
+# ---------------------------------------------------------------------------------------------
+# grade-class: one sandbox user per concurrent job; a classmate's files out of reach
+# ---------------------------------------------------------------------------------------------
+POOL = ["pagedlab-sandbox-p0", "pagedlab-sandbox-p1", "pagedlab-sandbox-p2"]
+
+# Looks for a classmate's memory_manager.py wherever the grader's processes point (their command
+# lines in /proc) and in the grader's folders under /tmp, and runs the first finished one it finds.
+STEAL_FROM_CLASSMATES = '''
+    import os as _o, glob as _g
+    def _steal():
+        places = set(_g.glob("/tmp/pagedlab-*/*"))
+        for cmdline in _g.glob("/proc/[0-9]*/cmdline"):
+            try:
+                args = open(cmdline, "rb").read().split(b"\\0")
+            except OSError:
+                continue
+            for arg in args:
+                arg = arg.decode(errors="ignore")
+                if arg.startswith("/") and ("students" in arg or "submission" in arg):
+                    places.update({arg, _o.path.dirname(arg), _o.path.dirname(_o.path.dirname(arg)),
+                                   _o.path.dirname(_o.path.dirname(_o.path.dirname(arg)))})
+        for top in sorted(places):
+            for path in _g.glob(top + "/**/memory_manager.py", recursive=True)[:50]:
+                try:
+                    text = open(path).read()
+                except OSError:
+                    continue
+                if "_steal" not in text and "YOUR CODE HERE" not in text:
+                    exec(compile(text, path, "exec"), globals())
+                    return
+    _steal()
+'''
+
+
+@pytest.fixture
+def pool(sandbox, monkeypatch):
+    for name in POOL:
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+    monkeypatch.setenv("PAGEDLAB_GRADE_USER", ",".join(POOL))
+    return POOL
+
+
+def _class_folder(tmp_path: Path) -> Path:
+    """A class folder as an instructor would have it: open to others (0755) but for the uploads."""
+    import tempfile
+
+    klass = Path(tempfile.mkdtemp(prefix="pagedlab-sandbox-class-"))
+    klass.chmod(0o755)
+    subs = klass / "submissions"
+    subs.mkdir()
+    for who in ("alice", "bob"):  # two honest students, both with the reference solution
+        (subs / who).mkdir()
+        for name in PY_FILES + ("paged_attention.cu",):
+            shutil.copy(ROOT / "solutions" / name, subs / who / name)
+    (subs / "mallory").mkdir()
+    for name in PY_FILES + ("paged_attention.cu",):
+        extra = textwrap.dedent(STEAL_FROM_CLASSMATES) if name == "memory_manager.py" else ""
+        (subs / "mallory" / name).write_text((EXERCISES / name).read_text() + extra)
+    subs.chmod(0o700)
+    return klass
+
+
+@pytest.mark.integration
+def test_grade_class_jobs_run_under_their_own_users_and_see_no_classmate(pool, tmp_path):
+    klass = _class_folder(tmp_path)
+    out = klass / "out"
+    try:
+        run = subprocess.run([sys.executable, "-m", "pagedlab", "grade-class", str(klass / "submissions"),
+                              "--out", str(out), "--jobs", "3", "--tasks", "1,2", "--no-hidden"],
+                             capture_output=True, text=True, timeout=1200, cwd=ROOT,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        students = out / "students"
+        scores, spans, users = {}, {}, {}
+        for who in ("alice", "bob", "mallory"):
+            results = json.loads((students / who / "results.json").read_text())
+            scores[who] = results["score"]
+            state = json.loads((students / who / "state.json").read_text())
+            end = (students / who / "results.json").stat().st_mtime
+            spans[who] = (end - state["seconds"], end)
+            log = (students / who / "grade.log").read_text()
+            users[who] = log.split("runs as user '")[1].split("'")[0] if "runs as user '" in log else None
+        assert scores == {"alice": 22, "bob": 22, "mallory": 0}, (scores, run.stdout[-2000:])
+        assert len(set(users.values())) == 3 and None not in users.values(), users
+        # The honest jobs really ran at the same time.
+        assert spans["alice"][0] < spans["bob"][1] and spans["bob"][0] < spans["alice"][1], spans
+        assert (out.stat().st_mode & 0o077) == 0 and (students / "alice").stat().st_mode & 0o077 == 0
+    finally:
+        subprocess.run(["rm", "-rf", str(klass)], check=False)
+
+
+def test_grade_class_refuses_uploads_other_users_can_read(pool, tmp_path):
+    from pagedlab.grading import classroom
+
+    subs = tmp_path / "uploads"
+    subs.mkdir(mode=0o755)
+    subs.chmod(0o755)
+    with pytest.raises(ValueError, match="chmod 700"):
+        classroom._refuse_readable_uploads(subs)
+    subs.chmod(0o700)
+    classroom._refuse_readable_uploads(subs)
+
+
+# A process that kills every process of its user but itself and forks a new pid now and then,
+# counting its rounds in a heartbeat file (its pid changes too fast for one look at /proc).
+DODGER = '''
+import os, signal, sys, time
+beat = open(sys.argv[1], "w")
+if os.fork():
+    os._exit(0)
+os.setsid()
+end = time.time() + 20
+n = 0
+while time.time() < end:
+    n += 1
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    if n % 20 == 0:
+        beat.seek(0)
+        beat.write(str(n))
+        beat.flush()
+        if os.fork():
+            os._exit(0)
+'''
+
+
+def _beats(path: Path) -> bool:
+    """Whether the dodger's heartbeat still moves."""
+    before = path.read_text()
+    time.sleep(0.5)
+    return path.read_text() != before
+
+
+def test_the_kill_step_ends_a_process_that_kills_its_killers_and_forks(pool, tmp_path):
+    """The kill step on its own, without a PID namespace (what a machine without one gets)."""
+    import tempfile
+
+    from pagedlab.sandbox import users
+
+    user = pwd.getpwnam(POOL[2])
+    folder = Path(tempfile.mkdtemp(prefix="pagedlab-sandbox-beat-"))
+    folder.chmod(0o777)
+    beat = folder / "beat"
+    try:
+        # (its first process may be killed by its own child before it exits: no check)
+        subprocess.run(["/usr/bin/python3", "-c", DODGER, str(beat)], user=user.pw_uid, group=user.pw_gid,
+                       extra_groups=[], cwd="/", env={"PATH": os.defpath}, check=False, timeout=30)
+        time.sleep(0.3)
+        assert _beats(beat), "the dodger did not start"
+        users.kill_user(user.pw_uid, timeout=10)
+        assert not _beats(beat), "the dodger survived the kill step"
+    finally:
+        users.kill_user(user.pw_uid, timeout=10)
+        shutil.rmtree(folder)

@@ -31,7 +31,7 @@ def _outcome(task: str, impl=None):
     import os
 
     from .. import loader, manifest
-    from ..grading.runner import run_task
+    from ..sandbox.runner import run_task
 
     row = manifest.task(task)
     folder = loader.impl_dir(impl)

@@ -1,9 +1,10 @@
 """The child process that runs check drivers against a student's code.
 
-    python -m pagedlab.checks.child EVENTS  < request.json
+    PAGEDLAB_RECORD_FD=N python -m pagedlab.checks.child  < request.json
 
 The request names the task, the implementation, and the checks to run with their seeds. Each
-driver's record is appended to EVENTS as one JSON line, flushed at once, after a `begin` line,
+driver's record is written to descriptor N (a file the parent opened in a folder of its own) as
+one JSON line, flushed at once, after a `begin` line,
 so when the student's code kills this process the parent knows which check it died in. Nothing
 written here is trusted: the parent's judge compares every record with the trusted one.
 faulthandler prints the Python stack on a fatal signal and just before the time limit, so the
@@ -50,13 +51,13 @@ def _dump_stack_at(seconds: float, real_exit) -> None:
     faulthandler.dump_traceback_later(seconds + C_FALLBACK, exit=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def main() -> int:
     request = json.load(sys.stdin)
     faulthandler.enable(all_threads=True)
     impl = request["impl"]
     os.environ["PAGEDLAB_IMPL"] = impl
-    out = open(argv[0], "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    # The parent's descriptor, never a path: the folder this process can write holds no record.
+    out = os.fdopen(int(os.environ["PAGEDLAB_RECORD_FD"]), "w", encoding="utf-8")
     # os._exit in student code ends the process without a traceback: print where it was first.
     real_exit = os._exit
 
@@ -76,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         wanted = [(framework.find(request["task"], key), seed) for key, seed in request["checks"]]
         student_api.install(impl_dir(impl))  # before any student file loads; cannot be undone
-    except Exception as exc:  # noqa: BLE001 - reported as the grader's problem, not the student's
-        _emit(out, event="grader_error", message=f"loading the checks failed: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - no `start` follows: the parent reports the grader's problem
+        print(f"loading the checks failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 3
     _emit(out, event="start")
     for index, (c, seed) in enumerate(wanted):

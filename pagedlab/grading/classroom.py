@@ -7,6 +7,9 @@ cannot take the batch down, and the same command runs unchanged under a batch en
 recipe in grading/README.md). Everything lands in OUT:
 
     OUT/queue.tsv                      key <tab> submission folder, one line per student
+    (OUT and every student's folder are root's only, 0700: under a sandbox pool each job runs as
+    a user of its own, and `pagedlab grade` copies the files into that job's own folder, readable
+    by that user only, just before it grades them)
     OUT/students/KEY/student.json      name, email, where the submission came from
     OUT/students/KEY/files/            the files the grader takes (safe copy: hashing, similarity)
     OUT/students/KEY/results.json      what `pagedlab grade --json` wrote
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__, loader
+from ..sandbox import users
 from . import points, submission
 from .class_folder import QUEUE, STUDENTS, student_dir  # noqa: F401 - classroom's names too
 from .intake import Student, discover
@@ -73,12 +77,15 @@ def files_hash(files: Path) -> str:
 def prepare(source: Path, out: Path, echo=print) -> list[Student]:
     """Find the students, copy each one's files safely, write queue.tsv (the batch's index)."""
     out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    out.chmod(0o700)
     intake = discover(source, out / "unpacked")
     for line in intake.refused:
         echo(line)
     for s in intake.students:
         folder = student_dir(out, s.key)
         folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o700)
         files = folder / "files"
         if files.exists():
             shutil.rmtree(files)
@@ -113,6 +120,7 @@ class Job:
     began: float
     log: object
     state: dict
+    user: users.Sandbox | None = None
 
 
 def _is_current(folder: Path, state: dict) -> bool:
@@ -124,19 +132,22 @@ def _is_current(folder: Path, state: dict) -> bool:
             and old.get("status") == "graded" and (folder / "results.json").is_file())
 
 
-def _start(out: Path, s: Student, state: dict, tasks, hidden) -> Job:
+def _start(out: Path, s: Student, state: dict, tasks, hidden, user: users.Sandbox | None = None) -> Job:
     folder = student_dir(out, s.key)
     for stale in ("results.json", "state.json"):
         (folder / stale).unlink(missing_ok=True)
     log = open(folder / "grade.log", "wb")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [loader.ROOT.as_posix()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    if user is not None:  # this job's own user: no other job's kill step or eyes reach it
+        env[users.USER_ENV] = user.name
     # Its own session: the terminal's Ctrl-C reaches the batch only, which then stops each
     # grading process cleanly (SIGINT: it kills its task's process group on the way out).
-    proc = subprocess.Popen(grade_command(s.folder, folder / "results.json", tasks, hidden),
+    # The intake's copy (root-only), not the upload: nothing of the class is read from outside OUT.
+    proc = subprocess.Popen(grade_command(folder / "files", folder / "results.json", tasks, hidden),
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                             start_new_session=True, cwd=folder)
-    return Job(s, proc, time.monotonic(), log, state)
+    return Job(s, proc, time.monotonic(), log, state, user)
 
 
 def _finish(out: Path, job: Job, *, timed_out: bool) -> dict:
@@ -213,9 +224,16 @@ class Progress:
 
 def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str] | None, hidden,
               echo=print) -> dict[str, dict]:
-    """Grade whatever is not current, `jobs` at a time. Raises KeyboardInterrupt after stopping
-    the running graders (what finished stays finished: a rerun skips it)."""
+    """Grade whatever is not current, `jobs` at a time, each running job under a user of the
+    sandbox pool of its own. Raises KeyboardInterrupt after stopping the running graders (what
+    finished stays finished: a rerun skips it)."""
     out = Path(out).resolve()
+    pool = users.pool()
+    if pool and jobs > len(pool):
+        echo(f"--jobs {jobs} capped to {len(pool)}: the sandbox pool ({users.USER_ENV}) has {len(pool)} "
+             f"user{'s' if len(pool) != 1 else ''}, and two jobs under one user would kill each other's "
+             "checks (add users to the pool: `useradd -M pagedlab-grade-N`, see grading/README.md)")
+        jobs = len(pool)
     version = grader_version(tasks, hidden)
     todo, states = [], {}
     for s in students:
@@ -242,7 +260,9 @@ def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str]
                 raise KeyboardInterrupt
             while todo and len(running) < jobs:
                 s, state = todo.pop(0)
-                running.append(_start(out, s, state, tasks, hidden))
+                busy = {job.user for job in running}
+                user = next((u for u in pool if u not in busy), None)
+                running.append(_start(out, s, state, tasks, hidden, user))
             time.sleep(0.2)
             for job in list(running):
                 late = time.monotonic() - job.began > limit
@@ -270,6 +290,14 @@ def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str]
     return states
 
 
+def _refuse_readable_uploads(source: Path) -> None:
+    """Under a sandbox pool, the class's uploads must not be open to other users: a submission
+    graded at the same time would read its classmates' files from there."""
+    if users.pool() and source.exists() and source.stat().st_mode & 0o005:
+        raise ValueError(f"{source} can be read by other users, including the sandbox users that run the "
+                         f"submissions' code; make it private first (chmod 700 {source})")
+
+
 def _tasks(text: str | None) -> list[str] | None:
     return [t for t in text.replace(" ", ",").split(",") if t] if text else None
 
@@ -286,6 +314,7 @@ def main(args) -> int:
             raise FileNotFoundError(f"--hidden {hidden}: no such folder of hidden checks")
         hidden = str(Path(hidden).resolve()) if not isinstance(hidden, bool) else hidden
         out.mkdir(parents=True, exist_ok=True)
+        _refuse_readable_uploads(Path(args.submissions))
         students = prepare(Path(args.submissions), out)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

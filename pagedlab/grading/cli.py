@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -19,9 +20,12 @@ from pathlib import Path
 
 from .. import loader
 from ..checks import framework
+from ..sandbox.process import isolation_note
+from ..sandbox.runner import printable, run_task
+from ..sandbox.users import sandbox_user
+from ..sandbox.workspace import remove_tree
 from . import points, report, submission
 from .notebooks import notebook_dir, notebook_paths, run_notebook
-from .runner import run_task, sandbox_user
 
 # Gradescope's fixed layout; overridable so the --gradescope path can be tested anywhere.
 AUTOGRADER_ROOT_ENV = "PAGEDLAB_AUTOGRADER_ROOT"
@@ -46,6 +50,12 @@ def _resolve_impl(impl: str | None, workdir: Path, sandbox) -> tuple[str, Path, 
     if impl in loader.NAMED_IMPLS:
         return impl, loader.impl_dir(impl), ""
     folder, found = submission.prepare(Path(impl), workdir / "submission")
+    if sandbox is not None:
+        # Only this job's user may read the copy: a classmate graded at the same time under
+        # another user of the pool can list /tmp, but not enter this folder.
+        for path in (folder, *folder.iterdir()):
+            os.chown(path, 0, sandbox.gid)
+            path.chmod(0o750 if path.is_dir() else 0o640)
     return str(folder), folder, found
 
 
@@ -67,11 +77,17 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
             raise FileNotFoundError(f"--hidden {hidden_from}: no such folder of hidden checks")
     elif hidden:
         hidden_from = framework.hidden_dir()
-    with tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir:
+    workdir = tempfile.mkdtemp(prefix="pagedlab-grade-")
+    try:
         Path(workdir).chmod(0o711)  # the tasks' user reaches the submission copy inside
+        if sandbox is not None:
+            cache = Path(workdir) / "cache"
+            cache.mkdir(mode=0o700)
+            sandbox.own(cache)
+            sandbox = dataclasses.replace(sandbox, cache=cache)
         impl_arg, folder, found = _resolve_impl(impl, Path(workdir), sandbox)
         if sandbox is not None:
-            echo(f"(the submission's code runs as user {sandbox.name!r})")
+            echo(f"(the submission's code runs as user {sandbox.name!r}; {isolation_note()})")
         echo(f"Grading {impl_arg if impl_arg in loader.NAMED_IMPLS else folder} "
              f"({len(rows)} task{'s' if len(rows) != 1 else ''}, each in its own process)")
         if found:
@@ -99,6 +115,9 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
                 nb = run_notebook(path, impl_arg, sandbox)
                 nb_outcomes.append(nb)
                 echo(f"{'✓' if nb.passed else '✗'} notebook {nb.name} ({nb.seconds:.0f}s)")
+    finally:
+        # The cache is the user's: removed without following a link or recursing on its depth.
+        remove_tree(Path(workdir))
     table = report.score_table(outcomes, nb_outcomes)
     echo()
     echo(table)
@@ -127,7 +146,8 @@ def _strip_folder(outcome, prefix: str) -> None:
 def write_json(results: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    # printable: a lone surrogate from a submission's message is written escaped, not refused.
+    tmp.write_text(printable(json.dumps(results, indent=2, ensure_ascii=False)) + "\n", encoding="utf-8")
     os.replace(tmp, path)  # a reader never sees half a file
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import course
-from .points import time_scale
-from .runner import PACKAGE_PARENT, run_limited
+from ..sandbox.process import run_limited
+from ..sandbox.runner import PACKAGE_PARENT
+from .points import memory_limit, time_scale
 
 NOTEBOOK_POINTS = 0.0
 NOTEBOOK_TIME_LIMIT = 300.0  # seconds per notebook
@@ -77,9 +77,9 @@ def run_notebook(path: Path, impl: str, sandbox=None) -> NotebookOutcome:
     sanitize = path.parent / "nbval.cfg"
     if sanitize.is_file():
         cmd += ["--nbval-sanitize-with", str(sanitize)]
-    with tempfile.TemporaryDirectory(prefix="pagedlab-nb-") as scratch:
-        end = run_limited(cmd, env=env, timeout=limit, cwd=path.parent, output_path=Path(scratch) / "out.txt",
-                          sandbox=sandbox, home=Path(scratch))
+    # Its output comes back through root's own descriptor (never a path the notebook could replace).
+    end = run_limited(cmd, env=env, timeout=limit, memory_bytes=memory_limit() * 2**30, cwd=path.parent,
+                      sandbox=sandbox)
     if end.timed_out:
         return NotebookOutcome(path.name, False, f"timed out after {limit:.0f} s\n{_summary(end.output)}", end.seconds)
     if end.returncode == NO_TESTS_COLLECTED:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ..sandbox.runner import TaskOutcome
 from .notebooks import NotebookOutcome
-from .runner import TaskOutcome
 
 MAX_MESSAGE_CHARS = 2500
 

@@ -1,0 +1,11 @@
+"""Running a submission's code: limited child processes, sandbox users, the task runner.
+
+Both the notebooks' graded cells (`pagedlab.checks.run`) and the grader (`pagedlab grade`) use
+this package from above; it uses `checks` (drivers, judge) and `grading.points` (limits) below.
+
+    users      the sandbox users (a pool, one per concurrent job) and the verified kill step
+    workspace  a child's root-only io/ folder and its scratch; link-safe, recursion-free removal
+    process    run one limited child, hand it descriptors, read them back capped
+    record     parse a child's record as untrusted data
+    runner     one task: plan, children, the reference's records, the judge's verdicts
+"""

@@ -1,0 +1,377 @@
+"""Run one task's checks: drivers in a limited child process, verdicts here.
+
+The student's code runs in a child (`pagedlab.checks.child`) started by `process.run_limited`:
+a segfault, an infinite loop, `os._exit` or a runaway compiler ends that child only, and nothing
+it started outlives it. A check the child died in fails with the crash explained, and the
+remaining checks run in a fresh child. The child only records what it observed; each check's
+verdict is the judge's, in this process (`pagedlab.checks.judge`). The notebooks' graded cells
+(`pagedlab.checks.run`) and `pagedlab grade` both come through here, from above.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import manifest
+from ..checks import framework, golden
+from ..checks.judge import judge, refer_to_first_report
+from . import record as child_record
+from .process import Finished, run_limited
+from .users import KillFailed, Sandbox
+
+# Seconds between the child's own stack dump (faulthandler) and the parent's SIGKILL.
+GRACE = 5.0
+# The child imports this very pagedlab, installed or not.
+PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)
+
+
+@dataclass
+class CheckOutcome:
+    name: str
+    passed: bool | None  # None: never finished (the process died or hung inside it)
+    message: str = ""
+    seconds: float = 0.0
+    scored: bool = True  # False: feedback only (the manifest's `feedback`)
+    hidden: bool = False  # an instructor-only check: shown as a count, not by name
+
+
+@dataclass
+class TaskOutcome:
+    row: manifest.Task
+    checks: list[CheckOutcome] = field(default_factory=list)
+    problem: str = ""  # why the task could not finish: crash, timeout, missing file, grader error
+    grader_error: bool = False  # the problem is the autograder's, not the student's
+    started: bool = False  # the child listed the task's checks
+    finished: bool = False  # the child reported every check
+    note: str = ""
+    seconds: float = 0.0
+
+    @property
+    def task(self) -> str:
+        return self.row.id
+
+    @property
+    def scored_checks(self) -> list[CheckOutcome]:
+        return [c for c in self.checks if c.scored]
+
+    @property
+    def passed_checks(self) -> int:
+        return sum(1 for c in self.scored_checks if c.passed)
+
+    @property
+    def passed(self) -> bool:
+        """Every scored check ran and passed (a crash in a feedback-only check costs nothing
+        unless scored checks after it never ran)."""
+        scored = self.scored_checks
+        return not self.grader_error and bool(scored) and all(c.passed is True for c in scored)
+
+    @property
+    def score(self) -> float:
+        if self.passed:
+            return float(self.row.points)
+        scored = self.scored_checks
+        if self.row.partial and scored and not self.grader_error:
+            return round(self.row.points * self.passed_checks / len(scored), 2)
+        return 0.0
+
+
+def _signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+_SIGNAL_MEANING = {
+    "SIGSEGV": "segmentation fault: a read or write through a bad pointer/address",
+    "SIGBUS": "bus error: a misaligned or unmapped memory access",
+    "SIGABRT": "aborted: a C library or the runtime detected corrupted state (double free?)",
+    "SIGFPE": "arithmetic error (integer division by zero?)",
+    "SIGILL": "illegal instruction",
+    "SIGKILL": "killed (out of memory, or the time limit)",
+}
+
+
+def missing_files(row: manifest.Task, impl_dir: Path) -> list[str]:
+    from ..ctrack import ALTERNATE_FILES  # llm_memory.c stands in for memory_manager.py
+
+    return [name for name in row.files if not (impl_dir / name).is_file()
+            and not any((impl_dir / alt).is_file() for alt in ALTERNATE_FILES.get(name, ()))]
+
+
+def _child_env(impl: str, env: dict | None) -> dict:
+    child_env = dict(os.environ if env is None else env)
+    child_env["PAGEDLAB_IMPL"] = impl
+    if impl in ("exercises", "solutions") and "PAGEDLAB_COURSE" not in child_env:
+        from ..course import find as find_course  # the child starts in a scratch folder
+
+        child_env["PAGEDLAB_COURSE"] = str(find_course() or "")
+    child_env["PYTHONUNBUFFERED"] = "1"
+    child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, child_env.get("PYTHONPATH")]))
+    child_env.setdefault("MPLBACKEND", "Agg")
+    return child_env
+
+
+REPEATS = 3  # consecutive identical deaths after which the remaining checks are not run
+
+
+def _run_children(task: str, impl: str, plan: list[tuple[str, int]], *, limit: float, env: dict | None,
+                  sandbox: Sandbox | None, trusted: bool = False) -> tuple[dict, dict, str, str]:
+    """Run `plan` ((check key, seed) pairs) in children, a fresh one after each crash or hang.
+    `trusted`: no student code runs in them (the reference), so a failure to start is the grader's.
+
+    Returns (records by index, problems by index, a grader problem, the last output tail).
+    """
+    records, problems, deaths = {}, {}, []
+    grader_problem, output = "", ""
+    deadline = time.monotonic() + limit
+    start = 0
+    while start < len(plan):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0.5:
+            for index in range(start, len(plan)):
+                problems.setdefault(index, f"not run: the task's time limit ({limit:.0f} s) was used up")
+            break
+        request = {"task": task, "impl": impl, "checks": plan[start:], "dump_after": round(remaining, 1)}
+        try:
+            end = run_limited([sys.executable, "-s", "-m", "pagedlab.checks.child"], env=_child_env(impl, env),
+                              timeout=remaining + GRACE, memory_bytes=manifest.memory_limit() * 2**30, sandbox=sandbox,
+                              stdin=json.dumps(request).encode(), record_cap=child_record.MAX_RECORD_BYTES)
+        except KillFailed as exc:
+            grader_problem = f"the sandbox's kill step failed: {exc}"
+            break
+        got = child_record.parse(end.record, end.record_size)
+        output = end.output
+        if got.malformed and not got.records:
+            # The record was flooded or mangled (by the task's own code: only it writes there).
+            for index in range(start, len(plan)):
+                problems.setdefault(index, got.malformed)
+            break
+        if not got.started:
+            what = _ended("the check process ended before its checks started", end, limit)
+            if trusted:
+                grader_problem = what
+            else:  # the submission's code may have rewritten the record: its failure
+                for index in range(start, len(plan)):
+                    problems.setdefault(index, what)
+            break
+        for index, record in got.records.items():
+            if isinstance(index, int) and 0 <= index < len(plan) - start:
+                records[start + index] = record
+        if got.malformed:
+            problems[start + max(got.began, 0)] = got.malformed
+        if got.finished:
+            break
+        stuck = start + got.began if 0 <= got.began < len(plan) - start else start
+        if stuck not in records:
+            timed_out = end.timed_out or end.seconds >= remaining
+            problems[stuck] = _explain_death(end, timed_out, limit)
+            deaths.append(problems[stuck].splitlines()[0])
+        start = stuck + 1
+        if len(deaths) >= REPEATS and len(set(deaths[-REPEATS:])) == 1:
+            # The same crash every time: the rest would only repeat it.
+            for index in range(start, len(plan)):
+                problems.setdefault(index, f"not run: the {REPEATS} checks before it ended the same way "
+                                           f"({deaths[-1]})")
+            break
+    return records, problems, grader_problem, output
+
+
+def _ended(what: str, end: Finished, limit: float) -> str:
+    if end.timed_out:
+        what += f" (timed out after {limit:.0f} s)"
+    elif end.returncode < 0:
+        what += f" ({_signal_name(end.returncode)})"
+    else:
+        what += f" (exit code {end.returncode})"
+    if end.output:
+        what += ":\n" + "\n".join(f"    {line}" for line in end.output.splitlines()[-12:])
+    return what
+
+
+def _explain_death(end: Finished, timed_out: bool, limit: float) -> str:
+    if timed_out:
+        what = f"timed out after {limit:.0f} s (an infinite loop, or far too slow)"
+    elif end.returncode < 0:
+        name = _signal_name(end.returncode)
+        what = f"crashed with {name}: {_SIGNAL_MEANING.get(name, 'killed by a signal')}"
+    else:
+        what = (f"the process exited with code {end.returncode} in the middle of the check "
+                "(os._exit or exit() in your code?)")
+    frames = _student_frames(end.output)
+    if frames:
+        return what + "\n  your code was here (most recent call first):\n" + frames
+    if end.output:
+        return what + "\n  last output:\n" + "\n".join(f"    {line}" for line in end.output.splitlines()[-12:])
+    return what
+
+
+def _student_frames(dump: str) -> str:
+    """From a faulthandler dump, the frames in the student's files (where their code was)."""
+    lines = []
+    for line in dump.splitlines():
+        text = line.strip()
+        if text.startswith("File \"") and "line" in text:
+            filename = text.split('"')[1]
+            if framework.is_student_file(filename):
+                lines.append(text)
+    return "\n".join(f"    {line}" for line in lines[:8])
+
+
+REFERENCE_ENV = "PAGEDLAB_REFERENCE"  # another reference implementation (tests of the grader)
+
+
+def _trusted_records(task: str, plan: list[tuple[str, int]], checks: list, *, env: dict | None,
+                     limit: float) -> tuple[dict, str]:
+    """The expected record of every planned check: computed expectations, committed records of
+    the public checks, or — for hidden checks — the reference solution run now, with the same
+    seeds, in a child of the grader's own (trusted) user."""
+    expected, need_reference = {}, []
+    for index, (c, (_, seed)) in enumerate(zip(checks, plan, strict=True)):
+        if c.expected is not None:
+            try:
+                expected[index] = framework.expected_stream(c, seed)
+            except Exception as exc:  # noqa: BLE001 - a broken expectation is the grader's problem
+                return expected, f"computing the expected result of {c.name!r} failed: {type(exc).__name__}: {exc}"
+            continue
+        record = golden.record(c.key) if (not c.hidden and seed == 0) else None
+        if record is not None:
+            expected[index] = record
+        else:
+            need_reference.append(index)
+    if not need_reference:
+        return expected, ""
+    from ..loader import impl_dir
+
+    reference = os.environ.get(REFERENCE_ENV) or "solutions"
+    try:
+        impl_dir(reference)
+    except FileNotFoundError:
+        return expected, ("the reference solutions are not part of this edition, so these checks "
+                          "cannot be judged here")
+    sub_plan = [plan[i] for i in need_reference]
+    records, problems, grader_problem, _ = _run_children(task, reference, sub_plan, limit=limit, env=env,
+                                                         sandbox=None, trusted=True)
+    if grader_problem:
+        return expected, f"running the reference solution failed: {grader_problem}"
+    for position, index in enumerate(need_reference):
+        if position in records:
+            expected[index] = records[position]
+        else:
+            return expected, f"running the reference solution failed: {problems.get(position, 'no record')}"
+    return expected, ""
+
+
+def plan_for(row: manifest.Task, *, hidden: bool, hidden_seed: int | None = None,
+             hidden_from: Path | None = None) -> tuple[list, list]:
+    """(checks, plan): public checks with seed 0, then the hidden ones with seeds drawn now."""
+    public = framework.checks_of(row.id, hidden=False)
+    secret = framework.checks_of(row.id, hidden=True, hidden_from=hidden_from) if hidden else []
+    seed = secrets.randbelow(2**31) if hidden_seed is None else hidden_seed
+    # Feedback-only checks go last: a hang there must not eat the time of checks that score.
+    scored = [c for c in public if not row.is_feedback(c.name)]
+    feedback = [c for c in public if row.is_feedback(c.name)]
+    checks = scored + secret + feedback
+    plan = ([(c.key, 0) for c in scored] + [(c.key, (seed + i) % 2**31) for i, c in enumerate(secret)]
+            + [(c.key, 0) for c in feedback])
+    return checks, plan
+
+
+def run_task(row: manifest.Task, impl: str, impl_dir: Path, *, env: dict | None = None,
+             sandbox: Sandbox | None = None, hidden: bool = False, hidden_seed: int | None = None,
+             hidden_from: Path | None = None, time_limit: float | None = None) -> TaskOutcome:
+    """Grade `row` against `impl` (a name the loader accepts; `impl_dir` is its folder)."""
+    outcome = TaskOutcome(row)
+    missing = missing_files(row, impl_dir)
+    if missing:
+        outcome.problem = (f"{' and '.join(missing)} is missing from the submission ({impl_dir.name}/), "
+                           f"and {row.label} needs it. Submit your exercises/ files under their original names.")
+        return outcome
+    try:
+        checks, plan = plan_for(row, hidden=hidden, hidden_seed=hidden_seed, hidden_from=hidden_from)
+    except Exception as exc:  # noqa: BLE001 - a broken check module is the grader's problem
+        outcome.grader_error = True
+        outcome.problem = f"autograder problem, not your code (tell your instructor): loading the checks failed: {type(exc).__name__}: {exc}"
+        return outcome
+    if not checks:
+        outcome.grader_error = True
+        outcome.problem = f"autograder problem, not your code (tell your instructor): {row.id} has no checks"
+        return outcome
+    limit = time_limit if time_limit is not None else row.time_limit * time_scale()
+    began = time.perf_counter()
+    trusted: dict = {}
+    trusted_problem = [""]
+
+    def reference_with_problem() -> None:
+        found, problem = _trusted_records(row.id, plan, checks, env=env, limit=limit)
+        trusted.update(found)
+        trusted_problem[0] = problem
+
+    import threading
+
+    worker = threading.Thread(target=reference_with_problem, daemon=True)
+    worker.start()
+    records, problems, grader_problem, output = _run_children(row.id, impl, plan, limit=limit, env=env,
+                                                              sandbox=sandbox)
+    worker.join()
+    outcome.seconds = round(time.perf_counter() - began, 2)
+    if grader_problem:
+        outcome.grader_error = True
+        outcome.problem = f"autograder problem, not your code (tell your instructor): {grader_problem}"
+        return outcome
+    outcome.started = True
+    outcome.finished = len(records) == len(plan)
+    for index, c in enumerate(checks):
+        scored = not row.is_feedback(c.name)
+        want = trusted.get(index)
+        if want is None:
+            text = trusted_problem[0] or "no expected result for this check"
+            outcome.checks.append(CheckOutcome(c.name, False, text, scored=scored, hidden=c.hidden))
+            if trusted_problem[0] and not c.hidden:
+                outcome.grader_error = True
+            continue
+        problem = problems.get(index, "")
+        if index not in records and problem.startswith("not run"):
+            outcome.checks.append(CheckOutcome(c.name, None, problem, scored=scored, hidden=c.hidden))
+            continue
+        try:
+            verdict = judge(want, records.get(index), problem=problem)
+        except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+            # The trusted side is the reference's, so what cannot be compared is the record.
+            outcome.checks.append(CheckOutcome(c.name, False, f"the check's record could not be judged "
+                                               f"({type(exc).__name__}): something in the task wrote "
+                                               "values no honest run produces", scored=scored, hidden=c.hidden))
+            continue
+        if verdict.grader_problem:
+            outcome.grader_error = True
+        outcome.checks.append(CheckOutcome(c.name, verdict.passed, verdict.message, scored=scored,
+                                           hidden=c.hidden))
+    refer_to_first_report(outcome.checks)  # a kernel's sanitizer report once, not under every check
+    if outcome.grader_error:
+        first = next((c.message for c in outcome.checks if c.message and "reference" in c.message), trusted_problem[0])
+        outcome.problem = f"autograder problem, not your code (tell your instructor): {first}"
+    return _printable(outcome)
+
+
+def _printable(outcome: TaskOutcome) -> TaskOutcome:
+    """Messages carry the submission's text: a lone surrogate must not break printing or
+    results.json, so it is shown escaped."""
+    for c in outcome.checks:
+        c.message = printable(c.message)
+    outcome.problem = printable(outcome.problem)
+    return outcome
+
+
+def printable(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def time_scale() -> float:
+    return manifest.time_scale()

@@ -1,0 +1,141 @@
+"""The unprivileged users a submission's code runs as, and the kill step that ends them.
+
+PAGEDLAB_GRADE_USER names one user, or a comma-separated pool (one per concurrent grading job:
+two jobs under one user would kill each other's checks, and could read each other's files).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+USER_ENV = "PAGEDLAB_GRADE_USER"
+# How long root keeps killing a user's processes before it calls the grade off.
+KILL_SECONDS = 20.0
+
+
+class KillFailed(RuntimeError):
+    """Processes of the sandbox user outlived every SIGKILL: the next task must not start."""
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    name: str
+    uid: int
+    gid: int
+    # The kernel compile cache of one grading job, shared by its children (the user's own: a
+    # planted build can only mislead this submission's own later checks, which the judge verifies).
+    cache: Path | None = None
+
+    def own(self, path: Path) -> None:
+        os.chown(path, self.uid, self.gid)
+
+    def kill_all(self) -> None:
+        kill_user(self.uid)
+
+
+def _lookup(name: str) -> Sandbox:
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise ValueError(f"{USER_ENV}: no such user {name!r} (create it, e.g. `useradd -M {name}`, "
+                         "or run grading/setup.sh)") from None
+    if entry.pw_uid == 0:
+        raise ValueError(f"{USER_ENV}: {name!r} is root; the submission must run as an unprivileged user")
+    return Sandbox(name, entry.pw_uid, entry.pw_gid)
+
+
+def pool() -> list[Sandbox]:
+    """Every user named by PAGEDLAB_GRADE_USER, in order (empty when it is unset)."""
+    names = [n.strip() for n in os.environ.get(USER_ENV, "").split(",") if n.strip()]
+    if not names:
+        return []
+    if os.geteuid() != 0:
+        raise ValueError(f"{USER_ENV}={','.join(names)} needs the grader to run as root "
+                         f"(it is uid {os.geteuid()})")
+    users = [_lookup(n) for n in names]
+    if len({u.uid for u in users}) != len(users):
+        raise ValueError(f"{USER_ENV}: the pool names one uid twice; each job needs a user of its own")
+    return users
+
+
+def sandbox_user() -> Sandbox | None:
+    """The user one grading job runs submissions as: the pool's first, or None."""
+    users = pool()
+    return users[0] if users else None
+
+
+def _uids_of(pid: str) -> tuple[set[int], bool]:
+    """(real/effective/saved uids, is a zombie) of a process; ({}, False) once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return set(), False
+    uids, zombie = set(), False
+    for line in text.splitlines():
+        if line.startswith("Uid:"):
+            uids = {int(x) for x in line.split()[1:4]}
+        elif line.startswith("State:"):
+            zombie = line.split()[1] in ("Z", "X")
+    return uids, zombie
+
+
+def pids_of(uid: int) -> list[int]:
+    """Live processes running as `uid` (by /proc's owner, the effective uid; zombies run nothing
+    and are left to their reaper). Only a check: the kill itself reaches real and saved uids too."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:  # a stat first: reading every process's status makes the sweep slow
+                if os.stat(f"/proc/{pid}").st_uid != uid:
+                    continue
+            except OSError:
+                continue
+            uids, zombie = _uids_of(pid)
+            if uid in uids and not zombie:
+                found.append(int(pid))
+    return found
+
+
+# A uid no process has: the killer's real and saved uid, so the user's processes cannot signal it.
+KILLER_UID_OFFSET = 0x40000000
+QUIET_SWEEPS = 3  # consecutive sweeps of /proc that must find nothing
+
+
+def _kill_minus_one(uid: int) -> None:
+    """kill(-1, SIGKILL) from a forked child with real/saved uid unused and effective uid `uid`:
+    the kernel signals every process of `uid` in one pass (a fork racing it fails), and none of
+    them may signal back (their uid matches neither the killer's real nor its saved uid)."""
+    pid = os.fork()
+    if pid == 0:  # only system calls here: the parent has threads
+        try:
+            shadow = uid + KILLER_UID_OFFSET
+            os.setresuid(shadow, uid, shadow)
+            os.kill(-1, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def kill_user(uid: int, timeout: float = KILL_SECONDS) -> None:
+    """SIGKILL every process of `uid`, again until /proc shows none several sweeps in a row.
+
+    Neither a process that keeps sending SIGKILL to -1 (it cannot reach the killer) nor one that
+    keeps forking (one kill(-1) takes them all; a sweep that missed one is followed by another)
+    survives. Raises KillFailed after `timeout` s.
+    """
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while quiet < QUIET_SWEEPS:
+        _kill_minus_one(uid)
+        pids = pids_of(uid)
+        quiet = 0 if pids else quiet + 1
+        if pids and time.monotonic() > deadline:
+            raise KillFailed(f"processes of uid {uid} survived {timeout:.0f} s of SIGKILL: {pids[:10]}")
+        if pids:
+            time.sleep(0.01)
