@@ -23,7 +23,8 @@ from installed_env import (
     user_env,
 )
 
-pytestmark = pytest.mark.integration
+# Creates a user and builds the installed venv (shared with test_jupyterhub): conftest.py.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("users")]
 STUDENT = "pagedlab-colab"
 
 

@@ -41,7 +41,8 @@ from installed_env import (
 
 from pagedlab.deploy import nbgitpuller_link
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+# Creates users and uses the installed venv (built once with test_installed): conftest.py.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900), pytest.mark.xdist_group("users")]
 USERS = ["pagedlab-hub1", "pagedlab-hub2", "pagedlab-hub3"]
 SOLVED = {"pagedlab-hub2", "pagedlab-hub3"}  # hub1 keeps the stubs
 NOTEBOOKS = ["02_block_table.ipynb", "08_cuda_kernel.ipynb"]

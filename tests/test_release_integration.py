@@ -26,7 +26,8 @@ import pytest
 
 from pagedlab import manifest, release
 
-pytestmark = pytest.mark.integration
+# One worker builds the clone and its .venv once for every test here (conftest.py).
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("release-clone")]
 ROOT = Path(__file__).resolve().parent.parent
 
 
