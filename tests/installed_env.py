@@ -1,8 +1,9 @@
 """A course as classes run it: pagedlab installed from its wheel (not editable) into a fresh
 environment every user can execute, a student course folder elsewhere, and real users.
 
-Built once per test process (about 2-3 minutes from a warm pip cache) and shared by the
-installed-library and JupyterHub tests; removed at exit.
+Built once per test process (seconds with uv from bootstrap's cache, 2-3 minutes with pip) and
+shared by the installed-library and JupyterHub tests, which `./course test` runs on one worker
+(the "users" xdist group, conftest.py); removed at exit.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-# [dev] as the documented Colab cell and the hub image install it: notebook 08 compile-checks the
+sys.path.insert(0, str(REPO / "tools"))
+import bootstrap  # noqa: E402  (uv and the wheelhouses the course's own set-up uses)
+
+# [dev] (in the lock) as the documented Colab cell and the hub image install it: notebook 08 compile-checks the
 # kernel with NVRTC, which only [dev] brings.
 EXTRA = ["nbclient", "jupyterhub>=5", "nbgitpuller>=1.2"]
 MARKER = ".pagedlab-course"
@@ -50,12 +53,49 @@ def need_root() -> None:
         pytest.skip("needs root to create student users and switch to them (CI runs as root)")
 
 
-@lru_cache(maxsize=1)
+def _install(env: Path, wheel: Path) -> None:
+    """The locked packages (what a class installs), the wheel, then the hub's extras. With uv the
+    locked files come from the cache bootstrap filled for this checkout: seconds, where pip takes
+    minutes (and past the time limit when the machine is busy)."""
+    py = env / "bin" / "python"
+    uv = bootstrap.find_uv(env, sys.executable)
+    if uv:
+        links = [a for d in bootstrap.pip_find_links(py) for a in ("--find-links", d)]
+        torch = bootstrap.torch_sources(bootstrap.pip_find_links(py))
+        base = [uv, "pip", "install", "--quiet", "--python", str(py), *links]
+        steps = [[*base, *torch, *(["--index-strategy", "unsafe-best-match"] if torch else []),
+                  "--require-hashes", "-r", str(REPO / "requirements.lock")],
+                 [*base, "--no-deps", str(wheel)],
+                 [*base, "-c", str(REPO / "constraints.txt"), *EXTRA]]
+    else:
+        steps = [[str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                  "-c", str(REPO / "constraints.txt"), f"{wheel}[dev]", *EXTRA]]
+    for cmd in steps:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd[:4])} ... failed:\n{proc.stderr[-3000:]}")
+
+
+_BUILT: dict[str, object] = {}
+
+
 def installed_env() -> Path:
     """bin/ folder of a fresh venv holding the pagedlab wheel and what students run notebooks with.
-    PAGEDLAB_TEST_ENV_BIN reuses one built earlier (while working on these tests)."""
+    Built once per test process, and a failed build is not retried (every later test fails with
+    the first error at once). PAGEDLAB_TEST_ENV_BIN reuses one built earlier."""
     if os.environ.get("PAGEDLAB_TEST_ENV_BIN"):
         return Path(os.environ["PAGEDLAB_TEST_ENV_BIN"])
+    if "bin" not in _BUILT:
+        try:
+            _BUILT["bin"] = _build()
+        except Exception as exc:  # noqa: BLE001  (timeouts, installer errors: all reported alike)
+            _BUILT["bin"] = exc
+    if isinstance(_BUILT["bin"], Exception):
+        pytest.fail(f"building the installed-wheel venv failed: {_BUILT['bin']}")
+    return _BUILT["bin"]
+
+
+def _build() -> Path:
     base = Path(tempfile.mkdtemp(prefix="pagedlab-installed-"))
     base.chmod(0o755)
     atexit.register(shutil.rmtree, base, True)
@@ -65,11 +105,7 @@ def installed_env() -> Path:
     wheel = next(wheels.glob("pagedlab-*.whl"))
     env = base / "env"
     subprocess.run([base_python(), "-m", "venv", str(env)], check=True, timeout=300)
-    proc = subprocess.run([str(env / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                           "--disable-pip-version-check", "-c", str(REPO / "constraints.txt"), f"{wheel}[dev]", *EXTRA],
-                          capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        pytest.fail(f"installing the wheel into a fresh venv failed:\n{proc.stderr[-3000:]}")
+    _install(env, wheel)
     return env / "bin"
 
 

@@ -45,6 +45,7 @@ ENABLE = ("needs Chromium and ChromeDriver: apt-get install -y chromium chromium
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason=ENABLE),
+    pytest.mark.xdist_group("course-venv"),  # ./course open bootstraps the checkout's .venv (conftest.py)
 ]
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium (in the [dev] extra)")

@@ -9,6 +9,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -18,6 +20,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.xdist_group("course-venv")  # ./course open bootstraps the checkout's .venv (conftest.py)
 def test_course_open_serves_the_notebooks_and_lands_in_welcome():
     port, token = _free_port(), "pagedlab-test"
     proc = subprocess.Popen(

@@ -261,6 +261,7 @@ def graded_class(tmp_path_factory):
 
 
 @pytest.mark.integration
+@pytest.mark.xdist_group("graded-class")  # one worker grades the class once (conftest.py)
 def test_an_interrupted_run_resumes_with_only_the_rest(graded_class):
     g = graded_class
     assert g["first_rc"] == 130, g["first_log"]
@@ -279,6 +280,7 @@ def test_an_interrupted_run_resumes_with_only_the_rest(graded_class):
 
 
 @pytest.mark.integration
+@pytest.mark.xdist_group("graded-class")  # one worker grades the class once (conftest.py)
 def test_class_scores_equal_single_grade_runs(graded_class):
     g = graded_class
     rows = _csv(g["out"] / "grades.csv")
@@ -306,6 +308,7 @@ def test_class_scores_equal_single_grade_runs(graded_class):
 
 
 @pytest.mark.integration
+@pytest.mark.xdist_group("graded-class")  # one worker grades the class once (conftest.py)
 def test_the_hang_and_the_crash_are_student_failures(graded_class):
     out = graded_class["out"]
     rows = _csv(out / "grades.csv")
@@ -325,6 +328,7 @@ def test_the_hang_and_the_crash_are_student_failures(graded_class):
 
 
 @pytest.mark.integration
+@pytest.mark.xdist_group("graded-class")  # one worker grades the class once (conftest.py)
 def test_the_near_copies_are_the_top_pair_and_honest_work_is_not_flagged(graded_class):
     out = graded_class["out"]
     pairs = json.loads((out / "similarity.json").read_text())

@@ -325,6 +325,7 @@ def test_the_instructor_readme_shows_the_points_table_as_it_is():
 
 
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="switching users needs root (as on Gradescope)")
+@pytest.mark.xdist_group("users")  # grades as `nobody`, whose processes the grader kills (conftest.py)
 def test_as_an_unprivileged_user_the_code_cannot_touch_the_grader(tmp_path, monkeypatch):
     """With PAGEDLAB_GRADE_USER the submission runs as that user: it cannot write where the
     grader keeps its files (here a root-owned folder standing in for /autograder/source)."""

@@ -68,6 +68,7 @@ def exercises_run(tmp_path_factory):
     return cuts, outcomes, proc.stdout[-3000:]
 
 
+@pytest.mark.xdist_group("notebook-cuts")  # one worker runs the cuts once for all (conftest.py)
 @pytest.mark.parametrize("path", GRADED_NOTEBOOKS, ids=lambda p: p.name)
 def test_graded_notebook_fails_on_exercises_only_at_its_graded_cell(path, exercises_run):
     cuts, outcomes, log = exercises_run

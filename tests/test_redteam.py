@@ -216,6 +216,7 @@ def sandbox(monkeypatch):
 
 
 @pytest.mark.integration
+@pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
 def test_sandboxed_solutions_still_earn_full_marks(sandbox, tmp_path):
     sub = tmp_path / "sub"
     shutil.copytree(ROOT / "solutions", sub)
@@ -224,6 +225,7 @@ def test_sandboxed_solutions_still_earn_full_marks(sandbox, tmp_path):
 
 
 @pytest.mark.integration
+@pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
 def test_sandboxed_attacks_earn_nothing(sandbox, tmp_path):
     steal = textwrap.dedent('''
         from pathlib import Path as _P
@@ -267,6 +269,7 @@ def test_sandboxed_attacks_earn_nothing(sandbox, tmp_path):
 
 
 @pytest.mark.integration
+@pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
 def test_sandboxed_code_has_no_network_when_asked(sandbox, tmp_path, monkeypatch):
     import socket
 

@@ -18,6 +18,7 @@ import resource
 import signal
 import socket
 import subprocess
+import textwrap
 import time
 import urllib.request
 from pathlib import Path
@@ -26,7 +27,8 @@ import pytest
 
 from pagedlab import manifest, release
 
-pytestmark = pytest.mark.integration
+# One worker builds the clone and its .venv once for every test here (conftest.py).
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("release-clone")]
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -81,15 +83,9 @@ def test_student_ci_passes_on_the_untouched_exercises(ci_run, record_property):
     assert "autograder problem" not in out
 
 
-def test_grade_in_the_clone_scores_zero_and_writes_results(ci_run, clone, tmp_path):
-    results = tmp_path / "results.json"
-    proc = subprocess.run([str(clone / ".venv" / "bin" / "pagedlab"), "grade", "--json", str(results)],
-                          cwd=clone, capture_output=True, text=True, env=_student_env(clone.parent),
-                          timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    data = json.loads(results.read_text())
-    assert data["score"] == 0 and len(data["tests"]) >= 12
-    assert all(t["score"] == 0 for t in data["tests"])
+def test_the_clones_cli_offers_grade_not_the_instructor_commands(ci_run, clone):
+    # The grade itself (every task 0 of the total, results as Gradescope reads them) is in
+    # ci_run's output above and in tests/test_grading.py: grading the stubs twice showed nothing new.
     help_text = subprocess.run([str(clone / ".venv" / "bin" / "pagedlab"), "--help"], cwd=clone,
                                capture_output=True, text=True, env=_student_env(clone.parent)).stdout
     assert "grade" in help_text and "assign" not in help_text and "release" not in help_text
@@ -139,12 +135,49 @@ def test_course_open_in_the_clone_serves_the_notebooks(ci_run, clone):
         proc.wait(timeout=30)
 
 
-# The notebooks whose demos once read solutions/ (08's planted barrier), drive the student's
-# engine or kernels in the kernel (02, 02c, 10), or ship checked outputs that must survive the
-# release's stripping (all of these). Every notebook also runs under nbval in the instructor's
-# checkout in the same CI run, and no code cell of any notebook reads solutions/
-# (tests/test_notebook_sources.py); running all twelve again here would cost CI three minutes.
-EDITION_NOTEBOOKS = ("02_block_table", "02c_hw3_in_c", "08_cuda_kernel", "10_swap_and_v2")
+# The notebooks whose demos load files the package ships (08's planted barrier once read
+# solutions/; 10's kernels; 02c's C headers) and whose checked outputs must survive the release's
+# stripping. Every notebook also runs under nbval in the instructor's checkout in the same CI run,
+# no code cell of any notebook reads solutions/ (tests/test_notebook_sources.py), and each
+# notebook's imports are checked in the edition below; 02 (the student's Python engine, nothing
+# shipped) ran here too until its graded cells ran as students in tests/test_jupyterhub.py.
+EDITION_NOTEBOOKS = ("02c_hw3_in_c", "08_cuda_kernel", "10_swap_and_v2")
+
+
+def test_every_notebooks_imports_resolve_in_the_edition(ci_run, clone):
+    """A pagedlab module the release leaves out (instructor-only, or an answer) that a notebook
+    still imports would fail only here: import what every notebook imports, in the clone's venv."""
+    script = textwrap.dedent("""
+        import ast, importlib, json, pathlib, sys
+        missing = []
+        for path in sorted(pathlib.Path("notebooks").glob("[0-9]*.ipynb")):
+            for cell in json.loads(path.read_text())["cells"]:
+                if cell["cell_type"] != "code":
+                    continue
+                code = "".join(cell["source"])
+                lines = [x for x in code.splitlines() if not x.lstrip().startswith(("%", "!"))]
+                for node in ast.walk(ast.parse("\\n".join(lines))):
+                    if isinstance(node, ast.Import):
+                        wanted = [(a.name, None) for a in node.names]
+                    elif isinstance(node, ast.ImportFrom) and node.module:
+                        wanted = [(node.module, a.name) for a in node.names]
+                    else:
+                        continue
+                    for module, name in wanted:
+                        if module.split(".")[0] != "pagedlab":
+                            continue  # third-party (cupy behind a guard): the environment's business
+                        try:  # `from pagedlab import viz` needs the submodule, not just the package
+                            found = importlib.import_module(module)
+                            if name and name != "*" and not hasattr(found, name):
+                                importlib.import_module(f"{module}.{name}")
+                        except ImportError as exc:
+                            missing.append(f"{path.name}: {module} {name or ''}: {exc}")
+        print("\\n".join(missing))
+        sys.exit(1 if missing else 0)
+    """)
+    proc = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", script], cwd=clone,
+                          capture_output=True, text=True, env=_student_env(clone.parent), timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
 
 
 def test_the_notebooks_run_in_the_student_edition_on_correct_code(ci_run, clone):

@@ -17,6 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 import yaml
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
@@ -120,6 +121,7 @@ def test_doctor_is_quiet_about_the_lock_when_nothing_drifted():
     assert " ok " in row and "every package as locked" in row, row
 
 
+@pytest.mark.xdist_group("course-venv")  # bootstrap on the checkout's .venv (conftest.py)
 def test_bootstrap_returns_at_once_when_nothing_changed():
     """The everyday `./course open`: no installer runs, nothing printed."""
     venv = Path(sys.prefix)
@@ -132,6 +134,7 @@ def test_bootstrap_returns_at_once_when_nothing_changed():
     assert elapsed < 5, f"the up-to-date check took {elapsed:.1f} s"
 
 
+@pytest.mark.xdist_group("course-venv")  # bootstrap on the checkout's .venv (conftest.py)
 def test_lab_settings_live_in_the_venv_not_in_the_students_home(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
@@ -150,6 +153,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.xdist_group("course-venv")  # bootstrap on the checkout's .venv (conftest.py)
 def test_course_jupyterlab_fetches_no_news_and_checks_no_updates(tmp_path):
     """What the browser would get: the server's page config and the notification settings."""
     port, token = _free_port(), "pagedlab-test"

@@ -105,3 +105,16 @@ def test_the_course_has_its_notebooks_and_marker():
     marker = (ROOT / ".pagedlab-course").read_text()
     assert re.search(r'^edition\s*=\s*"(student|instructor)"', marker, re.M), marker
     json.loads((ROOT / "pagedlab" / "checks" / "expected.json").read_text())
+
+
+def test_each_task_keeps_its_graded_cell_in_its_notebook():
+    """Deleting or editing a graded cell (`pagedlab.checks.run("taskN")`) loses that feedback in
+    the notebook; the grader still grades the files."""
+    import nbformat
+
+    from pagedlab import manifest
+
+    for row in manifest.TABLE:
+        nb = nbformat.read(ROOT / "notebooks" / f"{row.notebook}.ipynb", as_version=4)
+        graded = [c for c in nb.cells if c.cell_type == "code" and f'checks.run("{row.id}")' in c.source]
+        assert graded, f"notebooks/{row.notebook}.ipynb has no graded cell for {row.id} any more"
