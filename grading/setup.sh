@@ -61,15 +61,18 @@ export PAGEDLAB_GRADE_USER="$GRADE_USER"
     echo "setup.sh: the sandbox user $GRADE_USER cannot run $VENV/bin/python" >&2; exit 1; }
 
 # Smoke test at upload time: the reference solutions must earn full marks in this image, with
-# the same isolation as a real submission.
+# the same isolation as a real submission. PAGEDLAB_SETUP_TASKS (e.g. "1,12") limits it to some
+# tasks, for a quick rehearsal of the package; unset, every task is graded.
 cd "$SRC"
-"$VENV/bin/python" -m pagedlab grade --impl solutions --json "$AUTOGRADER/setup-solutions.json"
+SMOKE=()
+[ -z "${PAGEDLAB_SETUP_TASKS:-}" ] || SMOKE=(--tasks "$PAGEDLAB_SETUP_TASKS")
+"$VENV/bin/python" -m pagedlab grade --impl solutions ${SMOKE[@]+"${SMOKE[@]}"} --json "$AUTOGRADER/setup-solutions.json"
 # The reference and its committed records stay the grader's: the judge reads them as root, the
 # submission's code (user student) cannot. Hidden checks stay readable: their drivers run there.
 chmod -R go-rwx "$SRC/solutions" "$SRC/pagedlab/checks/expected.json"
 # ...and the untouched exercises must score 0 without any autograder problem (this also proves
 # the checks never need the now-private solutions).
-"$VENV/bin/python" -m pagedlab grade --impl exercises --json "$AUTOGRADER/setup-exercises.json"
+"$VENV/bin/python" -m pagedlab grade --impl exercises ${SMOKE[@]+"${SMOKE[@]}"} --json "$AUTOGRADER/setup-exercises.json"
 "$VENV/bin/python" - "$AUTOGRADER" <<'PY'
 import json, sys
 sol = json.load(open(f"{sys.argv[1]}/setup-solutions.json"))

@@ -415,6 +415,7 @@ def _user_processes(name: str) -> str:
 
 @pytest.mark.integration
 @pytest.mark.parametrize("attack", list(ATTACKS))
+@pytest.mark.xdist_group("users")  # a created sandbox user (conftest.py)
 def test_sandboxed_attacks_on_the_process_around_the_child(sandbox, tmp_path, attack):
     private = tmp_path / "root-only"
     private.mkdir(mode=0o700)
@@ -476,6 +477,7 @@ RACE = '''
 
 
 @pytest.mark.integration
+@pytest.mark.xdist_group("users")  # a created sandbox user (conftest.py)
 def test_a_process_that_dodges_the_kill_step_plants_nothing_for_root(sandbox, tmp_path):
     private = tmp_path / "root-only"
     private.mkdir(mode=0o700)
@@ -556,6 +558,7 @@ def _class_folder(tmp_path: Path) -> Path:
 
 
 @pytest.mark.integration
+@pytest.mark.xdist_group("users")  # a created sandbox user (conftest.py)
 def test_grade_class_jobs_run_under_their_own_users_and_see_no_classmate(pool, tmp_path):
     klass = _class_folder(tmp_path)
     out = klass / "out"
@@ -583,6 +586,7 @@ def test_grade_class_jobs_run_under_their_own_users_and_see_no_classmate(pool, t
         subprocess.run(["rm", "-rf", str(klass)], check=False)
 
 
+@pytest.mark.xdist_group("users")  # a created sandbox user (conftest.py)
 def test_grade_class_refuses_uploads_other_users_can_read(pool, tmp_path):
     from pagedlab.grading import classroom
 
@@ -627,6 +631,7 @@ def _beats(path: Path) -> bool:
     return path.read_text() != before
 
 
+@pytest.mark.xdist_group("users")  # a created sandbox user (conftest.py)
 def test_the_kill_step_ends_a_process_that_kills_its_killers_and_forks(pool, tmp_path):
     """The kill step on its own, without a PID namespace (what a machine without one gets)."""
     import tempfile
