@@ -1,18 +1,19 @@
 """Launch a compiled kernel on the CPU: argument marshalling, isolation, diagnostics.
 
-Isolation: by default every launch runs in a forked child process. Output arrays (pointers to
-non-const) are copied into MAP_SHARED pages that end at an inaccessible page, the child runs
-the blocks on worker threads and `_exit`s, and the parent waits with a watchdog. A segfault or
-an endless loop therefore ends the child, not Python or the Jupyter kernel; the child reports
-what went wrong through a small shared record (`Diag`). Inputs (pointers to const) are read
-in place through the child's copy-on-write view of the parent's memory: no copy.
+Isolation: by default every launch runs in the kernel runner (runner.py, runner.cpp), a small
+program with no Python interpreter in it, so a kernel cannot reach Python's C API. The launch,
+its argument arrays and the Diag go through one shared region; the runner runs the blocks on
+worker threads and exits, and the parent waits with a watchdog. A segfault or an endless loop
+therefore ends the runner, not Python or the Jupyter kernel; the runner reports what went wrong
+through the Diag in the region. Output arrays are copied back, even from a failed launch.
 Set PAGEDLAB_CUDA_ISOLATE=0 to run launches in-process (faster, but a crash is fatal and the
-watchdog cannot stop a spinning kernel).
+watchdog cannot stop a spinning kernel); a grading child ignores it and always isolates.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 import select
 import signal
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import compiler
+from . import compiler, runner
 from .errors import (
     BarrierError,
     KernelCrash,
@@ -80,6 +81,8 @@ class Spec(ctypes.Structure):
 
 ST_OK, ST_BARRIER, ST_WARP, ST_SMEM, ST_CRASH, ST_TRAP, ST_INTERNAL = range(7)
 SCHEDULE_CODES = {"round_robin": 0, "warp0_first": 1, "reversed": 2, "random": 3}
+
+CHECKS_CHILD = "pagedlab.checks.child"  # the module the grader runs student checks in
 
 _LIBS: dict[str, ctypes.CDLL] = {}
 _LIB_LOCK = threading.Lock()
@@ -151,6 +154,12 @@ def isolate_default() -> bool:
     return os.environ.get("PAGEDLAB_CUDA_ISOLATE", "1") not in ("0", "false", "no")
 
 
+def grading() -> bool:
+    """Inside the grader or its checks child: student kernels must not run in this process."""
+    main = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return bool(os.environ.get("PAGEDLAB_GRADING")) or getattr(main, "name", "") == CHECKS_CHILD
+
+
 @dataclass
 class LaunchConfig:
     grid: tuple[int, int, int]
@@ -165,70 +174,259 @@ class LaunchConfig:
 
 
 def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: LaunchConfig,
-           sanitizer=None) -> None:
-    """sanitizer: a pagedlab.cuda.sanitizer.Session for an instrumented build, else None."""
+           sanitizer=None, globals: dict[str, bytes] | None = None) -> None:  # noqa: A002
+    """sanitizer: a pagedlab.cuda.sanitizer.Session for an instrumented build, else None.
+    globals: symbol name -> bytes written into that `__constant__`/`__device__` variable before
+    the launch; None carries the values this process's copy of the library holds (get_global)."""
+    if globals is not None:
+        _check_globals(build, globals)
+    if not cfg.isolate and grading():
+        cfg = dataclasses.replace(cfg, isolate=True)
+    if cfg.isolate:
+        _launch_in_runner(build, name, params, args, cfg, sanitizer, globals)
+    else:
+        _launch_here(build, name, params, args, cfg, sanitizer, globals)
+
+
+def _check_globals(build, values) -> None:
+    if not isinstance(values, dict):
+        raise TypeError(f"globals must be a dict of variable name -> bytes, got {type(values).__name__}")
+    for k, v in values.items():
+        if k not in build.globals:
+            raise ValueError(f"globals: no file-scope __constant__ or __device__ variable {k!r} "
+                             f"in the module (found: {', '.join(build.globals) or 'none'})")
+        if not isinstance(v, (bytes, bytearray, memoryview)):
+            raise TypeError(f"globals[{k!r}] must be bytes, got {type(v).__name__}")
+
+
+def _launch_here(build, name, params, args, cfg, sanitizer, globals_) -> None:
+    """In this process, on its threads (PAGEDLAB_CUDA_ISOLATE=0)."""
     rt = runtime(build.runtime)
     lib = _load(build.library)
     entry = ctypes.cast(getattr(lib, f"pl_entry_{build.symbol(name)}"), ctypes.c_void_p).value
     smem_info = ctypes.cast(lib.pl_smem_info, ctypes.c_void_p).value
-
-    diag_buf = SharedBuffer(rt, ctypes.sizeof(Diag))
-    diag_buf.view(ctypes.sizeof(Diag))[:] = 0
-    diag = Diag.from_address(diag_buf.data)
-    shared = _shared_regions(rt, params, args) if cfg.isolate else []
+    for gname, raw in (globals_ or {}).items():
+        fn = getattr(lib, f"pl_global_{gname}")
+        fn.restype = ctypes.c_void_p
+        info = runner.ParamInfo()
+        addr = fn(ctypes.byref(info))
+        ctypes.memmove(addr, bytes(raw), min(len(raw), int(info.total)))
+    diag = Diag()
     keep = []  # ctypes objects that must outlive the launch
     slots = (ctypes.c_void_p * max(1, len(params)))()
     try:
         for i, (p, a) in enumerate(zip(params, args, strict=True)):
             if p.pointer:
-                ptr = a.ctypes.data if a.nbytes else 0
-                for sb, lo, hi in shared:
-                    if a.nbytes and lo <= ptr and ptr + a.nbytes <= hi:
-                        ptr = sb.data + (ptr - lo)
-                        break
-                cell = ctypes.c_void_p(ptr)
+                cell = ctypes.c_void_p(a.ctypes.data if a.nbytes else 0)
             else:
                 raw = scalar_bytes(a)
                 cell = ctypes.create_string_buffer(raw, max(16, len(raw)))
             keep.append(cell)
             slots[i] = ctypes.addressof(cell)
-
-        filename = build.filename.encode()
-        # Kernel printf: the child writes to a file the parent then prints to sys.stdout, so
-        # the output shows in a notebook cell rather than in the server's terminal.
-        printed = tempfile.TemporaryFile() if cfg.isolate else None
-        keep.append(printed)
         spec = Spec(entry=entry, args=ctypes.addressof(slots),
                     grid=(ctypes.c_uint32 * 3)(*cfg.grid), block=(ctypes.c_uint32 * 3)(*cfg.block),
                     shared_mem=cfg.shared_mem, schedule=SCHEDULE_CODES[cfg.schedule],
                     workers=cfg.workers, seed=cfg.seed, smem_info=smem_info,
-                    diag=diag_buf.data, filename=filename, stack_size=cfg.stack_size,
-                    isolate=int(cfg.isolate), out_pid=-1, out_fd=-1,
-                    stdout_fd=printed.fileno() if printed else -1)
+                    diag=ctypes.addressof(diag), filename=build.filename.encode(),
+                    stack_size=cfg.stack_size, isolate=0, out_pid=-1, out_fd=-1, stdout_fd=-1)
         if sanitizer is not None:  # issue 16: checks and profile of this launch
             keep.append(sanitizer.arm(rt, build, params, args, slots))
-        if cfg.isolate:
-            rc = rt.pl_launch(ctypes.byref(spec))
-            if rc < 0:
-                raise KernelError(f"could not start the launch process: {os.strerror(-rc)}")
-            try:
-                _wait_child(spec.out_pid, spec.out_fd, cfg, diag, build)
-            finally:
-                _show_printed(printed)
-        else:
-            with _INPROCESS_LOCK:
-                rt.pl_launch(ctypes.byref(spec))
-        for sb, lo, hi in shared:  # results come back even from a failed launch, like on a GPU
-            ctypes.memmove(lo, sb.data, hi - lo)
+        with _INPROCESS_LOCK:
+            rt.pl_launch(ctypes.byref(spec))
         if sanitizer is not None:  # issue 16: raises RaceError & co., collects the profile
             sanitizer.finish(diag, build)
         _raise_for(diag, build, cfg)
     finally:
         if sanitizer is not None:
             sanitizer.disarm()
-        for sb, _, _ in shared:
-            sb.free()
-        diag_buf.free()
+
+
+def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_) -> None:
+    """In the kernel runner: lay the launch out in a shared region, spawn, wait, copy back."""
+    rt = runtime(build.runtime)  # checks the struct layouts; the sanitizer configures it
+    prog = runner.program(build.runtime)
+    if globals_ is None:
+        with _LIB_LOCK:
+            loaded = _LIBS.get(str(build.library))
+        globals_ = runner.global_bytes(build, loaded)
+    plan = _plan(build, params, args, sanitizer, globals_)
+    region = runner.Region(plan.lay.size)
+    try:
+        slots, san_cfg = _fill(region, plan, build, params, args, cfg, sanitizer, rt, globals_)
+        hdr = runner.header_of(region)
+        live = Diag.from_address(region.at(plan.diag))
+        printed = tempfile.TemporaryFile()
+        try:
+            pid = runner.spawn(prog, build, f"pl_entry_{build.symbol(name)}", region,
+                               printed.fileno())
+            try:
+                _wait_child(pid, runner.exit_watch(pid), cfg, live, build)
+            except KernelError as e:
+                if type(e) is KernelError and hdr.error:
+                    text = hdr.error.decode(errors="replace")
+                    if "static TLS" in text:  # kernel.py rebuilds with PL_NO_FAST_TLS on this
+                        raise OSError(text) from None
+                    raise KernelError(f"the kernel runner could not start the launch: {text}") from None
+                raise
+        finally:
+            _show_printed(printed)
+        for (lo, hi, written), off in zip(plan.regions, plan.buffers, strict=True):
+            if written:  # results come back even from a failed launch, like on a GPU
+                ctypes.memmove(lo, region.at(off), hi - lo)
+        diag = Diag.from_buffer_copy(live)
+        diag.fault_addr = runner.to_parent(diag.fault_addr, hdr)
+        if sanitizer is not None:
+            _sanitizer_back(region, plan, san_cfg, sanitizer, hdr)
+            sanitizer.finish(diag, build)
+        _raise_for(diag, build, cfg, lib_base=hdr.lib_base)
+    finally:
+        if sanitizer is not None:
+            sanitizer.disarm()
+        region.close()
+
+
+@dataclasses.dataclass
+class _Plan:
+    lay: runner.Layout
+    regions: list
+    diag: int = 0
+    spec: int = 0
+    slots: int = 0
+    cells: list = dataclasses.field(default_factory=list)
+    filename: int = 0
+    san: int = 0
+    san_area: int = 0
+    san_area_size: int = 0
+    globals: list = dataclasses.field(default_factory=list)  # (record off, name off, data off)
+    records: int = 0
+    buffers: list = dataclasses.field(default_factory=list)
+    guards: list = dataclasses.field(default_factory=list)
+    reloc: int = 0
+    nreloc: int = 0
+    guard_list: int = 0
+
+
+def _san_types(sanitizer):
+    """The sanitizer's ctypes structs, from the session's own module (no import: no cycle)."""
+    mod = sys.modules[type(sanitizer).__module__]
+    return mod.Config, mod.Report, mod.ProfHeader, mod.ProfEntry, mod.PROFILE_CAPACITY
+
+
+def _plan(build, params, args, sanitizer, globals_) -> _Plan:
+    lay = runner.Layout()
+    lay.take(ctypes.sizeof(runner.Header))
+    plan = _Plan(lay, runner.argument_regions(params, args, buffer_span))
+    plan.spec = lay.take(ctypes.sizeof(Spec))
+    plan.diag = lay.take(ctypes.sizeof(Diag))
+    plan.slots = lay.take(8 * max(1, len(params)))
+    for p, a in zip(params, args, strict=True):
+        plan.cells.append(lay.take(8 if p.pointer else max(16, len(scalar_bytes(a))), 16))
+    plan.filename = lay.take(len(build.filename.encode()) + 1)
+    nreloc = 3 + len(params) + sum(1 for p in params if p.pointer)
+    if sanitizer is not None:
+        config, report, prof_header, prof_entry, capacity = _san_types(sanitizer)
+        plan.san = lay.take(ctypes.sizeof(config))
+        plan.san_area_size = (ctypes.sizeof(report) + ctypes.sizeof(prof_header)
+                              + capacity * ctypes.sizeof(prof_entry))
+        plan.san_area = lay.take(plan.san_area_size)
+        nreloc += 3 + 2 * len(config().ranges)  # report, prof, entries; each range's lo, hi
+    plan.records = lay.take(ctypes.sizeof(runner.GlobalRecord) * max(1, len(globals_)))
+    for gname, raw in globals_.items():
+        name_off = lay.take(len(f"pl_global_{gname}") + 1)
+        plan.globals.append((name_off, lay.take(len(raw))))
+    for lo, hi, _ in plan.regions:
+        data, guard = lay.take_guarded(hi - lo)
+        plan.buffers.append(data)
+        plan.guards.append(guard)
+    plan.nreloc = nreloc
+    plan.reloc = lay.take(8 * nreloc, 8)
+    plan.guard_list = lay.take(8 * max(1, len(plan.guards)), 8)
+    return plan
+
+
+def _fill(region, plan: _Plan, build, params, args, cfg, sanitizer, rt, globals_):
+    """Write the launch into the region (addresses in this process's mapping) and list the
+    words the runner must relocate. Returns the slots and the sanitizer's own Config."""
+    relocs: list[int] = []
+
+    def put_ptr(off: int, addr: int) -> None:
+        ctypes.c_uint64.from_address(region.at(off)).value = addr
+        relocs.append(off)
+
+    for (lo, hi, _), off in zip(plan.regions, plan.buffers, strict=True):
+        ctypes.memmove(region.at(off), lo, hi - lo)
+    slots = (ctypes.c_void_p * max(1, len(params))).from_address(region.at(plan.slots))
+    for i, (p, a) in enumerate(zip(params, args, strict=True)):
+        put_ptr(plan.slots + 8 * i, region.at(plan.cells[i]))
+        if p.pointer:
+            ptr = a.ctypes.data if a.nbytes else 0
+            for (lo, hi, _), off in zip(plan.regions, plan.buffers, strict=True):
+                if a.nbytes and lo <= ptr and ptr + a.nbytes <= hi:
+                    ptr = region.at(off) + (ptr - lo)
+                    break
+            put_ptr(plan.cells[i], ptr)
+        else:
+            raw = scalar_bytes(a)
+            ctypes.memmove(region.at(plan.cells[i]), raw, len(raw))
+    name = build.filename.encode()
+    ctypes.memmove(region.at(plan.filename), name, len(name))
+    spec = Spec.from_address(region.at(plan.spec))
+    spec.grid[:] = cfg.grid
+    spec.block[:] = cfg.block
+    spec.shared_mem, spec.schedule = cfg.shared_mem, SCHEDULE_CODES[cfg.schedule]
+    spec.workers, spec.seed, spec.stack_size = cfg.workers, cfg.seed, cfg.stack_size
+    spec.isolate, spec.out_pid, spec.out_fd, spec.stdout_fd = 1, -1, -1, -1
+    put_ptr(plan.spec + Spec.args.offset, region.at(plan.slots))
+    put_ptr(plan.spec + Spec.diag.offset, region.at(plan.diag))
+    put_ptr(plan.spec + Spec.filename.offset, region.at(plan.filename))
+    san_cfg = None
+    if sanitizer is not None:
+        san_cfg = sanitizer.arm(rt, build, params, args, slots)
+        config, report, prof_header, _, _ = _san_types(sanitizer)
+        ctypes.memmove(region.at(plan.san), ctypes.addressof(san_cfg), ctypes.sizeof(config))
+        # the report's head as the session set it up (the profile's capacity)
+        ctypes.memmove(region.at(plan.san_area), san_cfg.report,
+                       ctypes.sizeof(report) + ctypes.sizeof(prof_header))
+        area = region.at(plan.san_area)
+        put_ptr(plan.san + config.report.offset, area)
+        put_ptr(plan.san + config.prof.offset, area + ctypes.sizeof(report))
+        put_ptr(plan.san + config.entries.offset, area + ctypes.sizeof(report) + ctypes.sizeof(prof_header))
+        for k in range(len(san_cfg.ranges)):  # Range: lo, hi first
+            at = plan.san + config.ranges.offset + k * ctypes.sizeof(san_cfg.ranges[0])
+            relocs.extend((at, at + 8))
+    records = (runner.GlobalRecord * max(1, len(globals_))).from_address(region.at(plan.records))
+    for k, ((gname, raw), (name_off, data_off)) in enumerate(zip(globals_.items(), plan.globals,
+                                                                  strict=True)):
+        sym = f"pl_global_{gname}".encode()
+        ctypes.memmove(region.at(name_off), sym, len(sym))
+        ctypes.memmove(region.at(data_off), bytes(raw), len(raw))
+        records[k] = runner.GlobalRecord(name_off, data_off, len(raw))
+    hdr = runner.header_of(region)
+    hdr.magic = b"PLRUN01"
+    hdr.size, hdr.parent_base, hdr.spec_off = region.size, region.base, plan.spec
+    hdr.san_off = plan.san if sanitizer is not None else 0
+    hdr.nglobal, hdr.global_off = len(globals_), plan.records
+    assert len(relocs) <= plan.nreloc
+    (ctypes.c_uint64 * max(1, len(relocs))).from_address(region.at(plan.reloc))[:len(relocs)] = relocs
+    hdr.nreloc, hdr.reloc_off = len(relocs), plan.reloc
+    (ctypes.c_uint64 * max(1, len(plan.guards))).from_address(
+        region.at(plan.guard_list))[:len(plan.guards)] = plan.guards
+    hdr.nguard, hdr.guard_off = len(plan.guards), plan.guard_list
+    return slots, san_cfg
+
+
+def _sanitizer_back(region, plan: _Plan, san_cfg, sanitizer, hdr) -> None:
+    """Copy the runner's sanitizer report and profile to where the session reads them. Sizes
+    come from this process's own Config, never from the region the kernel could scribble on."""
+    _, report, prof_header, prof_entry, _ = _san_types(sanitizer)
+    cap = prof_header.from_address(san_cfg.prof).cap
+    nbytes = ctypes.sizeof(report) + ctypes.sizeof(prof_header) + cap * ctypes.sizeof(prof_entry)
+    head = prof_header.from_address(san_cfg.prof)
+    ctypes.memmove(san_cfg.report, region.at(plan.san_area), min(nbytes, plan.san_area_size))
+    head.cap = cap
+    head.count = max(0, min(head.count, cap))
+    rep = report.from_address(san_cfg.report)
+    rep.addr = runner.to_parent(rep.addr, hdr)
 
 
 def scalar_bytes(a) -> bytes:
@@ -257,42 +455,6 @@ def _byte_bounds(a: np.ndarray) -> tuple[int, int]:
         byte_bounds = np.byte_bounds
     lo, hi = byte_bounds(a)
     return int(lo), int(hi)
-
-
-def _shared_regions(rt, params: list[Param], args) -> list[tuple[SharedBuffer, int, int]]:
-    """MAP_SHARED copies of the memory the kernel may write, as (buffer, start, end) address ranges.
-
-    Arrays that overlap (the same array passed twice, or an input that is a view of an output)
-    share one region, so the kernel sees one memory, exactly as on the GPU.
-    """
-    spans = [(*buffer_span(a), p.const)
-             for p, a in zip(params, args, strict=True) if p.pointer and a.nbytes]
-    regions = sorted((lo, hi) for lo, hi, const in spans if not const)
-    while True:  # add read-only arrays that overlap a written region, until nothing changes
-        grown = regions + [(lo, hi) for lo, hi, const in spans if const
-                           and any(lo < rhi and rlo < hi for rlo, rhi in regions)
-                           and not any(rlo <= lo and hi <= rhi for rlo, rhi in regions)]
-        merged: list[list[int]] = []
-        for lo, hi in sorted(grown):
-            if merged and lo < merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], hi)
-            else:
-                merged.append([lo, hi])
-        new = [tuple(m) for m in merged]
-        if new == regions:
-            break
-        regions = new
-    out = []
-    try:
-        for lo, hi in regions:
-            sb = SharedBuffer(rt, hi - lo)
-            out.append((sb, lo, hi))
-            ctypes.memmove(sb.data, lo, hi - lo)
-    except BaseException:
-        for sb, _, _ in out:
-            sb.free()
-        raise
-    return out
 
 
 def _show_printed(printed) -> None:
@@ -365,7 +527,9 @@ def _timeout_message(diag: Diag, cfg: LaunchConfig, build) -> str:
     return "\n".join(lines)
 
 
-def _raise_for(diag: Diag, build, cfg: LaunchConfig) -> None:
+def _raise_for(diag: Diag, build, cfg: LaunchConfig, lib_base: int | None = None) -> None:
+    """lib_base: where the process that ran the launch loaded the kernel library (the runner's
+    load address), or None for this process."""
     st = diag.status
     if st == ST_OK:
         return
@@ -387,7 +551,7 @@ def _raise_for(diag: Diag, build, cfg: LaunchConfig) -> None:
             msg = msg.replace(at, at + elem, 1)
         raise SharedMemoryError(msg)
     if st == ST_CRASH:
-        raise KernelCrash(_crash_message(diag, build, block))
+        raise KernelCrash(_crash_message(diag, build, block, lib_base))
     if st == ST_TRAP:
         raise KernelCrash(msg + ". The launch was stopped, as a device-side assert stops it on a GPU.")
     raise KernelError(msg)
@@ -403,7 +567,7 @@ def _ctype_size(ctype: str) -> int:
     return 0
 
 
-def _crash_message(diag: Diag, build, block: str) -> str:
+def _crash_message(diag: Diag, build, block: str, lib_base: int | None = None) -> str:
     sig = diag.signal
     try:
         signame = signal.Signals(sig).name
@@ -432,30 +596,23 @@ def _crash_message(diag: Diag, build, block: str) -> str:
         what = f"{signame}: arithmetic fault (integer division by zero?) in {who}"
     else:
         what = f"{signame} in {who}"
-    line = _source_line(diag.fault_pc, build)
+    line = _source_line(diag.fault_pc, build, lib_base)
     if line:
         what += f", at {line}"
     return what + ". The kernel crashed; the Python process is fine."
 
 
-def _source_line(pc: int, build) -> str | None:
-    """file:line of a crash address inside the kernel library, from its line tables (-g1)."""
+def _source_line(pc: int, build, lib_base: int | None = None) -> str | None:
+    """file:line of a crash address inside the kernel library, from its line tables (-g1).
+    lib_base: the library's load address in the process that crashed (None: this one)."""
     if not pc:
         return None
     try:
-        import ctypes.util  # noqa: F401
-
-        class DlInfo(ctypes.Structure):
-            _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p),
-                        ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
-        libc = ctypes.CDLL(None)
-        info = DlInfo()
-        if not libc.dladdr(ctypes.c_void_p(pc), ctypes.byref(info)) or not info.fname:
+        if lib_base is None:
+            lib_base = _loaded_base(pc, build)
+        if not lib_base or pc < lib_base:
             return None
-        if os.path.realpath(info.fname.decode()) != os.path.realpath(build.library):
-            return None
-        tool = "addr2line"
-        out = subprocess.run([tool, "-e", str(build.library), "-i", hex(pc - info.fbase)],
+        out = subprocess.run(["addr2line", "-e", str(build.library), "-i", hex(pc - lib_base)],
                              capture_output=True, text=True, timeout=20)
         for ln in out.stdout.splitlines():
             if build.filename in ln:
@@ -463,3 +620,17 @@ def _source_line(pc: int, build) -> str | None:
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
     return None
+
+
+def _loaded_base(pc: int, build) -> int | None:
+    """Load address of the kernel library in this process, if `pc` lies inside it."""
+    class DlInfo(ctypes.Structure):
+        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p),
+                    ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
+    libc = ctypes.CDLL(None)
+    info = DlInfo()
+    if not libc.dladdr(ctypes.c_void_p(pc), ctypes.byref(info)) or not info.fname:
+        return None
+    if os.path.realpath(info.fname.decode()) != os.path.realpath(build.library):
+        return None
+    return info.fbase

@@ -1,0 +1,193 @@
+// pagedlab kernel runner: runs one CPU-executor launch in a process with no Python in it.
+//
+// Why: a kernel library loaded into the Python process (or a fork of it) can look up the
+// interpreter's C API and compute its answer with torch. This program is linked against the
+// runtime only; the kernel library is dlopened here, never in a Python process that launches.
+//
+// Protocol (executor.py / runner.py write it):
+//   argv: pagedlab-runner KERNEL_LIBRARY ENTRY_SYMBOL
+//   fd 3: the launch region (a memfd or a file in a private folder), mapped shared. It starts
+//         with a Header; the Spec, Diag, argument slots and cells, argument buffers, sanitizer
+//         Config and report, and bytes of __constant__/__device__ globals all live inside it.
+//         Pointers in it were written in the parent's mapping: the words listed in `reloc` are
+//         moved to this process's mapping before the launch.
+//   stdout: where kernel printf goes (the parent shows it).
+//   exit status: 0 launch ok, 1 launch reported an error in the Diag, 3 runner could not start
+//         (Header.error says why).
+// After the libraries are loaded the process drops the ability to exec or fork (no_new_privs +
+// seccomp), so a kernel cannot start a Python either.
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#endif
+
+namespace {
+
+// Keep in sync with RunnerHeader in runner.py.
+struct Header {
+    char magic[8];                 // "PLRUN01"
+    uint64_t size;                 // bytes of the region
+    uint64_t parent_base;          // where the parent mapped the region
+    uint64_t runner_base;          // written here: where this process mapped it
+    uint64_t lib_base;             // written here: load address of the kernel library
+    uint64_t spec_off, san_off;    // the Spec; the sanitizer Config (0: none)
+    uint64_t nreloc, reloc_off;    // uint64 offsets of words holding parent addresses
+    uint64_t nguard, guard_off;    // uint64 offsets of pages to make inaccessible
+    uint64_t nglobal, global_off;  // Global records
+    int32_t locked, pad_;          // written here: 1 when exec and fork were taken away
+    char error[512];               // written here when the runner cannot start the launch
+};
+struct Global { uint64_t name_off, data_off, len; };
+
+// The first fields of runtime.cpp's Spec, up to and including stdout_fd.
+struct Spec {
+    void (*entry)(void**);
+    void** args;
+    uint32_t grid[3], block[3];
+    uint64_t shared_mem;
+    int32_t schedule, workers;
+    uint64_t seed;
+    void* smem_info;
+    void* diag;
+    const char* filename;
+    uint64_t stack_size;
+    int32_t isolate;
+    int32_t out_pid, out_fd;
+    int32_t stdout_fd;
+};
+
+constexpr int REGION_FD = 3;
+constexpr int32_t IN_RUNNER = 2;  // Spec.isolate: already isolated, run here with crash handlers
+
+Header* g_hdr = nullptr;
+
+[[noreturn]] void fail(const char* fmt, const char* what) {
+    if (g_hdr) snprintf(g_hdr->error, sizeof g_hdr->error, fmt, what);
+    else fprintf(stderr, fmt, what);
+    _exit(3);
+}
+
+// pl::ParamInfo in prelude.h: only `total` (bytes of the variable) is read here.
+struct ParamInfo { int32_t pointer, is_const, lanes, is_class; int64_t size, elem_size, total;
+                   char code[8], name[96]; };
+
+void write_globals(void* lib, char* base) {
+    Global* g = (Global*)(base + g_hdr->global_off);
+    for (uint64_t i = 0; i < g_hdr->nglobal; ++i) {
+        const char* name = base + g[i].name_off;
+        auto get = (void* (*)(ParamInfo*))dlsym(lib, name);
+        if (!get) fail("the kernel library has no %s", name);
+        ParamInfo info{};
+        void* addr = get(&info);
+        if ((uint64_t)info.total < g[i].len) fail("global %s is smaller than the bytes sent", name);
+        memcpy(addr, base + g[i].data_off, g[i].len);
+    }
+}
+
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+#if defined(__x86_64__)
+#define PL_AUDIT_ARCH AUDIT_ARCH_X86_64
+#else
+#define PL_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+#define PL_DENY(nr, err) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), \
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (err))
+
+// No new programs and no new processes from here on: execve/execveat, fork/vfork and clone
+// without CLONE_THREAD fail with EPERM; clone3 says ENOSYS so glibc's pthread_create falls back
+// to clone, whose flags a filter can read. ptrace and process_vm_* would reach the parent.
+bool lock_down() {
+    struct sock_filter prog[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PL_AUDIT_ARCH, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+#if defined(__x86_64__)
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1),  // x32 numbers
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        PL_DENY(__NR_fork, EPERM),
+        PL_DENY(__NR_vfork, EPERM),
+#endif
+        PL_DENY(__NR_execve, EPERM),
+        PL_DENY(__NR_execveat, EPERM),
+        PL_DENY(__NR_ptrace, EPERM),
+        PL_DENY(__NR_process_vm_readv, EPERM),
+        PL_DENY(__NR_process_vm_writev, EPERM),
+        PL_DENY(__NR_clone3, ENOSYS),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog fprog = {(unsigned short)(sizeof prog / sizeof prog[0]), prog};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) == 0;
+}
+#else
+bool lock_down() { return false; }  // no seccomp here: the launch still runs without Python
+#endif
+
+}  // namespace
+
+extern "C" int pl_launch(void* spec);
+extern "C" void pl_san_configure(void* cfg);
+
+int main(int argc, char** argv) {
+    if (argc != 3) fail("usage: %s KERNEL_LIBRARY ENTRY_SYMBOL\n", argv[0]);
+    struct stat st;
+    if (fstat(REGION_FD, &st) != 0 || st.st_size < (off_t)sizeof(Header))
+        fail("no launch region on fd 3%s\n", "");
+    char* base = (char*)mmap(nullptr, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                             REGION_FD, 0);
+    if (base == MAP_FAILED) fail("cannot map the launch region: %s\n", strerror(errno));
+    close(REGION_FD);
+    g_hdr = (Header*)base;
+    if (memcmp(g_hdr->magic, "PLRUN01", 8) != 0 || g_hdr->size != (uint64_t)st.st_size)
+        fail("the launch region has the wrong format%s", "");
+    g_hdr->runner_base = (uint64_t)(uintptr_t)base;
+
+    void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!lib) fail("cannot load the kernel library: %s", dlerror());
+    Spec* spec = (Spec*)(base + g_hdr->spec_off);
+    spec->entry = (void (*)(void**))dlsym(lib, argv[2]);
+    spec->smem_info = dlsym(lib, "pl_smem_info");
+    if (!spec->entry || !spec->smem_info) fail("the kernel library has no %s", argv[2]);
+    Dl_info info;
+    if (dladdr((void*)spec->entry, &info)) g_hdr->lib_base = (uint64_t)(uintptr_t)info.dli_fbase;
+
+    // Parent addresses -> ours; a word outside the region (a null pointer) stays as it is.
+    uint64_t lo = g_hdr->parent_base, hi = lo + g_hdr->size, shift = (uint64_t)(uintptr_t)base - lo;
+    uint64_t* reloc = (uint64_t*)(base + g_hdr->reloc_off);
+    for (uint64_t i = 0; i < g_hdr->nreloc; ++i) {
+        uint64_t* word = (uint64_t*)(base + reloc[i]);
+        if (*word >= lo && *word <= hi) *word += shift;
+    }
+    write_globals(lib, base);
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t* guard = (uint64_t*)(base + g_hdr->guard_off);
+    for (uint64_t i = 0; i < g_hdr->nguard; ++i) mprotect(base + guard[i], (size_t)page, PROT_NONE);
+
+    spec->isolate = IN_RUNNER;
+    spec->stdout_fd = -1;  // our stdout already is the parent's printf file
+    g_hdr->locked = lock_down() ? 1 : 0;
+    if (g_hdr->san_off) pl_san_configure(base + g_hdr->san_off);
+    int status = pl_launch(spec);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(status == 0 ? 0 : 1);
+}

@@ -1,0 +1,206 @@
+"""Isolated launches in the kernel runner, a program with no Python interpreter in it.
+
+A kernel library loaded into Python (or into a fork of it) can look up the interpreter's C API
+and compute its output with torch. So an isolated launch never loads the kernel there: it lays
+the whole launch out in one shared region (a memfd), spawns `runner.cpp` (built once per
+runtime, next to it in the build cache), and reads results and the Diag back from the region.
+
+Region layout, every part at an offset from the start: Header | Spec | Diag | argument slots |
+cells | file name | sanitizer Config and report | globals | argument buffers (each ending at a
+PROT_NONE page, so a write just past an array faults) | relocation list | guard-page list.
+Pointers are written as addresses in this process's mapping; the runner moves the words named
+in the relocation list to its own mapping. Every pointer argument is copied in (inputs too: the
+runner cannot read this process's memory); regions holding a non-const argument are copied back.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import mmap
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from . import compiler
+
+SOURCE = Path(__file__).with_name("runner.cpp")
+PAGE = mmap.PAGESIZE
+EXIT_NO_START = 3  # the runner's exit status when it could not start the launch
+
+
+class Header(ctypes.Structure):
+    """Header in runner.cpp."""
+    _fields_ = [("magic", ctypes.c_char * 8), ("size", ctypes.c_uint64),
+                ("parent_base", ctypes.c_uint64), ("runner_base", ctypes.c_uint64),
+                ("lib_base", ctypes.c_uint64), ("spec_off", ctypes.c_uint64),
+                ("san_off", ctypes.c_uint64), ("nreloc", ctypes.c_uint64),
+                ("reloc_off", ctypes.c_uint64), ("nguard", ctypes.c_uint64),
+                ("guard_off", ctypes.c_uint64), ("nglobal", ctypes.c_uint64),
+                ("global_off", ctypes.c_uint64), ("locked", ctypes.c_int32),
+                ("pad_", ctypes.c_int32), ("error", ctypes.c_char * 512)]
+
+
+class GlobalRecord(ctypes.Structure):
+    _fields_ = [("name_off", ctypes.c_uint64), ("data_off", ctypes.c_uint64),
+                ("len", ctypes.c_uint64)]
+
+
+class ParamInfo(ctypes.Structure):
+    """pl::ParamInfo in prelude.h (what pl_global_<name> fills in)."""
+    _fields_ = [("pointer", ctypes.c_int32), ("is_const", ctypes.c_int32),
+                ("lanes", ctypes.c_int32), ("is_class", ctypes.c_int32),
+                ("size", ctypes.c_int64), ("elem_size", ctypes.c_int64), ("total", ctypes.c_int64),
+                ("code", ctypes.c_char * 8), ("name", ctypes.c_char * 96)]
+
+
+_PROGRAMS: dict[str, Path] = {}
+_PROGRAM_LOCK = threading.Lock()
+
+
+def program(rt_path: Path) -> Path:
+    """The runner linked against this runtime, built on first use into the build cache."""
+    key = str(rt_path)
+    with _PROGRAM_LOCK:
+        if key not in _PROGRAMS:
+            cxx = compiler.find_compiler()
+            digest = compiler._digest(SOURCE.read_bytes(), rt_path.name, compiler.compiler_version(cxx))
+            target = rt_path.parent / f"pagedlab-runner-{digest}"
+            if not target.exists():
+                origin = "@loader_path" if sys.platform == "darwin" else "$ORIGIN"
+                compiler._atomic_build(target, lambda tmp: compiler._run(
+                    [cxx, "-std=c++17", "-O2", "-o", tmp, str(SOURCE), str(rt_path),
+                     f"-Wl,-rpath,{origin}"] + ([] if sys.platform == "darwin" else ["-ldl"]),
+                    "building the pagedlab kernel runner", {}))
+                os.chmod(target, 0o755)
+            _PROGRAMS[key] = target
+        return _PROGRAMS[key]
+
+
+class Layout:
+    """Offsets of the region's parts, planned before the region exists."""
+
+    def __init__(self):
+        self.size = 0
+
+    def take(self, nbytes: int, align: int = 64) -> int:
+        off = -(-self.size // align) * align
+        self.size = off + max(int(nbytes), 1)
+        return off
+
+    def take_guarded(self, nbytes: int) -> tuple[int, int]:
+        """(offset of the data, offset of its guard page): the data ends at the guard page
+        (rounded down to 64 bytes), as executor.SharedBuffer lays it out."""
+        body = max(PAGE, -(-nbytes // PAGE) * PAGE)
+        start = self.take(body + PAGE, PAGE)
+        return start + (body - nbytes) // 64 * 64, start + body
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+class Region:
+    """The launch's shared memory, mapped here; the runner gets its fd as fd 3."""
+
+    def __init__(self, size: int):
+        self.size = -(-size // PAGE) * PAGE
+        if hasattr(os, "memfd_create"):
+            self.fd = os.memfd_create("pagedlab-launch", os.MFD_CLOEXEC)
+        else:  # an unlinked file only this user can open
+            with tempfile.TemporaryFile() as f:
+                self.fd = os.dup(f.fileno())
+        self.base = None
+        try:
+            os.ftruncate(self.fd, self.size)
+            base = _libc.mmap(None, self.size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED,
+                              self.fd, 0)
+            if base in (None, MAP_FAILED):
+                raise MemoryError(f"could not map {self.size} bytes of shared memory for a launch: "
+                                  f"{os.strerror(ctypes.get_errno())}")
+            self.base = base
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def at(self, off: int) -> int:
+        return self.base + off
+
+    def close(self):
+        if self.base is not None:
+            _libc.munmap(self.base, self.size)
+            self.base = None
+            os.close(self.fd)
+
+
+def argument_regions(params, args, buffer_span) -> list[tuple[int, int, bool]]:
+    """Address ranges of every array the kernel gets, merged where they overlap (so an array
+    passed twice, or a view of another argument, is one memory as on a GPU), each with whether
+    the kernel may write it (it holds a non-const argument) and so must be copied back."""
+    spans = sorted((*buffer_span(a), not p.const)
+                   for p, a in zip(params, args, strict=True) if p.pointer and a.nbytes)
+    merged: list[list] = []
+    for lo, hi, written in spans:
+        if merged and lo < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+            merged[-1][2] = merged[-1][2] or written
+        else:
+            merged.append([lo, hi, written])
+    return [tuple(m) for m in merged]
+
+
+def global_bytes(build, loaded) -> dict[str, bytes]:
+    """Current bytes of the build's __constant__/__device__ globals in this process's copy of
+    the library (what get_global wrote), or {} when this process never loaded it."""
+    if loaded is None:
+        return {}
+    out = {}
+    for name in build.globals:
+        fn = getattr(loaded, f"pl_global_{name}")
+        fn.restype = ctypes.c_void_p
+        info = ParamInfo()
+        addr = fn(ctypes.byref(info))
+        out[name] = ctypes.string_at(addr, int(info.total))
+    return out
+
+
+def spawn(prog: Path, build, entry: str, region: Region, stdout_fd: int) -> int:
+    """Start the runner on the region; returns its pid."""
+    # Fresh descriptors above 9, so the dup2s onto 1 and 3 never overwrite each other's source.
+    fds = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (stdout_fd, region.fd)]
+    try:
+        return os.posix_spawn(str(prog), [str(prog), str(build.library), entry], {},
+                              file_actions=[(os.POSIX_SPAWN_DUP2, fds[0], 1),
+                                            (os.POSIX_SPAWN_DUP2, fds[1], 3)])
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def exit_watch(pid: int) -> int:
+    """A descriptor that becomes readable when process `pid` ends (for the watchdog's select)."""
+    return os.pidfd_open(pid)
+
+
+def header_of(region: Region) -> Header:
+    return Header.from_address(region.base)
+
+
+def to_parent(addr: int, hdr: Header) -> int:
+    """An address the runner reported, moved into this process's mapping of the region."""
+    if hdr.runner_base and hdr.runner_base <= addr < hdr.runner_base + hdr.size:
+        return addr - hdr.runner_base + hdr.parent_base
+    return addr
+
+
+def copy_in(region: Region, off: int, data: np.ndarray | bytes) -> None:
+    raw = data if isinstance(data, bytes) else np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+    ctypes.memmove(region.at(off), raw if isinstance(raw, bytes) else raw.ctypes.data, len(raw))
