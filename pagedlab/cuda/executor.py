@@ -274,7 +274,9 @@ def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_) -> No
             if written:  # results come back even from a failed launch, like on a GPU
                 ctypes.memmove(lo, region.at(off), hi - lo)
         diag = Diag.from_buffer_copy(live)
-        diag.fault_addr = runner.to_parent(diag.fault_addr, hdr)
+        if diag.fault_addr >= 4096:  # a null pointer (plus a small offset) stays as it is
+            diag.fault_addr = runner.to_user(diag.fault_addr - hdr.runner_base, plan.regions,
+                                             plan.buffers)
         if sanitizer is not None:
             _sanitizer_back(region, plan, san_cfg, sanitizer, hdr)
             sanitizer.finish(diag, build)
@@ -382,6 +384,11 @@ def _fill(region, plan: _Plan, build, params, args, cfg, sanitizer, rt, globals_
     san_cfg = None
     if sanitizer is not None:
         san_cfg = sanitizer.arm(rt, build, params, args, slots)
+        for info in sanitizer.args:  # the session names arguments by the caller's addresses
+            for field in ("lo", "buf_lo", "buf_hi"):
+                if getattr(info, field):
+                    setattr(info, field, runner.to_user(getattr(info, field) - region.base,
+                                                        plan.regions, plan.buffers))
         config, report, prof_header, _, _ = _san_types(sanitizer)
         ctypes.memmove(region.at(plan.san), ctypes.addressof(san_cfg), ctypes.sizeof(config))
         # the report's head as the session set it up (the profile's capacity)
@@ -426,7 +433,8 @@ def _sanitizer_back(region, plan: _Plan, san_cfg, sanitizer, hdr) -> None:
     head.cap = cap
     head.count = max(0, min(head.count, cap))
     rep = report.from_address(san_cfg.report)
-    rep.addr = runner.to_parent(rep.addr, hdr)
+    if rep.addr >= 4096:
+        rep.addr = runner.to_user(rep.addr - hdr.runner_base, plan.regions, plan.buffers)
 
 
 def scalar_bytes(a) -> bytes:

@@ -194,13 +194,13 @@ def header_of(region: Region) -> Header:
     return Header.from_address(region.base)
 
 
-def to_parent(addr: int, hdr: Header) -> int:
-    """An address the runner reported, moved into this process's mapping of the region."""
-    if hdr.runner_base and hdr.runner_base <= addr < hdr.runner_base + hdr.size:
-        return addr - hdr.runner_base + hdr.parent_base
-    return addr
-
-
-def copy_in(region: Region, off: int, data: np.ndarray | bytes) -> None:
-    raw = data if isinstance(data, bytes) else np.ascontiguousarray(data).view(np.uint8).reshape(-1)
-    ctypes.memmove(region.at(off), raw if isinstance(raw, bytes) else raw.ctypes.data, len(raw))
+def to_user(offset: int, regions, buffers) -> int:
+    """Where an offset into the region lands among the caller's own arrays: the argument buffer
+    nearest to it, shifted back to that array's address. Reports then name the same addresses
+    whichever process and mapping ran the launch, and a wild address keeps its distance."""
+    best = None
+    for (lo, hi, _), off in zip(regions, buffers, strict=True):
+        dist = off - offset if offset < off else max(0, offset - (off + hi - lo))
+        if best is None or dist < best[0]:
+            best = (dist, lo + (offset - off))
+    return best[1] if best else offset
