@@ -1,0 +1,121 @@
+"""Isolated launches run in the kernel runner, a process with no Python in it (issue 25).
+
+The attack: a kernel looks up the interpreter's C API (PyRun_SimpleString & co.) and computes
+its answer with torch. In a fork of Python it finds the interpreter; in the runner it finds
+nothing, and it cannot start a Python through system()/exec either.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from pagedlab.cuda import RawKernel, RawModule, executor
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="the runner's exec lock-down is Linux-only")
+
+PROBE = r"""
+#include <dlfcn.h>
+#include <stdlib.h>
+
+// out[0]: PyRun_SimpleString found; out[1]: Py_IsInitialized() or -1; out[2]: system("true").
+__global__ void probe(long long* out) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        void* run = dlsym(RTLD_DEFAULT, "PyRun_SimpleString");
+        void* init = dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+        out[0] = run != nullptr;
+        out[1] = init != nullptr ? ((int (*)(void))init)() : -1;
+        out[2] = system("true");
+    }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def probe():
+    k = RawKernel(PROBE, "probe", backend="cpu", filename="probe.cu")
+    k.compile()
+    return k
+
+
+def _probe(kernel) -> list[int]:
+    out = np.full(3, 99, np.int64)
+    kernel((1,), (32,), (out,))
+    return out.tolist()
+
+
+def test_a_kernel_in_the_runner_finds_no_python(probe, monkeypatch):
+    monkeypatch.delenv("PAGEDLAB_CUDA_ISOLATE", raising=False)
+    found, initialized, system = _probe(probe)
+    assert (found, initialized) == (0, -1)
+    assert system != 0  # exec and fork were taken away before the kernel ran
+
+
+def test_in_process_launches_are_what_the_attack_needs(probe, monkeypatch):
+    # The same probe in-process does find Python: the test above would fail on that path.
+    monkeypatch.setenv("PAGEDLAB_CUDA_ISOLATE", "0")
+    monkeypatch.delenv("PAGEDLAB_GRADING", raising=False)
+    found, initialized, _ = _probe(probe)
+    assert (found, initialized) == (1, 1)
+
+
+def test_grading_ignores_the_in_process_switch(probe, monkeypatch):
+    monkeypatch.setenv("PAGEDLAB_CUDA_ISOLATE", "0")
+    monkeypatch.setenv("PAGEDLAB_GRADING", "1")
+    assert _probe(probe)[:2] == [0, -1]
+
+
+CONSTANTS = r"""
+__constant__ float scale[4];
+__device__ int bias = 5;
+
+__global__ void apply(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * scale[i % 4] + bias;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def constants():
+    mod = RawModule(code=CONSTANTS, backend="cpu")
+    mod.compile()
+    return mod
+
+
+def test_constants_written_with_get_global_reach_the_runner(constants):
+    constants.get_global("scale")[:] = [1, 2, 3, 4]
+    constants.get_global("bias")[0] = 100
+    x = np.arange(8, dtype=np.float32)
+    y = np.zeros(8, np.float32)
+    constants.get_function("apply")((1,), (32,), (x, y, np.int32(8)))
+    np.testing.assert_array_equal(y, x * np.tile([1, 2, 3, 4], 2) + 100)
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_launch_writes_the_globals_it_is_given(constants, isolate):
+    k = constants.get_function("apply")
+    cfg = executor.LaunchConfig(grid=(1, 1, 1), block=(32, 1, 1), shared_mem=0,
+                                schedule="round_robin", seed=0, timeout=60.0, workers=1,
+                                isolate=isolate, stack_size=256 * 1024)
+    x = np.ones(4, np.float32)
+    y = np.zeros(4, np.float32)
+    scale = np.array([2, 2, 2, 2], np.float32).tobytes()
+    executor.launch(k._cpu_build(), "apply", k.params, (x, y, np.int32(4)), cfg,
+                    globals={"scale": scale, "bias": np.int32(-1).tobytes()})
+    assert y.tolist() == [1.0] * 4
+
+
+def test_globals_that_are_not_in_the_module_are_refused(constants):
+    k = constants.get_function("apply")
+    cfg = executor.LaunchConfig(grid=(1, 1, 1), block=(32, 1, 1), shared_mem=0,
+                                schedule="round_robin", seed=0, timeout=60.0, workers=1,
+                                isolate=True, stack_size=256 * 1024)
+    args = (np.ones(4, np.float32), np.zeros(4, np.float32), np.int32(4))
+    with pytest.raises(ValueError, match=r"'gain'.*found: scale, bias"):
+        executor.launch(k._cpu_build(), "apply", k.params, args, cfg, globals={"gain": b"\0" * 4})
+    with pytest.raises(TypeError, match=r"globals\['bias'\] must be bytes"):
+        executor.launch(k._cpu_build(), "apply", k.params, args, cfg, globals={"bias": 3})
