@@ -250,7 +250,8 @@ def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_) -> No
             loaded = _LIBS.get(str(build.library))
         globals_ = runner.global_bytes(build, loaded)
     plan = _plan(build, params, args, sanitizer, globals_)
-    region = runner.Region(plan.lay.size)
+    region = runner.take_region(plan.lay.size)
+    reuse = False
     try:
         slots, san_cfg = _fill(region, plan, build, params, args, cfg, sanitizer, rt, globals_)
         hdr = runner.header_of(region)
@@ -280,11 +281,15 @@ def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_) -> No
         if sanitizer is not None:
             _sanitizer_back(region, plan, san_cfg, sanitizer, hdr)
             sanitizer.finish(diag, build)
+        reuse = bool(hdr.locked)  # a runner that could fork may have left a writer behind
         _raise_for(diag, build, cfg, lib_base=hdr.lib_base)
     finally:
         if sanitizer is not None:
             sanitizer.disarm()
-        region.close()
+        if reuse:
+            runner.give_back(region)
+        else:
+            region.close()
 
 
 @dataclasses.dataclass
@@ -350,6 +355,7 @@ def _fill(region, plan: _Plan, build, params, args, cfg, sanitizer, rt, globals_
     """Write the launch into the region (addresses in this process's mapping) and list the
     words the runner must relocate. Returns the slots and the sanitizer's own Config."""
     relocs: list[int] = []
+    ctypes.memset(region.at(0), 0, plan.diag + ctypes.sizeof(Diag))  # header, spec, diag
 
     def put_ptr(off: int, addr: int) -> None:
         ctypes.c_uint64.from_address(region.at(off)).value = addr

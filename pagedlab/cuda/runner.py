@@ -141,6 +141,33 @@ class Region:
             os.close(self.fd)
 
 
+_IDLE: list[Region] = []  # regions of finished launches, kept: fresh shmem pages are slow
+_IDLE_LOCK = threading.Lock()
+KEEP_IDLE = 2
+
+
+def take_region(size: int) -> Region:
+    """A region of at least `size` bytes: an idle one that fits, else a new one (sized in MiB
+    steps so the next launch of similar size fits it too)."""
+    with _IDLE_LOCK:
+        fits = [r for r in _IDLE if r.size >= size]
+        if fits:
+            region = min(fits, key=lambda r: r.size)
+            _IDLE.remove(region)
+            return region
+    return Region(-(-size // (1 << 20)) * (1 << 20))
+
+
+def give_back(region: Region) -> None:
+    """Keep a finished launch's region for the next one. Only once its runner is gone (the
+    caller has reaped it), and the runner cannot fork, so no process of it still writes there."""
+    with _IDLE_LOCK:
+        _IDLE.append(region)
+        _IDLE.sort(key=lambda r: r.size, reverse=True)
+        while len(_IDLE) > KEEP_IDLE:
+            _IDLE.pop().close()
+
+
 def argument_regions(params, args, buffer_span) -> list[tuple[int, int, bool]]:
     """Address ranges of every array the kernel gets, merged where they overlap (so an array
     passed twice, or a view of another argument, is one memory as on a GPU), each with whether
