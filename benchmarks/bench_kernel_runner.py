@@ -16,6 +16,8 @@ Run: .venv/bin/python benchmarks/bench_kernel_runner.py [--repeat 10] [--compare
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import subprocess
 import sys
 import time
@@ -62,12 +64,12 @@ def launches(checkout: Path, repeat: int, isolate: str) -> tuple[float, float]:
 
 def grade_time(checkout: Path) -> float:
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
-                           "from pagedlab.cli import main; raise SystemExit(main())",
-                           str(checkout.resolve()), "grade", "--tasks", "10,14",
+    env = dict(os.environ, PYTHONPATH=str(checkout.resolve()))  # the grader's children too
+    proc = subprocess.run([sys.executable, "-m", "pagedlab", "grade", "--tasks", "10,14",
                            "--impl", "solutions"],
-                          capture_output=True, text=True, timeout=1800, cwd=checkout)
-    if proc.returncode != 0 or "ERROR" in proc.stdout:
+                          capture_output=True, text=True, timeout=1800, cwd=checkout, env=env)
+    total = re.search(r"^total\s+(\d+)/(\d+)", proc.stdout, re.M)
+    if proc.returncode != 0 or not total or total[1] != total[2]:  # the reference: full marks
         raise RuntimeError(proc.stdout[-2000:] + proc.stderr[-2000:])
     return time.perf_counter() - t
 

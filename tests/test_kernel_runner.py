@@ -7,6 +7,7 @@ nothing, and it cannot start a Python through system()/exec either.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -64,6 +65,7 @@ def test_in_process_launches_are_what_the_attack_needs(probe, monkeypatch):
 
 def test_grading_ignores_the_in_process_switch(probe, monkeypatch):
     monkeypatch.setenv("PAGEDLAB_CUDA_ISOLATE", "0")
+    monkeypatch.setattr(executor, "_not_dumpable", lambda: None)  # keep pytest debuggable
     monkeypatch.setenv("PAGEDLAB_GRADING", "1")
     assert _probe(probe)[:2] == [0, -1]
 
@@ -119,3 +121,45 @@ def test_globals_that_are_not_in_the_module_are_refused(constants):
         executor.launch(k._cpu_build(), "apply", k.params, args, cfg, globals={"gain": b"\0" * 4})
     with pytest.raises(TypeError, match=r"globals\['bias'\] must be bytes"):
         executor.launch(k._cpu_build(), "apply", k.params, args, cfg, globals={"bias": 3})
+
+
+CONSTRUCTOR = r"""
+#include <dlfcn.h>
+
+// Runs when the library is loaded, before any launch: if Python is in the process, take it.
+__attribute__((constructor)) static void at_load() {
+    void* run = dlsym(RTLD_DEFAULT, "PyRun_SimpleString");
+    void* ensure = dlsym(RTLD_DEFAULT, "PyGILState_Ensure");
+    void* release = dlsym(RTLD_DEFAULT, "PyGILState_Release");
+    if (!run || !ensure || !release) return;
+    int state = ((int (*)(void))ensure)();
+    ((int (*)(const char*))run)("import os; os.environ['PAGEDLAB_KRUNNER_CTOR'] = 'reached'");
+    ((void (*)(int))release)(state);
+}
+
+__global__ void fill(float* x) { x[threadIdx.x] = 1.0f; }
+"""
+
+
+def test_library_constructors_never_run_in_python(monkeypatch):
+    monkeypatch.delenv("PAGEDLAB_KRUNNER_CTOR", raising=False)
+    monkeypatch.delenv("PAGEDLAB_CUDA_ISOLATE", raising=False)
+    k = RawKernel(CONSTRUCTOR, "fill", backend="cpu", filename="ctor.cu")
+    x = np.zeros(32, np.float32)
+    k((1,), (32,), (x,))  # compile, parameters, launch: all without loading it here
+    assert x.tolist() == [1.0] * 32
+    assert "PAGEDLAB_KRUNNER_CTOR" not in os.environ
+    # The probe is real: a library loaded into this process does reach Python.
+    monkeypatch.setenv("PAGEDLAB_CUDA_ISOLATE", "0")
+    k((1,), (32,), (x,))
+    assert os.environ.get("PAGEDLAB_KRUNNER_CTOR") == "reached"
+
+
+def test_the_checks_child_counts_as_grading(probe, monkeypatch):
+    from types import SimpleNamespace
+    monkeypatch.setenv("PAGEDLAB_CUDA_ISOLATE", "0")
+    monkeypatch.delenv("PAGEDLAB_GRADING", raising=False)
+    monkeypatch.setattr(executor, "_not_dumpable", lambda: None)  # keep pytest debuggable
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__",
+                        SimpleNamespace(name="pagedlab.checks.child"), raising=False)
+    assert _probe(probe)[:2] == [0, -1]

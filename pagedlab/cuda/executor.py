@@ -180,12 +180,68 @@ def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: Lau
     the launch; None carries the values this process's copy of the library holds (get_global)."""
     if globals is not None:
         _check_globals(build, globals)
-    if not cfg.isolate and grading():
-        cfg = dataclasses.replace(cfg, isolate=True)
+    else:
+        globals = current_globals(build)  # noqa: A001
+    if grading():
+        _not_dumpable()
+        if not cfg.isolate:
+            cfg = dataclasses.replace(cfg, isolate=True)
     if cfg.isolate:
         _launch_in_runner(build, name, params, args, cfg, sanitizer, globals)
     else:
         _launch_here(build, name, params, args, cfg, sanitizer, globals)
+
+
+# ---- what the parent knows of a library without loading it -----------------------------------
+
+_DESCRIBED: dict[str, runner.Description] = {}
+_GLOBAL_MEMORY: dict[str, dict[str, np.ndarray]] = {}  # library -> name -> its bytes here
+_DESCRIBE_LOCK = threading.Lock()
+
+
+def describe(build: compiler.Build) -> runner.Description:
+    """Parameters of every kernel and each global's size and initial bytes, asked of the runner
+    (cached per build): loading the library here would run its constructors in Python."""
+    key = str(build.library)
+    with _DESCRIBE_LOCK:
+        if key not in _DESCRIBED:
+            runtime(build.runtime)
+            _DESCRIBED[key] = runner.describe(runner.program(build.runtime), build)
+        return _DESCRIBED[key]
+
+
+def param_infos(build: compiler.Build, name: str) -> tuple[int, bytes]:
+    """(count, raw pl::ParamInfo records) of kernel `name`, as pl_params_<symbol> gives them."""
+    return describe(build).params[f"pl_params_{build.symbol(name)}"]
+
+
+def global_memory(build: compiler.Build, name: str) -> tuple[np.ndarray, bytes]:
+    """This process's copy of global `name` (uint8; what later launches write into the
+    library's variable) and its raw pl::ParamInfo record."""
+    info, initial = describe(build).globals[name]
+    with _DESCRIBE_LOCK:
+        mem = _GLOBAL_MEMORY.setdefault(str(build.library), {})
+        if name not in mem:
+            mem[name] = np.frombuffer(bytearray(initial), np.uint8)
+        return mem[name], info
+
+
+def current_globals(build: compiler.Build) -> dict[str, bytes]:
+    """Globals a launch carries when its caller names none: those read through global_memory,
+    else (a library this process loaded itself) the bytes its variables hold now."""
+    with _LIB_LOCK:
+        loaded = _LIBS.get(str(build.library))
+    values = runner.global_bytes(build, loaded)
+    with _DESCRIBE_LOCK:
+        values.update((k, v.tobytes()) for k, v in _GLOBAL_MEMORY.get(str(build.library), {}).items())
+    return values
+
+
+def _not_dumpable() -> None:
+    """A grading child's memory is not readable or writable through /proc by processes of
+    the same user (a runner included)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
 
 
 def _check_globals(build, values) -> None:
@@ -245,10 +301,6 @@ def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_) -> No
     """In the kernel runner: lay the launch out in a shared region, spawn, wait, copy back."""
     rt = runtime(build.runtime)  # checks the struct layouts; the sanitizer configures it
     prog = runner.program(build.runtime)
-    if globals_ is None:
-        with _LIB_LOCK:
-            loaded = _LIBS.get(str(build.library))
-        globals_ = runner.global_bytes(build, loaded)
     plan = _plan(build, params, args, sanitizer, globals_)
     region = runner.take_region(plan.lay.size)
     reuse = False

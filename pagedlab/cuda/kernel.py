@@ -222,11 +222,9 @@ class ParamInfo(ctypes.Structure):
 
 def compiler_params(build: compiler.Build, name: str, code: str):
     """The kernel's parameters as the compiler resolved them (exported by the build's glue)."""
-    lib = executor._load(build.library)
-    fn = getattr(lib, f"pl_params_{build.symbol(name)}")
-    fn.restype = ctypes.c_int
+    n, raw = executor.param_infos(build, name)  # from the runner: never loaded in Python
     infos = (ParamInfo * 64)()
-    n = fn(infos, 64)
+    ctypes.memmove(infos, raw, min(len(raw), ctypes.sizeof(infos)))
     if n > 64:
         raise ValueError(f"{name} has {n} parameters; the CPU executor supports at most 64")
     names = param_names(code, name.split("<")[0].strip()) or []
@@ -328,13 +326,8 @@ class RawModule:
         if name not in build.globals:
             raise ValueError(f"no file-scope __constant__ or __device__ variable {name!r} in the "
                              f"module (found: {', '.join(build.globals) or 'none'})")
-        lib = executor._load(build.library)
-        fn = getattr(lib, f"pl_global_{name}")
-        fn.restype = ctypes.c_void_p
-        info = ParamInfo()
-        addr = fn(ctypes.byref(info))
-        total = int(info.total)
-        raw = np.ctypeslib.as_array((ctypes.c_uint8 * total).from_address(addr))
+        raw, record = executor.global_memory(build, name)  # launches carry these bytes
+        info = ParamInfo.from_buffer_copy(record)
         if dtype is not None:
             return raw.view(np.dtype(dtype))
         code = info.code.decode()

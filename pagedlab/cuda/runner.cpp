@@ -14,8 +14,8 @@
 //   stdout: where kernel printf goes (the parent shows it).
 //   exit status: 0 launch ok, 1 launch reported an error in the Diag, 3 runner could not start
 //         (Header.error says why).
-// After the libraries are loaded the process drops the ability to exec or fork (no_new_privs +
-// seccomp), so a kernel cannot start a Python either.
+// Before the kernel library is loaded the process drops the ability to exec or fork
+// (no_new_privs + seccomp), so neither a kernel nor the library's constructors can start a Python.
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -153,8 +153,35 @@ bool lock_down() { return false; }  // no seccomp here: the launch still runs wi
 extern "C" int pl_launch(void* spec);
 extern "C" void pl_san_configure(void* cfg);
 
+// Describe mode (argv[2] == "--describe"): the region holds `nglobal` Query records instead of
+// a launch; the answers the parent needs about the library (parameters, globals' sizes and
+// initial bytes) come from here, so a Python process never loads a student's library.
+struct Query { uint64_t name_off, out_off, cap; int32_t kind, result; };
+enum QueryKind : int32_t { Q_PARAMS = 1, Q_GLOBAL = 2 };
+
+int describe(void* lib, char* base) {
+    Query* q = (Query*)(base + g_hdr->global_off);
+    for (uint64_t i = 0; i < g_hdr->nglobal; ++i) {
+        const char* name = base + q[i].name_off;
+        void* fn = dlsym(lib, name);
+        if (!fn) fail("the kernel library has no %s", name);
+        char* out = base + q[i].out_off;
+        if (q[i].kind == Q_PARAMS) {
+            q[i].result = ((int (*)(ParamInfo*, int))fn)((ParamInfo*)out,
+                                                         (int)(q[i].cap / sizeof(ParamInfo)));
+        } else {
+            ParamInfo* info = (ParamInfo*)out;
+            void* addr = ((void* (*)(ParamInfo*))fn)(info);
+            if ((uint64_t)info->total > q[i].cap - sizeof(ParamInfo)) fail("global %s is too large", name);
+            memcpy(out + sizeof(ParamInfo), addr, (size_t)info->total);
+            q[i].result = 1;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char** argv) {
-    if (argc != 3) fail("usage: %s KERNEL_LIBRARY ENTRY_SYMBOL\n", argv[0]);
+    if (argc != 3) fail("usage: %s KERNEL_LIBRARY ENTRY_SYMBOL|--describe\n", argv[0]);
     struct stat st;
     if (fstat(REGION_FD, &st) != 0 || st.st_size < (off_t)sizeof(Header))
         fail("no launch region on fd 3%s\n", "");
@@ -167,8 +194,11 @@ int main(int argc, char** argv) {
         fail("the launch region has the wrong format%s", "");
     g_hdr->runner_base = (uint64_t)(uintptr_t)base;
 
+    // Before the library's own code (its constructors) runs: no exec, no fork from here on.
+    g_hdr->locked = lock_down() ? 1 : 0;
     void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!lib) fail("cannot load the kernel library: %s", dlerror());
+    if (strcmp(argv[2], "--describe") == 0) _exit(describe(lib, base));
     Spec* spec = (Spec*)(base + g_hdr->spec_off);
     spec->entry = (void (*)(void**))dlsym(lib, argv[2]);
     spec->smem_info = dlsym(lib, "pl_smem_info");
@@ -190,7 +220,6 @@ int main(int argc, char** argv) {
 
     spec->isolate = IN_RUNNER;
     spec->stdout_fd = -1;  // our stdout already is the parent's printf file
-    g_hdr->locked = lock_down() ? 1 : 0;
     if (g_hdr->san_off) pl_san_configure(base + g_hdr->san_off);
     int status = pl_launch(spec);
     fflush(stdout);

@@ -16,9 +16,12 @@ runner cannot read this process's memory); regions holding a non-const argument 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import fcntl
 import mmap
 import os
+import select
+import signal
 import sys
 import tempfile
 import threading
@@ -197,6 +200,76 @@ def global_bytes(build, loaded) -> dict[str, bytes]:
         addr = fn(ctypes.byref(info))
         out[name] = ctypes.string_at(addr, int(info.total))
     return out
+
+
+class Query(ctypes.Structure):
+    """Query in runner.cpp (describe mode)."""
+    _fields_ = [("name_off", ctypes.c_uint64), ("out_off", ctypes.c_uint64), ("cap", ctypes.c_uint64),
+                ("kind", ctypes.c_int32), ("result", ctypes.c_int32)]
+
+
+Q_PARAMS, Q_GLOBAL = 1, 2
+MAX_PARAMS = 64
+MAX_GLOBAL = 16 << 20  # bytes per global asked for; pages never written cost nothing
+
+
+@dataclasses.dataclass
+class Description:
+    params: dict[str, tuple[int, bytes]]      # pl_params_<symbol> -> (count, ParamInfo records)
+    globals: dict[str, tuple[bytes, bytes]]   # variable -> (ParamInfo record, initial bytes)
+
+
+def describe(prog: Path, build) -> Description:
+    """Ask the runner, which loads the library, what the parent would otherwise load it for."""
+    asks = [(Q_PARAMS, f"pl_params_{sym}", MAX_PARAMS * ctypes.sizeof(ParamInfo))
+            for sym in dict.fromkeys(build.entries.values())]
+    asks += [(Q_GLOBAL, f"pl_global_{g}", ctypes.sizeof(ParamInfo) + MAX_GLOBAL) for g in build.globals]
+    lay = Layout()
+    lay.take(ctypes.sizeof(Header))
+    table = lay.take(ctypes.sizeof(Query) * max(1, len(asks)))
+    places = [(lay.take(len(name) + 1), lay.take(cap, PAGE)) for _, name, cap in asks]
+    region = Region(lay.size)
+    try:
+        hdr = header_of(region)
+        hdr.magic, hdr.size, hdr.parent_base = b"PLRUN01", region.size, region.base
+        hdr.nglobal, hdr.global_off = len(asks), table
+        queries = (Query * max(1, len(asks))).from_address(region.at(table))
+        for k, ((kind, name, cap), (name_off, out_off)) in enumerate(zip(asks, places, strict=True)):
+            ctypes.memmove(region.at(name_off), name.encode(), len(name))
+            queries[k] = Query(name_off, out_off, cap, kind, 0)
+        with tempfile.TemporaryFile() as out:
+            pid = spawn(prog, build, "--describe", region, out.fileno())
+            status = _wait(pid, DESCRIBE_TIMEOUT)
+        if status != 0:
+            why = hdr.error.decode(errors="replace") or f"wait status {status}"
+            raise OSError(f"the kernel runner could not describe {build.library.name}: {why}")
+        out = Description({}, {})
+        size = ctypes.sizeof(ParamInfo)
+        for (kind, name, cap), (_, out_off), q in zip(asks, places, queries, strict=False):
+            if kind == Q_PARAMS:
+                n = max(0, int(q.result))
+                out.params[name] = (n, ctypes.string_at(region.at(out_off), min(n, MAX_PARAMS) * size))
+            else:
+                info = ParamInfo.from_buffer_copy(ctypes.string_at(region.at(out_off), size))
+                data = ctypes.string_at(region.at(out_off) + size, max(0, min(int(info.total), MAX_GLOBAL)))
+                out.globals[name[len("pl_global_"):]] = (bytes(info), data)
+        return out
+    finally:
+        region.close()
+
+
+DESCRIBE_TIMEOUT = 60.0  # seconds: a library whose constructors spin is killed
+
+
+def _wait(pid: int, timeout: float) -> int:
+    """Wait status of `pid`, killing it first if it runs longer than `timeout` seconds."""
+    fd = exit_watch(pid)
+    try:
+        if not select.select([fd], [], [], timeout)[0]:
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        os.close(fd)
+    return os.waitpid(pid, 0)[1]
 
 
 def spawn(prog: Path, build, entry: str, region: Region, stdout_fd: int) -> int:
