@@ -407,7 +407,8 @@ def _fill(region, plan: _Plan, build, params, args, cfg, sanitizer, rt, globals_
     """Write the launch into the region (addresses in this process's mapping) and list the
     words the runner must relocate. Returns the slots and the sanitizer's own Config."""
     relocs: list[int] = []
-    ctypes.memset(region.at(0), 0, plan.diag + ctypes.sizeof(Diag))  # header, spec, diag
+    # A reused region holds the last launch's bytes: clear everything before the buffers.
+    ctypes.memset(region.at(0), 0, plan.buffers[0] if plan.buffers else plan.reloc)
 
     def put_ptr(off: int, addr: int) -> None:
         ctypes.c_uint64.from_address(region.at(off)).value = addr
@@ -428,7 +429,7 @@ def _fill(region, plan: _Plan, build, params, args, cfg, sanitizer, rt, globals_
         else:
             raw = scalar_bytes(a)
             ctypes.memmove(region.at(plan.cells[i]), raw, len(raw))
-    name = build.filename.encode()
+    name = build.filename.encode() + b"\0"  # a reused region holds old bytes: terminate
     ctypes.memmove(region.at(plan.filename), name, len(name))
     spec = Spec.from_address(region.at(plan.spec))
     spec.grid[:] = cfg.grid
@@ -462,7 +463,7 @@ def _fill(region, plan: _Plan, build, params, args, cfg, sanitizer, rt, globals_
     records = (runner.GlobalRecord * max(1, len(globals_))).from_address(region.at(plan.records))
     for k, ((gname, raw), (name_off, data_off)) in enumerate(zip(globals_.items(), plan.globals,
                                                                   strict=True)):
-        sym = f"pl_global_{gname}".encode()
+        sym = f"pl_global_{gname}".encode() + b"\0"
         ctypes.memmove(region.at(name_off), sym, len(sym))
         ctypes.memmove(region.at(data_off), bytes(raw), len(raw))
         records[k] = runner.GlobalRecord(name_off, data_off, len(raw))
