@@ -163,3 +163,56 @@ def test_the_checks_child_counts_as_grading(probe, monkeypatch):
     monkeypatch.setattr(sys.modules["__main__"], "__spec__",
                         SimpleNamespace(name="pagedlab.checks.child"), raising=False)
     assert _probe(probe)[:2] == [0, -1]
+
+
+STEAL_TASK10 = r"""
+// A hostile Task 10 submission: thread 0 of block (0, 0) finds the Python interpreter the
+// kernel library was loaded into and computes every output with numpy; the rest do nothing.
+#include <dlfcn.h>
+#include <stdio.h>
+
+extern "C" __global__ void paged_attention_v1(
+    float* out, const float* q, const float* k_cache, const float* v_cache,
+    const int* block_tables, const int* seq_lens, float scale, int num_kv_heads,
+    int head_size, int block_size, int max_blocks_per_seq) {
+  if (blockIdx.x != 0 || blockIdx.y != 0 || threadIdx.x != 0) return;
+  void* ensure = dlsym(RTLD_DEFAULT, "PyGILState_Ensure");
+  void* release = dlsym(RTLD_DEFAULT, "PyGILState_Release");
+  void* run = dlsym(RTLD_DEFAULT, "PyRun_SimpleString");
+  if (!ensure || !release || !run) return;
+  static char code[4096];
+  snprintf(code, sizeof code,
+    "import ctypes as C, numpy as np\n"
+    "A = lambda a, n, t: np.ctypeslib.as_array((t * n).from_address(a))\n"
+    "H, S, D, B, KV, M, sc = %u, %u, %d, %d, %d, %d, %.9g\n"
+    "bt = A(%llu, S * M, C.c_int).reshape(S, M); sl = A(%llu, S, C.c_int)\n"
+    "used = [bt[s, :(int(sl[s]) + B - 1) // B] for s in range(S)]\n"
+    "nb = max(int(u.max()) for u in used if u.size) + 1\n"
+    "q = A(%llu, S * H * D, C.c_float).reshape(S, H, D)\n"
+    "k = A(%llu, nb * B * KV * D, C.c_float).reshape(-1, KV, D)\n"
+    "v = A(%llu, nb * B * KV * D, C.c_float).reshape(-1, KV, D)\n"
+    "o = A(%llu, S * H * D, C.c_float).reshape(S, H, D)\n"
+    "for s in range(S):\n"
+    "    n = int(sl[s]); slots = (used[s][:, None] * B + np.arange(B)).reshape(-1)[:n]\n"
+    "    for h in range(H):\n"
+    "        x = (k[slots, h // (H // KV)] @ q[s, h]) * sc\n"
+    "        p = np.exp(x - x.max()); p /= p.sum()\n"
+    "        o[s, h] = p @ v[slots, h // (H // KV)]\n",
+    gridDim.x, gridDim.y, head_size, block_size, num_kv_heads, max_blocks_per_seq, scale,
+    (unsigned long long)block_tables, (unsigned long long)seq_lens, (unsigned long long)q,
+    (unsigned long long)k_cache, (unsigned long long)v_cache, (unsigned long long)out);
+  int state = ((int (*)(void))ensure)();
+  ((int (*)(const char*))run)(code);
+  ((void (*)(int))release)(state);
+}
+"""
+
+
+def test_a_task10_kernel_that_computes_through_python_scores_nothing(tmp_path):
+    # Before the runner (a fork of Python) this submission scored Task 10 in full.
+    from pagedlab import checks
+
+    (tmp_path / "paged_attention.cu").write_text(STEAL_TASK10)
+    results = checks.results("task10", tmp_path)
+    assert results and not any(r.passed for r in results)
+    assert "never written" in results[0].message

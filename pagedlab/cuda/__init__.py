@@ -33,7 +33,11 @@ Design:
   ``SharedMemoryError`` naming the byte offset, the element and the barrier after which it was
   seen (which thread wrote it is not known); a *read* past the end yields NaN. Overruns of
   static ``__shared__`` arrays are not detected.
-* Isolation. A launch runs in a forked child (``PAGEDLAB_CUDA_ISOLATE=0`` to run in-process).
+* Isolation. A launch runs in the kernel runner (``runner.cpp``), a separate program with no
+  Python interpreter in it, spawned per launch; arguments and results go through one shared
+  region (``PAGEDLAB_CUDA_ISOLATE=0`` runs in-process, except in a grading child). The runner
+  cannot exec or fork, and Python never loads a kernel library (parameters and globals are
+  asked of the runner), so kernel code cannot reach Python's C API.
   Chosen over in-process sigaltstack/siglongjmp recovery: a spinning kernel cannot be stopped
   in-process, and a kernel that scribbled over the heap would leave the notebook corrupted.
   segfaults become ``KernelCrash`` (with file:line from the library's line tables when the
