@@ -328,8 +328,8 @@ def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_) -> No
                 ctypes.memmove(lo, region.at(off), hi - lo)
         diag = Diag.from_buffer_copy(live)
         if diag.fault_addr >= 4096:  # a null pointer (plus a small offset) stays as it is
-            diag.fault_addr = runner.to_user(diag.fault_addr - hdr.runner_base, plan.regions,
-                                             plan.buffers)
+            diag.fault_addr = runner.runner_to_user(diag.fault_addr, plan.regions, plan.buffers,
+                                                    _segments(region, plan))
         if sanitizer is not None:
             _sanitizer_back(region, plan, san_cfg, sanitizer, hdr)
             sanitizer.finish(diag, build)
@@ -359,10 +359,10 @@ class _Plan:
     globals: list = dataclasses.field(default_factory=list)  # (record off, name off, data off)
     records: int = 0
     buffers: list = dataclasses.field(default_factory=list)
-    guards: list = dataclasses.field(default_factory=list)
+    segments: list = dataclasses.field(default_factory=list)  # (offset, length) of each buffer
     reloc: int = 0
     nreloc: int = 0
-    guard_list: int = 0
+    seg_list: int = 0
 
 
 def _san_types(sanitizer):
@@ -394,12 +394,12 @@ def _plan(build, params, args, sanitizer, globals_) -> _Plan:
         name_off = lay.take(len(f"pl_global_{gname}") + 1)
         plan.globals.append((name_off, lay.take(len(raw))))
     for lo, hi, _ in plan.regions:
-        data, guard = lay.take_guarded(hi - lo)
+        data, start, length = lay.take_segment(hi - lo)
         plan.buffers.append(data)
-        plan.guards.append(guard)
+        plan.segments.append((start, length))
     plan.nreloc = nreloc
     plan.reloc = lay.take(8 * nreloc, 8)
-    plan.guard_list = lay.take(8 * max(1, len(plan.guards)), 8)
+    plan.seg_list = lay.take(ctypes.sizeof(runner.Segment) * max(1, len(plan.segments)), 8)
     return plan
 
 
@@ -475,10 +475,17 @@ def _fill(region, plan: _Plan, build, params, args, cfg, sanitizer, rt, globals_
     assert len(relocs) <= plan.nreloc
     (ctypes.c_uint64 * max(1, len(relocs))).from_address(region.at(plan.reloc))[:len(relocs)] = relocs
     hdr.nreloc, hdr.reloc_off = len(relocs), plan.reloc
-    (ctypes.c_uint64 * max(1, len(plan.guards))).from_address(
-        region.at(plan.guard_list))[:len(plan.guards)] = plan.guards
-    hdr.nguard, hdr.guard_off = len(plan.guards), plan.guard_list
+    segs = (runner.Segment * max(1, len(plan.segments))).from_address(region.at(plan.seg_list))
+    for k, (start, length) in enumerate(plan.segments):
+        segs[k] = runner.Segment(start, length, 0)
+    hdr.nseg, hdr.seg_off = len(plan.segments), plan.seg_list
     return slots, san_cfg
+
+
+def _segments(region, plan: _Plan) -> list:
+    """The segment records as the runner left them (with its addresses), copied out."""
+    table = (runner.Segment * max(1, len(plan.segments))).from_address(region.at(plan.seg_list))
+    return [runner.Segment.from_buffer_copy(table[k]) for k in range(len(plan.segments))]
 
 
 def _sanitizer_back(region, plan: _Plan, san_cfg, sanitizer, hdr) -> None:
@@ -493,7 +500,8 @@ def _sanitizer_back(region, plan: _Plan, san_cfg, sanitizer, hdr) -> None:
     head.count = max(0, min(head.count, cap))
     rep = report.from_address(san_cfg.report)
     if rep.addr >= 4096:
-        rep.addr = runner.to_user(rep.addr - hdr.runner_base, plan.regions, plan.buffers)
+        rep.addr = runner.runner_to_user(rep.addr, plan.regions, plan.buffers,
+                                         _segments(region, plan))
 
 
 def scalar_bytes(a) -> bytes:

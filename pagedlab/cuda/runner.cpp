@@ -46,12 +46,18 @@ struct Header {
     uint64_t lib_base;             // written here: load address of the kernel library
     uint64_t spec_off, san_off;    // the Spec; the sanitizer Config (0: none)
     uint64_t nreloc, reloc_off;    // uint64 offsets of words holding parent addresses
-    uint64_t nguard, guard_off;    // uint64 offsets of pages to make inaccessible
+    uint64_t nseg, seg_off;        // Segment records: the argument buffers
     uint64_t nglobal, global_off;  // Global records
     int32_t locked, pad_;          // written here: 1 when exec and fork were taken away
     char error[512];               // written here when the runner cannot start the launch
 };
 struct Global { uint64_t name_off, data_off, len; };
+// An argument buffer: `len` bytes (whole pages) at `off` in the region. Each is mapped again on
+// its own, GAP bytes from the next and followed by an inaccessible page, so a write just past
+// it faults and a wild index lands nearer its own array than its neighbour's, as with separate
+// allocations on a GPU. runner_addr: written here, where it was mapped.
+struct Segment { uint64_t off, len, runner_addr; };
+constexpr uint64_t GAP = 64ull << 20;
 
 // The first fields of runtime.cpp's Spec, up to and including stdout_fd.
 struct Spec {
@@ -148,6 +154,39 @@ bool lock_down() {
 bool lock_down() { return false; }  // no seccomp here: the launch still runs without Python
 #endif
 
+void map_segments(char* base) {
+    Segment* seg = (Segment*)(base + g_hdr->seg_off);
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), total = GAP;
+    for (uint64_t i = 0; i < g_hdr->nseg; ++i) total += seg[i].len + page + GAP;
+    char* arena = (char*)mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                              -1, 0);
+    if (arena == MAP_FAILED) fail("cannot reserve address space for the arguments: %s", strerror(errno));
+    char* at = arena + GAP;
+    for (uint64_t i = 0; i < g_hdr->nseg; ++i) {
+        if (mmap(at, seg[i].len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | PL_MAP_POPULATE,
+                 REGION_FD, (off_t)seg[i].off) == MAP_FAILED)
+            fail("cannot map an argument buffer: %s", strerror(errno));
+        seg[i].runner_addr = (uint64_t)(uintptr_t)at;
+        at += seg[i].len + page + GAP;
+    }
+}
+
+// Parent addresses -> ours: into an argument buffer's own mapping, else the region's; a word
+// outside the region (a null pointer) stays as it is.
+void relocate(char* base) {
+    uint64_t lo = g_hdr->parent_base, hi = lo + g_hdr->size;
+    Segment* seg = (Segment*)(base + g_hdr->seg_off);
+    uint64_t* reloc = (uint64_t*)(base + g_hdr->reloc_off);
+    for (uint64_t i = 0; i < g_hdr->nreloc; ++i) {
+        uint64_t* word = (uint64_t*)(base + reloc[i]);
+        if (*word < lo || *word > hi) continue;
+        uint64_t off = *word - lo, to = (uint64_t)(uintptr_t)base + off;
+        for (uint64_t k = 0; k < g_hdr->nseg; ++k)
+            if (off >= seg[k].off && off <= seg[k].off + seg[k].len) to = seg[k].runner_addr + (off - seg[k].off);
+        *word = to;
+    }
+}
+
 }  // namespace
 
 extern "C" int pl_launch(void* spec);
@@ -185,14 +224,15 @@ int main(int argc, char** argv) {
     struct stat st;
     if (fstat(REGION_FD, &st) != 0 || st.st_size < (off_t)sizeof(Header))
         fail("no launch region on fd 3%s\n", "");
-    char* base = (char*)mmap(nullptr, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | PL_MAP_POPULATE,
+    char* base = (char*)mmap(nullptr, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
                              REGION_FD, 0);
     if (base == MAP_FAILED) fail("cannot map the launch region: %s\n", strerror(errno));
-    close(REGION_FD);
     g_hdr = (Header*)base;
     if (memcmp(g_hdr->magic, "PLRUN01", 8) != 0 || g_hdr->size != (uint64_t)st.st_size)
         fail("the launch region has the wrong format%s", "");
     g_hdr->runner_base = (uint64_t)(uintptr_t)base;
+    map_segments(base);
+    close(REGION_FD);
 
     // Before the library's own code (its constructors) runs: no exec, no fork from here on.
     g_hdr->locked = lock_down() ? 1 : 0;
@@ -206,17 +246,8 @@ int main(int argc, char** argv) {
     Dl_info info;
     if (dladdr((void*)spec->entry, &info)) g_hdr->lib_base = (uint64_t)(uintptr_t)info.dli_fbase;
 
-    // Parent addresses -> ours; a word outside the region (a null pointer) stays as it is.
-    uint64_t lo = g_hdr->parent_base, hi = lo + g_hdr->size, shift = (uint64_t)(uintptr_t)base - lo;
-    uint64_t* reloc = (uint64_t*)(base + g_hdr->reloc_off);
-    for (uint64_t i = 0; i < g_hdr->nreloc; ++i) {
-        uint64_t* word = (uint64_t*)(base + reloc[i]);
-        if (*word >= lo && *word <= hi) *word += shift;
-    }
+    relocate(base);
     write_globals(lib, base);
-    long page = sysconf(_SC_PAGESIZE);
-    uint64_t* guard = (uint64_t*)(base + g_hdr->guard_off);
-    for (uint64_t i = 0; i < g_hdr->nguard; ++i) mprotect(base + guard[i], (size_t)page, PROT_NONE);
 
     spec->isolate = IN_RUNNER;
     spec->stdout_fd = -1;  // our stdout already is the parent's printf file

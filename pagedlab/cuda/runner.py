@@ -6,8 +6,10 @@ the whole launch out in one shared region (a memfd), spawns `runner.cpp` (built 
 runtime, next to it in the build cache), and reads results and the Diag back from the region.
 
 Region layout, every part at an offset from the start: Header | Spec | Diag | argument slots |
-cells | file name | sanitizer Config and report | globals | argument buffers (each ending at a
-PROT_NONE page, so a write just past an array faults) | relocation list | guard-page list.
+cells | file name | sanitizer Config and report | globals | argument buffers | relocation
+list | segment list. The runner maps each argument buffer again on its own, 64 MiB from the next
+and followed by a PROT_NONE page, so a write just past an array faults and a wild index lands
+nearer its own array than a neighbour's.
 Pointers are written as addresses in this process's mapping; the runner moves the words named
 in the relocation list to its own mapping. Every pointer argument is copied in (inputs too: the
 runner cannot read this process's memory); regions holding a non-const argument are copied back.
@@ -42,10 +44,15 @@ class Header(ctypes.Structure):
                 ("parent_base", ctypes.c_uint64), ("runner_base", ctypes.c_uint64),
                 ("lib_base", ctypes.c_uint64), ("spec_off", ctypes.c_uint64),
                 ("san_off", ctypes.c_uint64), ("nreloc", ctypes.c_uint64),
-                ("reloc_off", ctypes.c_uint64), ("nguard", ctypes.c_uint64),
-                ("guard_off", ctypes.c_uint64), ("nglobal", ctypes.c_uint64),
+                ("reloc_off", ctypes.c_uint64), ("nseg", ctypes.c_uint64),
+                ("seg_off", ctypes.c_uint64), ("nglobal", ctypes.c_uint64),
                 ("global_off", ctypes.c_uint64), ("locked", ctypes.c_int32),
                 ("pad_", ctypes.c_int32), ("error", ctypes.c_char * 512)]
+
+
+class Segment(ctypes.Structure):
+    """Segment in runner.cpp: an argument buffer, mapped on its own in the runner."""
+    _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64), ("runner_addr", ctypes.c_uint64)]
 
 
 class GlobalRecord(ctypes.Structure):
@@ -95,12 +102,13 @@ class Layout:
         self.size = off + max(int(nbytes), 1)
         return off
 
-    def take_guarded(self, nbytes: int) -> tuple[int, int]:
-        """(offset of the data, offset of its guard page): the data ends at the guard page
-        (rounded down to 64 bytes), as executor.SharedBuffer lays it out."""
+    def take_segment(self, nbytes: int) -> tuple[int, int, int]:
+        """(offset of the data, offset of its pages, their length) for an argument buffer: the
+        data ends at the end of its pages (rounded down to 64 bytes), where the runner puts an
+        inaccessible page, as executor.SharedBuffer lays it out."""
         body = max(PAGE, -(-nbytes // PAGE) * PAGE)
-        start = self.take(body + PAGE, PAGE)
-        return start + (body - nbytes) // 64 * 64, start + body
+        start = self.take(body, PAGE)
+        return start + (body - nbytes) // 64 * 64, start, body
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -296,11 +304,24 @@ def header_of(region: Region) -> Header:
 
 def to_user(offset: int, regions, buffers) -> int:
     """Where an offset into the region lands among the caller's own arrays: the argument buffer
-    nearest to it, shifted back to that array's address. Reports then name the same addresses
-    whichever process and mapping ran the launch, and a wild address keeps its distance."""
+    nearest to it, shifted back to that array's address."""
     best = None
     for (lo, hi, _), off in zip(regions, buffers, strict=True):
         dist = off - offset if offset < off else max(0, offset - (off + hi - lo))
         if best is None or dist < best[0]:
             best = (dist, lo + (offset - off))
     return best[1] if best else offset
+
+
+def runner_to_user(addr: int, regions, buffers, segments) -> int:
+    """An address the runner reported, among the caller's arrays: the nearest argument buffer
+    in the runner's address space (where the kernel computed it), shifted to that array."""
+    best = None
+    for (lo, hi, _), data, seg in zip(regions, buffers, segments, strict=True):
+        if not seg.runner_addr:
+            continue
+        start = seg.runner_addr + (data - seg.off)
+        dist = start - addr if addr < start else max(0, addr - (start + hi - lo))
+        if best is None or dist < best[0]:
+            best = (dist, lo + (addr - start))
+    return best[1] if best else addr
