@@ -414,8 +414,13 @@ def _fill(region, plan: _Plan, build, params, args, cfg, sanitizer, rt, globals_
         ctypes.c_uint64.from_address(region.at(off)).value = addr
         relocs.append(off)
 
-    for (lo, hi, _), off in zip(plan.regions, plan.buffers, strict=True):
+    for (lo, hi, _), off, (start, length) in zip(plan.regions, plan.buffers, plan.segments,
+                                                 strict=True):
+        # zeros around the data, as in fresh pages: a reused region's old bytes read past an
+        # array (an index table's, say) would send the kernel somewhere else each launch
+        ctypes.memset(region.at(start), 0, off - start)
         ctypes.memmove(region.at(off), lo, hi - lo)
+        ctypes.memset(region.at(off + hi - lo), 0, start + length - (off + hi - lo))
     slots = (ctypes.c_void_p * max(1, len(params))).from_address(region.at(plan.slots))
     for i, (p, a) in enumerate(zip(params, args, strict=True)):
         put_ptr(plan.slots + 8 * i, region.at(plan.cells[i]))
