@@ -29,8 +29,6 @@ import tempfile
 import threading
 from pathlib import Path
 
-import numpy as np
-
 from . import compiler
 
 SOURCE = Path(__file__).with_name("runner.cpp")
@@ -253,7 +251,7 @@ def describe(prog: Path, build) -> Description:
             raise OSError(f"the kernel runner could not describe {build.library.name}: {why}")
         out = Description({}, {})
         size = ctypes.sizeof(ParamInfo)
-        for (kind, name, cap), (_, out_off), q in zip(asks, places, queries, strict=False):
+        for (kind, name, _), (_, out_off), q in zip(asks, places, queries, strict=False):
             if kind == Q_PARAMS:
                 n = max(0, int(q.result))
                 out.params[name] = (n, ctypes.string_at(region.at(out_off), min(n, MAX_PARAMS) * size))
