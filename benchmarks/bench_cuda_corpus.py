@@ -19,7 +19,21 @@ What is left is mostly the kernel's own scalar arithmetic, one CUDA thread at a 
 further would mean running a warp's 32 threads as SIMD lanes. Wall times on a shared box are
 noisy: the cpu column (the launch child's CPU time) is the steadier figure.
 
-Run: .venv/bin/python benchmarks/bench_cuda_corpus.py [--repeat 3] [--quick]
+Checks on (issue 27): every row is also run with check="all" (the sanitizer's instrumented
+build); the "checks" column is its CPU time over the same kernel's checks-off CPU time, measured
+in the same run. Target: <= 10x on every row, and the 1024^3 matmul with checks on finishing
+within the default 30 s watchdog. Where the checked time went (perf): the shadow state of
+shared memory, and two sanitizer calls per `threadIdx` read, which also kept the compiler from
+hoisting the indices out of the k loop. Fixes: one shadow cell per 4-byte word (split into byte
+cells only for words accessed in parts), and threadIdx & co. read through uninstrumented
+`const` functions in checked builds. The 32x32-tile matmul went from 9.2x to 4.9x at 256^3; one
+--quick run (512^3, 2 cores, load average ~13): 32x32 tiles 5.6x, 16x16 tiles 4.1x, softmax
+0.9x, layernorm 2.6x, stencil 2.1x, Black-Scholes 2.1x, histogram 4.4x, tree reduction 1.1x.
+1024^3 with 32x32 tiles: 9.7 CPU-s off, 58.5 CPU-s on (6.0x), i.e. about 29 s of wall time on
+two idle cores, just inside the 30 s default. The watchdog is wall-clock time: on a loaded box a checked launch can exceed it while using
+well under its CPU budget; the row then says so.
+
+Run: .venv/bin/python benchmarks/bench_cuda_corpus.py [--repeat 3] [--quick] [--no-checks]
 (also run from benchmarks/bench_cuda_cpu.py --corpus)
 """
 
@@ -70,6 +84,9 @@ __global__ void barriers_only(float* out, int rounds) {
 
 
 CPU = {}  # name -> CPU seconds of the last timed launch (forked children: robust to a busy box)
+CHECKED = {}  # name -> CPU seconds of the same launch with check="all"
+RATIOS = {}  # name -> checks-on / checks-off CPU time
+WITH_CHECKS = True
 
 
 def timed(fn, repeat, key=None):
@@ -86,9 +103,22 @@ def timed(fn, repeat, key=None):
     return statistics.median(times)
 
 
+def checked(name, launch, repeat):
+    """CPU time of `launch(check="all")`, next to the checks-off time already in CPU[name]."""
+    if not WITH_CHECKS:
+        return
+    launch("all")  # the instrumented build, compiled once outside the timing
+    timed(lambda: launch("all"), repeat, key="__checked")
+    CHECKED[name] = CPU.pop("__checked")
+    RATIOS[name] = CHECKED[name] / max(CPU[name], 1e-9)
+
+
 def row(name, t, base, extra=""):
     cpu = f"cpu {CPU.pop(name, 0) * 1e3:8.1f} ms" if name in CPU else " " * 15
-    print(f"  {name:34s} {t * 1e3:9.1f} ms  {cpu}  numpy {base * 1e3:8.2f} ms  {t / base:7.1f}x  {extra}")
+    chk = (f"checks {CHECKED[name] * 1e3:9.1f} ms cpu = {RATIOS[name]:5.1f}x" if name in CHECKED
+           else " " * 31)
+    print(f"  {name:34s} {t * 1e3:9.1f} ms  {cpu}  {chk}  numpy {base * 1e3:8.2f} ms  "
+          f"{t / base:7.1f}x  {extra}")
 
 
 def matmul_rows(n, repeat, timeout):
@@ -99,9 +129,20 @@ def matmul_rows(n, repeat, timeout):
     base = timed(lambda: A @ B, repeat)
     ref = A.astype(np.float64) @ B
     g = (n // 32, n // 32)
-    t = timed(lambda: mod.get_function("matmul32")(g, (32, 32), (A, B, C, np.int32(n)),
-                                                   timeout=timeout), repeat,
-              key=f"matmul {n}^3, 32x32 tiles (1024 thr)")
+    m32 = f"matmul {n}^3, 32x32 tiles (1024 thr)"
+    def launch32(check=None, timeout=timeout):
+        mod.get_function("matmul32")(g, (32, 32), (A, B, C, np.int32(n)), timeout=timeout, check=check)
+    t = timed(launch32, repeat, key=m32)
+    checked(m32, launch32, repeat)
+    if WITH_CHECKS:  # the checked launch must fit the default watchdog, not just a raised one
+        start = time.perf_counter()
+        try:
+            launch32("all", timeout=cuda.kernel.DEFAULT_TIMEOUT)
+            print(f"  checked {n}^3 matmul within the default {cuda.kernel.DEFAULT_TIMEOUT:g} s "
+                  f"watchdog: yes ({time.perf_counter() - start:.1f} s wall)")
+        except cuda.KernelTimeout:
+            print(f"  checked {n}^3 matmul within the default {cuda.kernel.DEFAULT_TIMEOUT:g} s "
+                  "watchdog: NO")
     err = float(np.abs(C - ref).max() / np.abs(ref).max())
     row(f"matmul {n}^3, 32x32 tiles (1024 thr)", t, base, f"max rel err {err:.1e}")
     tn = timed(lambda: mod.get_function("matmul_naive")(g, (32, 32), (A, B, C, np.int32(n)),
@@ -117,10 +158,20 @@ def matmul_rows(n, repeat, timeout):
     row("  barriers only (2 per k-tile)", tb, base,
         f"{switches / 1e6:.0f} M thread-barrier waits, {cpu / switches * 1e9:.0f} ns CPU each")
     k16 = cuda.RawKernel((CORPUS / "classics.cu").read_text(), "matmul_tiled", backend="cpu")
-    t16 = timed(lambda: k16((n // 16, n // 16), (16, 16), (A, B, C, np.int32(n), np.int32(n),
-                                                         np.int32(n)), timeout=timeout), repeat,
-                key=f"matmul {n}^3, 16x16 tiles (256 thr)")
-    row(f"matmul {n}^3, 16x16 tiles (256 thr)", t16, base)
+    m16 = f"matmul {n}^3, 16x16 tiles (256 thr)"
+    def launch16(check=None):
+        k16((n // 16, n // 16), (16, 16), (A, B, C, np.int32(n), np.int32(n), np.int32(n)),
+            timeout=timeout, check=check)
+    t16 = timed(launch16, repeat, key=m16)
+    checked(m16, launch16, repeat)
+    row(m16, t16, base)
+
+
+def kernel_row(name, launch, base, repeat):
+    """Time `launch(check=None)` (wall and CPU), then with checks on; print the row."""
+    t = timed(lambda: launch(None), repeat, key=name)
+    checked(name, launch, repeat)
+    row(name, t, base)
 
 
 def corpus_rows(repeat):
@@ -135,25 +186,25 @@ def corpus_rows(repeat):
     def np_softmax():
         e = np.exp(x - x.max(1, keepdims=True))
         return e / e.sum(1, keepdims=True)
-    t = timed(lambda: mod.get_function("softmax_rows")((512,), (128,), (out, x, np.int32(1024))), repeat)
-    row("softmax 512 x 1024", t, timed(np_softmax, repeat))
+    kernel_row("softmax 512 x 1024", lambda c: mod.get_function("softmax_rows")(
+        (512,), (128,), (out, x, np.int32(1024)), check=c), timed(np_softmax, repeat), repeat)
 
     g, b = rng.random(1024).astype(np.float32), rng.random(1024).astype(np.float32)
     def np_layernorm():
         m = x.mean(1, keepdims=True)
         return (x - m) / np.sqrt(x.var(1, keepdims=True) + 1e-5) * g + b
-    t = timed(lambda: mod.get_function("layernorm_rows")(
-        (128,), (128,), (out, x, g, b, np.int32(512), np.int32(1024), np.float32(1e-5))), repeat)
-    row("layernorm 512 x 1024", t, timed(np_layernorm, repeat))
+    kernel_row("layernorm 512 x 1024", lambda c: mod.get_function("layernorm_rows")(
+        (128,), (128,), (out, x, g, b, np.int32(512), np.int32(1024), np.float32(1e-5)), check=c),
+        timed(np_layernorm, repeat), repeat)
 
     v = rng.random(1 << 20).astype(np.float32)
     o = np.empty_like(v)
     def np_stencil():
         p = np.pad(v, 3)
         return sum(p[k:k + v.size] for k in range(7))
-    t = timed(lambda: mod.get_function("stencil_halo")((v.size // 256,), (256,), (o, v, np.int32(v.size)),
-                                                       shared_mem=(256 + 6) * 4), repeat)
-    row("stencil radius 3, 1M points", t, timed(np_stencil, repeat))
+    kernel_row("stencil radius 3, 1M points", lambda c: mod.get_function("stencil_halo")(
+        (v.size // 256,), (256,), (o, v, np.int32(v.size)), shared_mem=(256 + 6) * 4, check=c),
+        timed(np_stencil, repeat), repeat)
 
     n = 1 << 20
     S, K = rng.uniform(5, 30, n).astype(np.float32), rng.uniform(1, 100, n).astype(np.float32)
@@ -170,21 +221,21 @@ def corpus_rows(repeat):
         disc = np.exp(-0.02 * T)
         cnd = ndtr if ndtr is not None else (lambda d: 0.5 * (1 + np.tanh(0.79788456 * d)))
         return S * cnd(d1) - K * disc * cnd(d2), K * disc * cnd(-d2) - S * cnd(-d1)
-    t = timed(lambda: mod.get_function("black_scholes")((n // 256,), (256,), (
-        call, put, S, K, T, np.float32(0.02), np.float32(0.3), np.int32(n))), repeat)
-    row("Black-Scholes 1M options", t, timed(np_black_scholes, repeat))
+    kernel_row("Black-Scholes 1M options", lambda c: mod.get_function("black_scholes")(
+        (n // 256,), (256,), (call, put, S, K, T, np.float32(0.02), np.float32(0.3), np.int32(n)),
+        check=c), timed(np_black_scholes, repeat), repeat)
 
     data = rng.integers(0, 256, 1 << 22).astype(np.uint8)
     hist = np.zeros(256, np.uint32)
-    t = timed(lambda: mod.get_function("histogram_private")((64,), (256,), (
-        hist, data, np.int32(data.size), np.int32(256)), shared_mem=256 * 4), repeat)
-    row("histogram 4M bytes, 256 bins", t, timed(lambda: np.bincount(data, minlength=256), repeat))
+    kernel_row("histogram 4M bytes, 256 bins", lambda c: mod.get_function("histogram_private")(
+        (64,), (256,), (hist, data, np.int32(data.size), np.int32(256)), shared_mem=256 * 4,
+        check=c), timed(lambda: np.bincount(data, minlength=256), repeat), repeat)
 
     r = rng.random(1 << 22).astype(np.float32)
     partial = np.empty(r.size // 256, np.float32)
-    t = timed(lambda: red.get_function("reduce_shared_tree")((r.size // 256,), (256,), (
-        partial, r, np.int32(r.size)), shared_mem=256 * 4), repeat)
-    row("shared-tree reduction 4M floats", t, timed(lambda: r.sum(), repeat))
+    kernel_row("shared-tree reduction 4M floats", lambda c: red.get_function("reduce_shared_tree")(
+        (r.size // 256,), (256,), (partial, r, np.int32(r.size)), shared_mem=256 * 4, check=c),
+        timed(lambda: r.sum(), repeat), repeat)
 
 
 def main(argv=None):
@@ -192,12 +243,20 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--n", type=int, default=1024, help="matmul size (a multiple of 32)")
     ap.add_argument("--quick", action="store_true", help="matmul 512^3 instead of 1024^3")
+    ap.add_argument("--no-checks", action="store_true", help="skip the checks-on column")
     a = ap.parse_args(argv)
+    global WITH_CHECKS
+    WITH_CHECKS = not a.no_checks
     n = 512 if a.quick else a.n
     print(f"corpus kernels on the CPU executor ({cuda.executor.default_workers()} worker(s)), "
           "median of", a.repeat)
     matmul_rows(n, a.repeat, timeout=600)
     corpus_rows(a.repeat)
+    if RATIOS:
+        worst = max(RATIOS, key=RATIOS.get)
+        print(f"checks on / off (CPU time): median {statistics.median(RATIOS.values()):.1f}x, "
+              f"worst {RATIOS[worst]:.1f}x ({worst.strip()}); target <= 10x")
+    return RATIOS
 
 
 if __name__ == "__main__":

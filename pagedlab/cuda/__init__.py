@@ -55,23 +55,28 @@ Design:
   (ascending thread index), ``warp0_first`` (warp 0 whenever it can run, then the last warp
   down), ``reversed`` and ``random:<seed>``. A missing barrier can hide under one order, so
   tests and graders iterate over ``SCHEDULES``.
-* Launch cost: a cached build is found by hash in about a millisecond; a launch forks once
-  (~5 ms); the course's paged-attention kernel (64 blocks x 128 threads) runs in well under
+* Launch cost: a cached build is found by hash in about a millisecond; a launch spawns the kernel runner once
+  (a few ms); the course's paged-attention kernel (64 blocks x 128 threads) runs in well under
   0.3 s on 2 cores (``benchmarks/bench_cuda_cpu.py``).
 * Arguments are checked against the kernel's parameter list before launch. The types come from
   the compiler (each build exports what every parameter is after typedefs, macros, ``-D`` and
   templates), not from the text: numpy arrays of the exact dtype, contiguous (C or Fortran
   order: the kernel sees raw memory), for ``T*`` (``float4*`` takes float32, ``__half*``
-  float16, ``__nv_bfloat16*`` uint16 bits, ``Struct*`` a structured array of the same
-  itemsize); numpy scalars of the exact type for scalars (a bare Python int/float is refused:
+  float16, ``__nv_bfloat16*`` uint16 bits, ``Struct*`` any array whose size in bytes is a
+  whole number of structs, as CuPy passes it, e.g. float32 for ``const Matrix<float>*``); numpy scalars of the exact type for scalars (a bare Python int/float is refused:
   CuPy would send 64 bits); structs and vector types by value as a structured numpy scalar,
   an array of the right bytes (a float3 as three float32) or ``bytes``. Violations raise
   ``TypeError``. A view with an offset (``a[3:]``) maps its whole underlying array, so
   ``p[-1]`` reads and writes the real neighbour, as on a GPU.
 * ``RawModule(code=..., options=..., name_expressions=[...])`` as in CuPy: ``get_function``
-  takes a kernel name or a template instance (``"scale<float>"``); ``get_global(name)`` returns
-  a writable numpy view of a file-scope ``__constant__``/``__device__`` variable, read by the
-  following launches.
+  takes a kernel name or a template instance (``"scale<float>"``, ``static`` template kernels
+  too); ``get_global(name)`` returns a writable numpy array of a file-scope (or ``extern "C"
+  {}``-block) ``__constant__``/``__device__`` variable, every declarator of ``__constant__
+  float a, b;`` included. The module keeps that array as the variable's one copy and writes it
+  into whichever build runs a launch (``executor.launch(..., globals=)``), so checked and
+  unchecked launches read the same values.
+* ``extern __shared__`` may be declared at file scope, in a kernel, in a device function, a
+  function template or a member of a class template (the samples' ``SharedMemory<T>``).
 * Cooperative groups: ``this_thread_block()``, ``tiled_partition<N>``/``tiled_partition(g, n)``
   (tiles of 1-32 threads), ``thread_block_tile`` shuffles and votes, ``cg::reduce`` with
   ``plus``/``less``/``greater``/``bit_*``, ``coalesced_threads()`` (the lanes of a warp waiting
@@ -85,15 +90,30 @@ Design:
   (without the TSan runtime: the executor implements the ``__tsan_*`` calls) reports
   shared-memory races (``RaceError``), accesses outside the argument arrays or past
   ``shared_mem`` (``OutOfBoundsError``) and reads of unwritten shared memory
-  (``UninitializedReadError``), the same report under every schedule; about 3x the
-  checks-off time. ``kernel.profile(...)`` returns per-line sectors per warp request and
+  (``UninitializedReadError``), the same report under every schedule. An atomic and a plain
+  access by another thread to one shared element with no barrier between are a race (two
+  atomics are not). Checks-on CPU time is at most about 10x checks-off on the corpus
+  benchmark, tiled shared-memory matmuls included (one shadow cell per 4-byte word of shared
+  memory until a word is accessed in parts); ``benchmarks/bench_cuda_corpus.py`` measures it. ``kernel.profile(...)`` returns per-line sectors per warp request and
   bank-conflict ways (``pagedlab.cuda.profile``). Linux only; the CuPy backend ignores ``check=``.
+
+* Watchdog: before killing a launch past ``timeout=``, the executor asks each worker where its
+  running thread is, and the ``KernelTimeout`` names that line (the spinning loop, not the
+  last barrier passed) and what the block's other threads were doing.
+
+Refused by name (``pagedlab.cuda.unsupported``, a ``CompileError`` naming the feature and line
+and what to write instead): dynamic parallelism (a launch inside a kernel), legacy texture
+references (``texture<...>``), texture and surface objects (``cudaTextureObject_t``; created on
+the host from CUDA arrays the executor does not have), WMMA tensor-core fragments (``<mma.h>``;
+their lane layout is unspecified, so an emulation could not tell right code from code that
+relies on one GPU's layout) and FP8 (``<cuda_fp8.h>``: no ``__nv_fp8_e4m3``/``__nv_fp8_e5m2``
+types or conversions). ``backend="cupy"`` runs them on a GPU.
 
 CPU-only keywords of a launch: ``schedule=``, ``timeout=`` (seconds), ``workers=``; the CuPy
 backend ignores them. ``RawKernel(..., filename="paged_attention.cu")`` names the source in
 reports (default ``<kernel name>.cu``).
 
-Limits: no inline PTX, tensor-core MMA, CUB/Thrust, textures or surfaces, asynchronous copies
+Limits: no inline PTX, CUB/Thrust, asynchronous copies
 (``memcpy_async``), grid-wide sync, tiles larger than a warp; a kernel's writes to a
 ``__device__`` variable are not copied back from an isolated launch (host writes through
 ``get_global`` are seen); NVRTC options other than -D are ignored on the CPU; several

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .errors import CompileError
 from .signature import kernel_names, strip_comments
+from .unsupported import refuse_unsupported
 
 HERE = Path(__file__).resolve().parent
 PRELUDE = HERE / "prelude.h"
@@ -32,7 +33,7 @@ RUNTIME = HERE / "runtime.cpp"
 # CUDA's headers for the CPU (cooperative_groups.h, cuda_fp16.h, ...), on the include path.
 INCLUDE = HERE / "include"
 SANITIZER_RT = HERE / "sanitizer_rt.h"  # included by runtime.cpp (issue 16)
-FORMAT_VERSION = "6"
+FORMAT_VERSION = "7"
 
 
 def header_bytes() -> bytes:
@@ -205,15 +206,15 @@ def precompiled_prelude(cxx: str, flags: list[str]) -> Path:
 _EXTERN_SHARED = re.compile(
     r"extern\s+__shared__\s+([^;{}()\[\]]*?(?:\([^;{}]*?\)[^;{}()\[\]]*?)*)\s*\b([A-Za-z_]\w*)\s*\[\s*\]")
 _ALIGN = re.compile(r"(__align__|alignas)\s*\([^()]*\)|__attribute__\s*\(\([^()]*(\([^()]*\))?[^()]*\)\)")
-# A `__constant__`/`__device__` variable at file scope (no parenthesis before `;`, `=` or `[`).
-_GLOBAL_VAR = re.compile(
-    r"(?:__constant__|__device__)\s+(?:__constant__\s+|__device__\s+)?[^;(){}=]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*(?:=|;)")
 
 
 @dataclass
 class DynArray:
     name: str
     ctype: str
+    # Declared inside a template (the samples' SharedMemory<T>): GCC then calls the array's TLS
+    # init function without checking that it exists, so the glue must define one (empty).
+    in_template: bool = False
 
 
 @dataclass
@@ -234,26 +235,86 @@ class Build:
 
 def dynamic_shared_arrays(code: str) -> list[DynArray]:
     found: dict[str, DynArray] = {}
-    for m in _EXTERN_SHARED.finditer(strip_comments(code)):
+    text = strip_comments(code)
+    top = _file_scope(text)
+    for m in _EXTERN_SHARED.finditer(text):
         ctype, name = " ".join(_ALIGN.sub(" ", m.group(1)).split()), m.group(2)
-        found.setdefault(name, DynArray(name, ctype))
+        arr = found.setdefault(name, DynArray(name, ctype))
+        arr.in_template = arr.in_template or (not top[m.start()] and _inside_template(text, top, m.start()))
     return list(found.values())
 
 
-def global_variables(code: str) -> list[str]:
-    """Names of the file-scope `__constant__`/`__device__` variables (for get_global)."""
-    text = strip_comments(code)
-    depth, at_top = 0, []
-    for ch in text:  # brace depth at each offset: only depth 0 is file scope
+def _inside_template(text: str, top: list[bool], pos: int) -> bool:
+    """Is the file-scope construct enclosing `pos` a template (or one's specialisation)?"""
+    brace = pos
+    while brace > 0 and not top[brace - 1]:
+        brace -= 1
+    i = brace - 1  # the construct's outermost `{`; its head runs back to the previous `;`/`}`
+    while i > 0 and not (top[i - 1] and text[i - 1] in ";}"):
+        i -= 1
+    return re.search(r"\btemplate\s*<", text[i:brace]) is not None
+
+
+def _file_scope(text: str) -> list[bool]:
+    """For each offset: is it at file scope? `extern "C" { ... }` and `namespace { ... }` bodies
+    count as file scope (a `__constant__` declared there is still a module global)."""
+    stack, out = [], []
+    for i, ch in enumerate(text):
         if ch == "{":
+            head = text[max(0, i - 40):i]
+            stack.append(bool(re.search(r'extern\s*"C"\s*$|namespace\s*$', head)))
+        elif ch == "}" and stack:
+            stack.pop()
+        out.append(all(stack))
+    return out
+
+
+_VAR_KEYWORD = re.compile(r"\b(?:__constant__|__device__)\b")
+
+
+def _declarators(text: str, start: int) -> list[str] | None:
+    """The declarators of the declaration starting at `start` (`float a, b[4] = {..}, c`);
+    None when it is a function (a parenthesis before any `=`)."""
+    parts, cur, depth, i, init = [], "", 0, start, False
+    while i < len(text):
+        ch = text[i]
+        if ch in "([{":
+            if depth == 0 and not init and ch in "({":
+                return None
             depth += 1
-        elif ch == "}":
+        elif ch in ")]}":
             depth -= 1
-        at_top.append(depth == 0)
+        elif depth == 0 and ch == "=":
+            init = True
+        elif depth == 0 and ch in ",;":
+            parts.append(cur)
+            if ch == ";":
+                return parts
+            cur, init = "", False
+            i += 1
+            continue
+        cur += ch
+        i += 1
+    return None
+
+
+def global_variables(code: str) -> list[str]:
+    """Names of the file-scope `__constant__`/`__device__` variables (for get_global), every
+    declarator of `__constant__ float a, b, c;` included."""
+    text = strip_comments(code)
+    top = _file_scope(text)
     names = []
-    for m in _GLOBAL_VAR.finditer(text):
-        if at_top[m.start()] and m.group(1) not in names and m.group(1) not in ("const", "volatile"):
-            names.append(m.group(1))
+    for m in _VAR_KEYWORD.finditer(text):
+        if not top[m.start()]:
+            continue
+        decls = _declarators(text, m.end())
+        for d in decls or ():
+            lhs = re.split(r"[=\[]", d, maxsplit=1)[0]
+            ident = re.findall(r"[A-Za-z_]\w*", lhs)
+            name = ident[-1] if ident else None
+            if name and name not in names and name not in ("const", "volatile", "__constant__",
+                                                            "__device__", "static", "extern"):
+                names.append(name)
     return names
 
 
@@ -289,6 +350,9 @@ def translation_unit(code: str, filename: str, kernels: list[str], dyn: list[Dyn
     for d in dyn:
         tail.append(f"thread_local __attribute__((aligned(64))) {d.ctype} {d.name}"
                     f"[({cap} + sizeof({d.ctype}) - 1) / sizeof({d.ctype})];")
+        if d.in_template:  # the Itanium name of its TLS init function: _ZTH <length> <name>
+            tail.append(f'extern "C" void pl_tls_init_{d.name}() __asm__("_ZTH{len(d.name)}{d.name}");')
+            tail.append(f'extern "C" __attribute__((visibility("hidden"))) void pl_tls_init_{d.name}() {{}}')
     # 64: the TLS block (all __shared__ memory) is then 64-byte aligned, so alignas(32) holds.
     tail.append("static thread_local __attribute__((aligned(64))) char pl_tls_anchor_;")
     tail.append("PL_EXPORT int pl_smem_info(void** addr, uint64_t* cap, int max) {")
@@ -319,6 +383,7 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
     filename = Path(filename).name
     if not re.fullmatch(r"[\w.+-]+", filename):
         raise ValueError(f"filename {filename!r}: use letters, digits, '.', '_', '-' only")
+    refuse_unsupported(code, filename)
     kernels = kernel_names(code)
     entries = entry_symbols(kernels, name_expressions)
     globals_ = global_variables(code)

@@ -45,6 +45,14 @@ class Progress(ctypes.Structure):
                 ("thread", ctypes.c_int32), ("line", ctypes.c_int32)]
 
 
+class Stuck(ctypes.Structure):
+    """runtime.cpp's Stuck: where a worker's running thread was when the watchdog fired."""
+    _fields_ = [("pcs", ctypes.c_uint64 * 16), ("npcs", ctypes.c_int32), ("sampled", ctypes.c_int32),
+                ("wait_line", ctypes.c_int32 * 4), ("wait_count", ctypes.c_int32 * 4),
+                ("wait_kind", ctypes.c_int32 * 4), ("runnable", ctypes.c_int32),
+                ("exited", ctypes.c_int32)]
+
+
 class Diag(ctypes.Structure):
     _fields_ = [
         ("status", ctypes.c_int32), ("signal", ctypes.c_int32),
@@ -58,6 +66,7 @@ class Diag(ctypes.Structure):
         ("message", ctypes.c_char * 8192),
         ("blocks_done", ctypes.c_int64), ("nblocks", ctypes.c_int64),
         ("si_code", ctypes.c_int32), ("pad_", ctypes.c_int32),
+        ("stuck", Stuck * MAX_WORKERS),
     ]
 
 
@@ -259,14 +268,9 @@ def _launch_here(build, name, params, args, cfg, sanitizer, globals_) -> None:
     """In this process, on its threads (PAGEDLAB_CUDA_ISOLATE=0)."""
     rt = runtime(build.runtime)
     lib = _load(build.library)
+    _write_globals(lib, build, globals_ or {})
     entry = ctypes.cast(getattr(lib, f"pl_entry_{build.symbol(name)}"), ctypes.c_void_p).value
     smem_info = ctypes.cast(lib.pl_smem_info, ctypes.c_void_p).value
-    for gname, raw in (globals_ or {}).items():
-        fn = getattr(lib, f"pl_global_{gname}")
-        fn.restype = ctypes.c_void_p
-        info = runner.ParamInfo()
-        addr = fn(ctypes.byref(info))
-        ctypes.memmove(addr, bytes(raw), min(len(raw), int(info.total)))
     diag = Diag()
     keep = []  # ctypes objects that must outlive the launch
     slots = (ctypes.c_void_p * max(1, len(params)))()
@@ -313,7 +317,8 @@ def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_) -> No
             pid = runner.spawn(prog, build, f"pl_entry_{build.symbol(name)}", region,
                                printed.fileno())
             try:
-                _wait_child(pid, runner.exit_watch(pid), cfg, live, build)
+                _wait_child(pid, runner.exit_watch(pid), cfg, live, build,
+                            lib_base=lambda: hdr.lib_base)  # written by the runner once started
             except KernelError as e:
                 if type(e) is KernelError and hdr.error:
                     text = hdr.error.decode(errors="replace")
@@ -509,6 +514,21 @@ def _sanitizer_back(region, plan: _Plan, san_cfg, sanitizer, hdr) -> None:
                                          _segments(region, plan))
 
 
+def _write_globals(lib, build, values: dict[str, bytes]) -> None:
+    """Write each global's bytes into a build loaded in this process (PAGEDLAB_CUDA_ISOLATE=0);
+    the runner does the same in runner.cpp's write_globals."""
+    for name, data in values.items():
+        if name not in build.globals:
+            raise ValueError(f"no __constant__/__device__ variable {name!r} in {build.filename}")
+        fn = getattr(lib, f"pl_global_{name}")
+        fn.restype = ctypes.c_void_p
+        info = runner.ParamInfo()
+        addr = fn(ctypes.byref(info))
+        data = bytes(data)[:int(info.total)]
+        if ctypes.string_at(addr, len(data)) != data:  # a const global is never rewritten
+            ctypes.memmove(addr, data, len(data))
+
+
 def scalar_bytes(a) -> bytes:
     """The bytes a by-value argument passes: a numpy scalar (structured for a struct), a 0-d or
     1-D array (a float3 as three float32), or raw bytes of the parameter's size."""
@@ -546,19 +566,24 @@ def _show_printed(printed) -> None:
         sys.stdout.flush()
 
 
-def _wait_child(pid: int, fd: int, cfg: LaunchConfig, diag: Diag, build) -> None:
+def _wait_child(pid: int, fd: int, cfg: LaunchConfig, diag: Diag, build,
+                lib_base=None) -> None:
+    """lib_base: a function giving where the launch process loaded the kernel library (the
+    runner's), read when the watchdog reports; None: the library is loaded in this process."""
     deadline = time.monotonic() + cfg.timeout
     try:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
+                _sample_stuck(pid, diag)
                 os.kill(pid, signal.SIGKILL)
                 try:
                     os.waitpid(pid, 0)
                 except ChildProcessError:
                     pass
                 pid = -1
-                raise KernelTimeout(_timeout_message(diag, cfg, build))
+                raise KernelTimeout(_timeout_message(diag, cfg, build,
+                                                     lib_base() if lib_base else None))
             ready, _, _ = select.select([fd], [], [], min(left, 0.5))
             if ready:
                 break
@@ -584,7 +609,52 @@ def _wait_child(pid: int, fd: int, cfg: LaunchConfig, diag: Diag, build) -> None
         os.close(fd)
 
 
-def _timeout_message(diag: Diag, cfg: LaunchConfig, build) -> str:
+def _sample_stuck(pid: int, diag: Diag) -> None:
+    """Ask the child where its threads are (SIGUSR2, see runtime.cpp's on_watchdog); wait up to
+    half a second for every busy worker to answer."""
+    try:
+        os.kill(pid, signal.SIGUSR2)
+    except ProcessLookupError:
+        return
+    busy = [k for k in range(min(diag.nworkers, MAX_WORKERS)) if diag.progress[k].active]
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end and not all(diag.stuck[k].sampled for k in busy):
+        time.sleep(0.01)
+
+
+_BARRIERS = ["__syncthreads()", "__syncthreads_count()", "__syncthreads_and()", "__syncthreads_or()"]
+_WARP_OPS = ["__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
+             "__ballot_sync", "__any_sync", "__all_sync", "__reduce_add_sync", "__reduce_min_sync",
+             "__reduce_max_sync", "coalesced_threads"]
+
+
+def _stuck_line(st: Stuck, build, lib_base: int | None = None) -> str | None:
+    """file:line of the innermost frame in the kernel's own source (pcs[0] is exact, the rest
+    are return addresses)."""
+    for i in range(min(st.npcs, 16)):
+        pc = int(st.pcs[i])
+        line = _source_line(pc if i == 0 else pc - 1, build, lib_base)
+        if line:
+            return line
+    return None
+
+
+def _others(st: Stuck, build) -> str:
+    parts = []
+    for k in range(4):
+        if st.wait_count[k]:
+            kind = int(st.wait_kind[k])
+            op = (_WARP_OPS[kind - 100] if 100 <= kind < 100 + len(_WARP_OPS)
+                  else _BARRIERS[kind] if 0 <= kind < 4 else "a barrier")
+            parts.append(f"{st.wait_count[k]} waiting at {op} at {build.filename}:{st.wait_line[k]}")
+    if st.runnable:
+        parts.append(f"{st.runnable} waiting for their turn to run")
+    if st.exited:
+        parts.append(f"{st.exited} finished")
+    return "; the block's other threads: " + ", ".join(parts) if parts else ""
+
+
+def _timeout_message(diag: Diag, cfg: LaunchConfig, build, lib_base: int | None = None) -> str:
     done, total = int(diag.blocks_done), int(diag.nblocks)
     head = f"the launch ran for more than {cfg.timeout:g} s and was stopped (watchdog); "
     if done > 0:
@@ -600,10 +670,13 @@ def _timeout_message(diag: Diag, cfg: LaunchConfig, build) -> str:
     for k in range(min(diag.nworkers, MAX_WORKERS)):
         p = diag.progress[k]
         if p.active:
-            at = (f"its last barrier/warp operation was at {build.filename}:{p.line}" if p.line
-                  else "it had not reached any barrier or warp operation yet")
+            st = diag.stuck[k]
+            here = _stuck_line(st, build, lib_base) if st.sampled else None
+            last = (f"the last barrier/warp operation it passed was at {build.filename}:{p.line}"
+                    if p.line else "it had not passed any barrier or warp operation")
+            at = f"it was at {here} when stopped ({last})" if here else last
             lines.append(f"  block ({p.block[0]}, {p.block[1]}, {p.block[2]}) was running thread "
-                         f"{p.thread}; {at}")
+                         f"{p.thread}; {at}{_others(st, build) if st.sampled else ''}")
     return "\n".join(lines)
 
 

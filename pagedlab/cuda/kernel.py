@@ -186,8 +186,10 @@ class RawKernel:
             isolate=isolate, stack_size=int(os.environ.get("PAGEDLAB_CUDA_STACK_KB", "256")) * 1024)
         if checks or _profile:  # issue 16: the instrumented build, checks and/or profile
             return sanitizer.run(self, tuple(args), cfg, checks, profile=_profile)
+        globals_ = self._module.launch_globals() if self._module is not None else None
         try:
-            executor.launch(self._cpu_build(), self.name, self.params, tuple(args), cfg)
+            executor.launch(self._cpu_build(), self.name, self.params, tuple(args), cfg,
+                            globals=globals_)
         except OSError as e:
             if "static TLS" not in str(e) or compiler.SLOW_TLS:
                 raise
@@ -196,7 +198,8 @@ class RawKernel:
                 self._build = None
             if self._module is not None:
                 self._module._build = None
-            executor.launch(self._cpu_build(), self.name, self.params, tuple(args), cfg)
+            executor.launch(self._cpu_build(), self.name, self.params, tuple(args), cfg,
+                            globals=globals_)
 
     def profile(self, grid, block, args, shared_mem: int = 0, **launch):
         """Run one launch on the CPU executor and return its memory-access profile
@@ -245,8 +248,9 @@ class RawModule:
     the variable's memory: on the CPU a writable numpy array (its dtype and length from the
     compiler, e.g. float32 of 16 for `__constant__ float c[16]`; bytes for a struct), on CuPy
     CuPy's memory pointer (or an array when `dtype` is given). Values written before a launch
-    are what the kernel reads; on the CPU, a kernel's own writes to a `__device__` variable are
-    not copied back (each launch runs in a forked child). `check=` (issue 16) is the default
+    are what the kernel reads, with or without `check=` (the array is the module's one copy,
+    written into whichever build runs the launch); on the CPU, a kernel's own writes to a
+    `__device__` variable are not copied back (each launch runs in the kernel runner). `check=` (issue 16) is the default
     sanitizer setting of every kernel get_function returns, as on RawKernel.
     """
 
@@ -274,6 +278,7 @@ class RawModule:
         self._cupy_module = None
         self._lock = threading.Lock()
         self._functions: dict[str, RawKernel] = {}
+        self._globals: dict[str, tuple[np.ndarray, ParamInfo]] = {}  # name -> (bytes, type)
         self.check = None if check is None else sanitizer.parse_checks(check)  # issue 16
 
     def __repr__(self):
@@ -322,12 +327,7 @@ class RawModule:
                 return ptr
             import cupy
             return cupy.ndarray((ptr.mem.size // np.dtype(dtype).itemsize,), dtype, ptr)
-        build = self._cpu_build()
-        if name not in build.globals:
-            raise ValueError(f"no file-scope __constant__ or __device__ variable {name!r} in the "
-                             f"module (found: {', '.join(build.globals) or 'none'})")
-        raw, record = executor.global_memory(build, name)  # launches carry these bytes
-        info = ParamInfo.from_buffer_copy(record)
+        raw, info = self._global_memory(name)
         if dtype is not None:
             return raw.view(np.dtype(dtype))
         code = info.code.decode()
@@ -336,3 +336,25 @@ class RawModule:
             return raw
         view = raw.view(np.dtype(_CODES[code]))
         return view.reshape(-1, int(info.lanes)) if info.lanes else view
+
+    def _global_memory(self, name: str):
+        """The one truth of a global: host bytes, seeded from the build's initial value and
+        written into whichever build (checked or not) runs each launch."""
+        with self._lock:
+            if name in self._globals:
+                return self._globals[name]
+        build = self._cpu_build()
+        if name not in build.globals:
+            raise ValueError(f"no file-scope __constant__ or __device__ variable {name!r} in the "
+                             f"module (found: {', '.join(build.globals) or 'none'})")
+        # Asked of the runner (describe mode): no Python process loads a student's library.
+        record, initial = executor.describe(build).globals[name]
+        info = ParamInfo.from_buffer_copy(record)
+        raw = np.frombuffer(bytearray(initial), np.uint8)
+        with self._lock:
+            return self._globals.setdefault(name, (raw, info))
+
+    def launch_globals(self) -> dict[str, bytes]:
+        """Current values of the globals the host has seen (get_global), for executor.launch."""
+        with self._lock:
+            return {name: raw.tobytes() for name, (raw, _) in self._globals.items()}

@@ -51,6 +51,34 @@
 #define blockIdx (pl_cur->bid)
 #define blockDim (pl_cur->bdim)
 #define gridDim (pl_cur->gdim)
+// Checked builds (-fsanitize=thread): every memory read calls the sanitizer, and the calls stop
+// the compiler from keeping threadIdx & co. in registers, so `As[threadIdx.y][k]` in a loop cost
+// two extra calls per iteration. Read them through uninstrumented `const` functions instead: a
+// CUDA thread's indices never change during one kernel call, so the compiler may hoist them.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PL_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(PL_SANITIZED)
+namespace pl {
+#define PL_BUILTIN_VAR(fn, T, field) \
+    __attribute__((const, noinline, no_sanitize("thread"))) inline T fn() { return pl_cur->field; }
+PL_BUILTIN_VAR(san_tid, uint3, tid)
+PL_BUILTIN_VAR(san_bid, uint3, bid)
+PL_BUILTIN_VAR(san_bdim, dim3, bdim)
+PL_BUILTIN_VAR(san_gdim, dim3, gdim)
+#undef PL_BUILTIN_VAR
+}  // namespace pl
+#undef threadIdx
+#undef blockIdx
+#undef blockDim
+#undef gridDim
+#define threadIdx (pl::san_tid())
+#define blockIdx (pl::san_bid())
+#define blockDim (pl::san_bdim())
+#define gridDim (pl::san_gdim())
+#endif
 static constexpr int warpSize = 32;
 
 // ---- math: the overloads CUDA declares in the global namespace (float and double alike) ------

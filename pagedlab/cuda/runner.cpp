@@ -106,7 +106,8 @@ void write_globals(void* lib, char* base) {
         ParamInfo info{};
         void* addr = get(&info);
         if ((uint64_t)info.total < g[i].len) fail("global %s is smaller than the bytes sent", name);
-        memcpy(addr, base + g[i].data_off, g[i].len);
+        // a const global (read-only memory) holds its bytes already: never rewritten
+        if (memcmp(addr, base + g[i].data_off, g[i].len) != 0) memcpy(addr, base + g[i].data_off, g[i].len);
     }
 }
 

@@ -74,6 +74,7 @@
 #include <sys/mman.h>
 #include <sys/ucontext.h>
 #include <unistd.h>
+#include <unwind.h>
 #if defined(PL_FIBER_UCONTEXT) || !(defined(__x86_64__) || defined(__aarch64__))
 #include <ucontext.h>
 #endif
@@ -172,6 +173,16 @@ struct Progress {  // what each worker is doing, for the watchdog's report
     int32_t active, block[3], thread, line;
 };
 
+// Where a worker's running thread was when the watchdog fired (SIGUSR2 before the kill): the
+// interrupted pc and return addresses (pcs[0] exact), and what the block's other threads did.
+constexpr int STUCK_PCS = 16;
+struct Stuck {
+    uint64_t pcs[STUCK_PCS];
+    int32_t npcs, sampled;
+    int32_t wait_line[4], wait_count[4], wait_kind[4];  // kind: barrier 0..3, warp op 100 + k
+    int32_t runnable, exited;
+};
+
 struct Diag {  // lives in MAP_SHARED memory so a forked child can report to the parent
     std::atomic<int32_t> status;
     int32_t signal;
@@ -186,6 +197,7 @@ struct Diag {  // lives in MAP_SHARED memory so a forked child can report to the
     std::atomic<int64_t> blocks_done;  // for the watchdog: is a slow launch making progress?
     int64_t nblocks;
     int32_t si_code, pad_;             // of a fatal signal: tells a misaligned access from a null one
+    Stuck stuck[MAX_WORKERS];          // filled when the watchdog samples a launch it will kill
 };
 
 struct Spec {
@@ -244,6 +256,7 @@ struct Worker {
     uint3 bid{};
     uint64_t rng = 0;
     char* altstack = nullptr;
+    pthread_t self{};
 };
 
 thread_local Worker* tl_worker PL_TLS_FAST = nullptr;
@@ -251,6 +264,8 @@ Spec* g_spec = nullptr;
 std::atomic<int> g_next_block{0};
 std::atomic<bool> g_abort{false};
 std::vector<uint32_t> g_block_order;
+Worker* g_workers = nullptr;  // for the watchdog's sample: every worker thread is signalled
+int g_nworkers = 0;
 
 // ---- sanitizer and memory-access profile (issue 16): state and checks ----------------------
 #define PL_SAN_PART 1
@@ -939,6 +954,48 @@ void on_fatal_signal(int sig, siginfo_t* info, void* ucv) {
     _exit(3);
 }
 
+_Unwind_Reason_Code collect_frame(struct _Unwind_Context* ctx, void* arg) {
+    Stuck* st = (Stuck*)arg;
+    uintptr_t ip = _Unwind_GetIP(ctx);
+    if (!ip || st->npcs >= STUCK_PCS) return _URC_END_OF_STACK;
+    st->pcs[st->npcs++] = ip;
+    return _URC_NO_REASON;
+}
+
+// The watchdog is about to kill this launch: record where each worker's thread is (the line a
+// spinning loop is on, not the last barrier it passed). The first worker signalled passes the
+// signal on to the others; the parent waits briefly for every sample.
+void on_watchdog(int, siginfo_t*, void* ucv) {
+    static std::atomic<bool> forwarded{false};
+    Worker* w = tl_worker;
+    if (!forwarded.exchange(true))
+        for (int i = 0; i < g_nworkers; ++i)
+            if (&g_workers[i] != w && g_workers[i].self) pthread_kill(g_workers[i].self, SIGUSR2);
+    if (!w || !g_spec) return;
+    Stuck& st = g_spec->diag->stuck[w->id];
+    st.npcs = 0;
+    ucontext_t* uc = (ucontext_t*)ucv;
+#if defined(__linux__) && defined(__x86_64__)
+    st.pcs[st.npcs++] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__linux__) && defined(__aarch64__)
+    st.pcs[st.npcs++] = (uint64_t)uc->uc_mcontext.pc;
+#endif
+    (void)uc;
+    _Unwind_Backtrace(collect_frame, &st);  // this handler, the signal frame, then the kernel
+    int kinds = 0;
+    for (int t = 0; t < w->nthreads; ++t) {
+        const Fiber& f = w->fibers[t];
+        if (t == w->cur) continue;
+        if (f.state == RUNNABLE) { st.runnable++; continue; }
+        if (f.state == EXITED) { st.exited++; continue; }
+        int kind = f.state == AT_WARP ? 100 + f.kind : f.kind, k = 0;
+        while (k < kinds && !(st.wait_line[k] == f.line && st.wait_kind[k] == kind)) ++k;
+        if (k == kinds && kinds < 4) { st.wait_line[k] = f.line; st.wait_kind[k] = kind; ++kinds; }
+        if (k < kinds) st.wait_count[k]++;
+    }
+    st.sampled = 1;
+}
+
 void install_crash_handlers() {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -946,11 +1003,15 @@ void install_crash_handlers() {
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP}) sigaction(sig, &sa, nullptr);
+    sa.sa_sigaction = on_watchdog;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigaction(SIGUSR2, &sa, nullptr);
 }
 
 void* worker_main(void* arg) {
     Worker* w = (Worker*)arg;
     tl_worker = w;
+    w->self = pthread_self();
     if (g_spec->isolate) {  // the crash handler needs a stack of its own (fiber stacks overflow)
         size_t sz = 1 << 16;
         w->altstack = (char*)malloc(sz);
@@ -996,6 +1057,8 @@ int run_launch(Spec* s) {
     std::vector<Worker> workers(nw);
     std::vector<pthread_t> tids(nw);
     for (int i = 0; i < nw; ++i) { workers[i].id = i; workers[i].spec = s; }
+    g_workers = workers.data();
+    g_nworkers = nw;
     for (int i = 1; i < nw; ++i) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -1009,6 +1072,8 @@ int run_launch(Spec* s) {
     worker_main(&workers[0]);
     for (int i = 1; i < nw; ++i) pthread_join(tids[i], nullptr);
     for (auto& w : workers) free(w.altstack);
+    g_nworkers = 0;
+    g_workers = nullptr;
     g_spec = nullptr;
     return s->diag->status.load();
 }

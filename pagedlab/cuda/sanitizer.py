@@ -32,9 +32,9 @@ between the two lines, and the report lists the two accesses in source order.
 Limits: Linux only (shared memory is found as the kernel library's thread-local block); static
 ``__shared__`` arrays are checked as one block of shared memory, so an index past one static
 array into the next is not an out-of-bounds error; ``__device__`` variables are not bounds-checked;
-``memcpy`` inside a kernel is not seen with GCC; local (per-thread) arrays are not checked. An
-atomic mixed with a plain access to the same shared byte in one barrier interval is not
-reported. Lanes ordered only by a warp operation with a partial mask may hide a race (never
+``memcpy`` inside a kernel is not seen with GCC; local (per-thread) arrays are not checked.
+An atomic and a plain access by another thread to the same shared byte in one barrier interval
+are a race (a histogram reading its bins before the barrier); two atomics never are. Lanes ordered only by a warp operation with a partial mask may hide a race (never
 invent one). Sizes of argument arrays are those of the numpy arrays passed (a view: the view).
 """
 
@@ -243,6 +243,8 @@ class Session:
                     ranges.append((start, end, i, 0))
                 self.args.append(ArgInfo(p.name, p.ctype, ptr, int(a.nbytes), a.dtype, int(a.size),
                                          start, end))
+        for off, size in guard_variables(build):  # C++ init guards of __shared__ class arrays
+            ranges.append((off, off + size, -1, 2))
         # Memory the entry glue reads (the argument slots and scalar cells): not kernel memory.
         ranges.append((ctypes.addressof(slots), ctypes.addressof(slots) + ctypes.sizeof(slots), -1, 1))
         for i, a in enumerate(args):
@@ -322,6 +324,14 @@ def source_lines(build, pcs) -> dict[int, int | None]:
 
 
 _TLS_CACHE: dict[str, list[tuple[int, int, str]]] = {}
+_GUARD_CACHE: dict[str, list[tuple[int, int]]] = {}
+
+
+def guard_variables(build) -> list[tuple[int, int]]:
+    """(offset, size) of the guard variables in the TLS block: GCC guards a __shared__ array of
+    a class type (half2) with one, read by compiled code that no thread of the kernel wrote."""
+    shared_variables(build)
+    return _GUARD_CACHE.get(str(build.library), [])
 
 
 def shared_variables(build) -> list[tuple[int, int, str]]:
@@ -344,6 +354,8 @@ def shared_variables(build) -> list[tuple[int, int, str]]:
             if len(dem) == len(names):
                 names = dem
         seen = set()
+        _GUARD_CACHE[key] = [(off, size) for (off, size, _), name in zip(raw, names, strict=True)
+                             if name.startswith("guard variable for")]
         for (off, size, _), name in zip(raw, names, strict=True):
             short = name.rsplit("::", 1)[-1]
             if short.startswith("pl_") or (off, short) in seen:
@@ -413,7 +425,8 @@ def _error(rep: Report, build, session) -> SanitizerError:
     verb = "wrote" if rep.write else "read"
     if rep.kind == REP_RACE:
         where = _shared_name(build, rep.offset, rep.size, session)
-        other_verb = "wrote" if rep.other_write else "read"
+        verb = "updated it atomically" if rep.atomic else verb + " it"
+        other_verb = {2: "updated it atomically", 1: "wrote it"}.get(rep.other_write, "read it")
         if rep.other_tid >= 0:
             other = _thread(rep.other_tid, block3)
             same_warp = rep.other_tid // 32 == rep.tid // 32
@@ -427,7 +440,7 @@ def _error(rep: Report, build, session) -> SanitizerError:
             # Name the hazard after the program's intent: which access comes first in the source.
             if l2 < l1:
                 first, second, l1, l2 = second, first, l2, l1
-            hazard = 1 if first[1] == "wrote" else 2
+            hazard = 1 if first[1] != "read it" else 2
         fix = ("These two threads are lanes of one warp: lanes do not run in lockstep (Volta and "
                "later), so put a __syncwarp() (or a __syncthreads()) between the two accesses"
                if same_warp else
@@ -437,8 +450,8 @@ def _error(rep: Report, build, session) -> SanitizerError:
             fix += f", i.e. between line {min(l1, l2)} and line {max(l1, l2)} in program order"
         msg = (f"shared-memory race ({HAZARDS[hazard]}, {HAZARD_WORDS[hazard]} hazard) in "
                f"{block_txt} on {where}:\n"
-               f"  {first[0]} {first[1]} it at {at(first[2])}\n"
-               f"  {second[0]} {second[1]} it at {at(second[2])}\n"
+               f"  {first[0]} {first[1]} at {at(first[2])}\n"
+               f"  {second[0]} {second[1]} at {at(second[2])}\n"
                f"with no barrier ordering the two, so {outcome} depends on which thread runs first. "
                f"{fix}.")
         return RaceError(msg, kind=HAZARDS[hazard], block=blk, threads=(first[3], second[3]),
@@ -479,11 +492,14 @@ def run(kernel, args, cfg, checks: frozenset, profile: bool = False) -> Session:
         raise NotImplementedError("the CPU executor's sanitizer and profile need Linux")
     build = instrumented_build(kernel)
     session = Session(kernel, checks, cfg, profile)
+    module = getattr(kernel, "_module", None)
+    globals_ = module.launch_globals() if module is not None else None  # one set, checks or not
     canonical = cfg.schedule == "round_robin" and cfg.workers == 1
     saved = [] if canonical else [
         (a, a.copy()) for p, a in zip(kernel.params, args, strict=True) if p.pointer and not p.const]
     try:
-        executor.launch(build, kernel.name, kernel.params, args, cfg, sanitizer=session)
+        executor.launch(build, kernel.name, kernel.params, args, cfg, sanitizer=session,
+                        globals=globals_)
     except SanitizerError as first:
         if canonical:
             raise
@@ -492,7 +508,7 @@ def run(kernel, args, cfg, checks: frozenset, profile: bool = False) -> Session:
         again = dataclasses.replace(cfg, schedule="round_robin", seed=0, workers=1)
         try:
             executor.launch(build, kernel.name, kernel.params, args, again,
-                            sanitizer=Session(kernel, checks, again, profile))
+                            sanitizer=Session(kernel, checks, again, profile), globals=globals_)
         except SanitizerError as canon:
             raise canon.with_traceback(None) from None
         except KernelError:

@@ -31,7 +31,9 @@ inline void yield_fiber(Worker* w) {
 namespace san {
 
 constexpr int MAX_RANGES = 96;
-enum RangeKind : int32_t { R_ARG = 0, R_IGNORE = 1 };
+// R_GUARD: lo/hi are offsets in the TLS block of a C++ guard variable (a __shared__ array of a
+// class type gets one); the compiler reads it, no kernel thread does: never uninitialised.
+enum RangeKind : int32_t { R_ARG = 0, R_IGNORE = 1, R_GUARD = 2 };
 enum Report_kind : int32_t { REP_NONE = 0, REP_RACE = 1, REP_OOB_GLOBAL = 2, REP_UNINIT = 3,
                              REP_OOB_SHARED = 4 };
 enum Hazard : int32_t { HZ_RAW = 1, HZ_WAR = 2, HZ_WAW = 3 };
@@ -74,7 +76,8 @@ struct Cell {
     uint32_t epoch, init;                // epoch of the fields below; block that wrote it
     uint16_t wt, ra, rb, many;           // last writer; two latest readers; 3+ readers seen
     uint32_t wclk, raclk, rbclk, rwarps; // rwarps: bit per warp that read in this epoch
-    uint32_t wpc, rapc, rbpc, pad;
+    uint32_t wpc, rapc, rbpc;
+    uint16_t watomic, split;             // the last write was an atomic; word mode: split
 };
 
 struct Row { uint64_t addr[32]; uint32_t mask, size; };
@@ -98,10 +101,13 @@ struct State {
     std::vector<std::pair<uintptr_t, uintptr_t>> lib;  // kernel library: __device__ data etc.
     int ndyn = 0;
     uint64_t dyn_off[MAX_DYN] = {}, dyn_cap[MAX_DYN] = {};
-    Cell* shadow = nullptr;
+    Cell* shadow = nullptr;              // one cell per byte (split words)
     size_t shadow_bytes = 0;
+    Cell* words = nullptr;               // one cell per 4-byte word
+    size_t words_bytes = 0;
     std::vector<uint32_t> lclk, wclk;
     uint32_t epoch = 0, block = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> guards;  // TLS offsets [lo, hi) of guard variables
     bool pending = false;                // first read of unwritten shared memory, not yet raised
     Report pend{};
     std::vector<std::vector<std::pair<uint64_t, PcRows>>> warp_pcs;  // per warp: (pc key, rows)
@@ -242,10 +248,118 @@ inline bool ordered(const State* s, int t, int other, uint32_t other_clk) {
                        int other_write, int other_warp, uint64_t off, uint64_t size, int how, uint64_t pc) {
     Report r{};
     r.kind = REP_RACE; r.hazard = hazard; r.tid = t; r.other_tid = other; r.other_warp = other_warp;
-    r.write = how == A_WRITE; r.other_write = other_write; r.size = (int32_t)size;
+    r.write = how == A_WRITE || how >= A_ATOMIC; r.atomic = how >= A_ATOMIC;
+    r.other_write = other_write; r.size = (int32_t)size;
     r.addr = s->sh_lo + off; r.offset = off; r.pc = pc; r.other_pc = other_pc;
     fail(w, s, r);
     fail_and_park(w);
+}
+
+// One shadow cell (a byte, or a whole word in word mode) seen by access `how` of thread t.
+__attribute__((always_inline)) inline void visit_cell(State* s, Worker* w, Cell* cell, uint64_t at, uint64_t size, int how,
+                       uint64_t pc, int t) {
+    const Config* c = &s->cfg;
+    uint16_t me = (uint16_t)(t + 1);
+    uint32_t clk = s->lclk[t], wbit = 1u << ((t >> 5) & 31);
+    if (cell->epoch != s->epoch) {  // last touched before the latest barrier: all ordered
+        cell->epoch = s->epoch;
+        cell->wt = cell->ra = cell->rb = cell->many = 0;
+        cell->rwarps = 0;
+    }
+    bool written = cell->init == s->block;
+    if (how >= A_ATOMIC) {  // atomics never race with each other; they may read garbage
+        if (c->race && how != A_ATOMIC_LOAD) {  // but they do with a plain access
+            if (cell->wt && cell->wt != me && !cell->watomic && !ordered(s, t, cell->wt - 1, cell->wclk))
+                race(w, s, t, HZ_WAW, cell->wt - 1, cell->wpc, 1, (cell->wt - 1) >> 5, at, size, how, pc);
+            if (cell->ra && cell->ra != me && !ordered(s, t, cell->ra - 1, cell->raclk))
+                race(w, s, t, HZ_WAR, cell->ra - 1, cell->rapc, 0, (cell->ra - 1) >> 5, at, size, how, pc);
+            if (cell->rb && cell->rb != me && !ordered(s, t, cell->rb - 1, cell->rbclk))
+                race(w, s, t, HZ_WAR, cell->rb - 1, cell->rbpc, 0, (cell->rb - 1) >> 5, at, size, how, pc);
+            if (cell->many && (cell->rwarps & ~wbit))
+                race(w, s, t, HZ_WAR, -1, 0, 0, __builtin_ctz(cell->rwarps & ~wbit), at, size, how, pc);
+            cell->wt = me; cell->wclk = clk; cell->wpc = (uint32_t)pc; cell->watomic = 1;
+            cell->ra = cell->rb = cell->many = 0;
+            cell->rwarps = 0;
+        }
+        if (!written && c->init && how != A_ATOMIC_STORE && !s->pending) {
+            s->pending = true;
+            s->pend = Report{};
+            s->pend.kind = REP_UNINIT; s->pend.tid = t; s->pend.atomic = 1;
+            s->pend.size = (int32_t)size; s->pend.addr = s->sh_lo + at; s->pend.offset = at;
+            s->pend.pc = pc;
+        }
+        if (how != A_ATOMIC_LOAD) cell->init = s->block;
+        return;
+    }
+    if (how == A_WRITE) {
+        if (c->race) {
+            if (cell->wt && cell->wt != me && !ordered(s, t, cell->wt - 1, cell->wclk))
+                race(w, s, t, HZ_WAW, cell->wt - 1, cell->wpc, 1, (cell->wt - 1) >> 5, at, size, how, pc);
+            if (cell->ra && cell->ra != me && !ordered(s, t, cell->ra - 1, cell->raclk))
+                race(w, s, t, HZ_WAR, cell->ra - 1, cell->rapc, 0, (cell->ra - 1) >> 5, at, size, how, pc);
+            if (cell->rb && cell->rb != me && !ordered(s, t, cell->rb - 1, cell->rbclk))
+                race(w, s, t, HZ_WAR, cell->rb - 1, cell->rbpc, 0, (cell->rb - 1) >> 5, at, size, how, pc);
+            if (cell->many && (cell->rwarps & ~wbit))  // a reader of another warp: never ordered
+                race(w, s, t, HZ_WAR, -1, 0, 0, __builtin_ctz(cell->rwarps & ~wbit), at, size, how, pc);
+        }
+        cell->wt = me; cell->wclk = clk; cell->wpc = (uint32_t)pc; cell->watomic = 0;
+        cell->ra = cell->rb = cell->many = 0;
+        cell->rwarps = 0;
+        cell->init = s->block;
+    } else {
+        if (!written && c->init && !s->pending) {
+            s->pending = true;
+            s->pend = Report{};
+            s->pend.kind = REP_UNINIT; s->pend.tid = t; s->pend.size = (int32_t)size;
+            s->pend.addr = s->sh_lo + at; s->pend.offset = at; s->pend.pc = pc;
+        }
+        if (!c->race) return;
+        if (cell->wt && cell->wt != me && !ordered(s, t, cell->wt - 1, cell->wclk))
+            race(w, s, t, HZ_RAW, cell->wt - 1, cell->wpc, cell->watomic ? 2 : 1, (cell->wt - 1) >> 5, at, size, how, pc);
+        if (cell->ra == me) {
+            cell->raclk = clk; cell->rapc = (uint32_t)pc;
+        } else {
+            if (cell->rb == me) {
+                cell->rb = 0;
+            } else if (cell->rb) {
+                cell->many = 1;
+            }
+            if (cell->ra) { cell->rb = cell->ra; cell->rbclk = cell->raclk; cell->rbpc = cell->rapc; }
+            cell->ra = me; cell->raclk = clk; cell->rapc = (uint32_t)pc;
+        }
+        cell->rwarps |= wbit;
+    }
+}
+
+// Word mode (the speed of checks on tiled kernels): a 4-byte word accessed only by aligned
+// accesses of whole words keeps one cell for its 4 bytes. The first access of part of a word
+// (a char, a half, a misaligned float) splits it: its byte cells get a copy of the word's
+// state and are used from then on, so judgements stay per byte.
+inline Cell* split_word(State* s, uint64_t word) {
+    Cell* wc = s->words + word;
+    Cell* b = s->shadow + word * 4;
+    if (!wc->split) {
+        wc->split = 1;
+        for (int k = 0; k < 4; ++k) { b[k] = *wc; b[k].split = 0; }
+    }
+    return b;
+}
+
+__attribute__((always_inline)) inline void shadow_access(State* s, Worker* w, uintptr_t off, uint64_t size, int how, uint64_t pc, int t) {
+    uint64_t end = off + size;
+    if (((off | size) & 3) == 0) {
+        for (uint64_t a = off; a < end; a += 4) {
+            Cell* wc = s->words + (a >> 2);
+            if (!wc->split) {
+                visit_cell(s, w, wc, a, size, how, pc, t);
+            } else {
+                Cell* b = s->shadow + a;
+                for (int k = 0; k < 4; ++k) visit_cell(s, w, b + k, a + k, size, how, pc, t);
+            }
+        }
+        return;
+    }
+    for (uint64_t a = off; a < end; ++a) visit_cell(s, w, split_word(s, a >> 2) + (a & 3), a, size, how, pc, t);
 }
 
 void on_shared(State* s, uintptr_t off, uint64_t size, int how, uintptr_t ret) {
@@ -269,66 +383,7 @@ void on_shared(State* s, uintptr_t off, uint64_t size, int how, uintptr_t ret) {
     if (c->profile) record(s, t, pc, 2, how, s->sh_lo + off, size);
     if (!c->race && !c->init) return;
     if (off + size > s->sh_size) size = s->sh_size - off;
-    uint16_t me = (uint16_t)(t + 1);
-    uint32_t clk = s->lclk[t], wbit = 1u << ((t >> 5) & 31);
-    Cell* cell = s->shadow + off;
-    for (uint64_t i = 0; i < size; ++i, ++cell) {
-        if (cell->epoch != s->epoch) {  // last touched before the latest barrier: all ordered
-            cell->epoch = s->epoch;
-            cell->wt = cell->ra = cell->rb = cell->many = 0;
-            cell->rwarps = 0;
-        }
-        bool written = cell->init == s->block;
-        if (how >= A_ATOMIC) {  // atomics never race with each other; they may read garbage
-            if (!written && c->init && how != A_ATOMIC_STORE && !s->pending) {
-                s->pending = true;
-                s->pend = Report{};
-                s->pend.kind = REP_UNINIT; s->pend.tid = t; s->pend.atomic = 1;
-                s->pend.size = (int32_t)size; s->pend.addr = s->sh_lo + off + i; s->pend.offset = off + i;
-                s->pend.pc = pc;
-            }
-            if (how != A_ATOMIC_LOAD) cell->init = s->block;
-            continue;
-        }
-        if (how == A_WRITE) {
-            if (c->race) {
-                if (cell->wt && cell->wt != me && !ordered(s, t, cell->wt - 1, cell->wclk))
-                    race(w, s, t, HZ_WAW, cell->wt - 1, cell->wpc, 1, (cell->wt - 1) >> 5, off + i, size, how, pc);
-                if (cell->ra && cell->ra != me && !ordered(s, t, cell->ra - 1, cell->raclk))
-                    race(w, s, t, HZ_WAR, cell->ra - 1, cell->rapc, 0, (cell->ra - 1) >> 5, off + i, size, how, pc);
-                if (cell->rb && cell->rb != me && !ordered(s, t, cell->rb - 1, cell->rbclk))
-                    race(w, s, t, HZ_WAR, cell->rb - 1, cell->rbpc, 0, (cell->rb - 1) >> 5, off + i, size, how, pc);
-                if (cell->many && (cell->rwarps & ~wbit))  // a reader of another warp: never ordered
-                    race(w, s, t, HZ_WAR, -1, 0, 0, __builtin_ctz(cell->rwarps & ~wbit), off + i, size, how, pc);
-            }
-            cell->wt = me; cell->wclk = clk; cell->wpc = (uint32_t)pc;
-            cell->ra = cell->rb = cell->many = 0;
-            cell->rwarps = 0;
-            cell->init = s->block;
-        } else {
-            if (!written && c->init && !s->pending) {
-                s->pending = true;
-                s->pend = Report{};
-                s->pend.kind = REP_UNINIT; s->pend.tid = t; s->pend.size = (int32_t)size;
-                s->pend.addr = s->sh_lo + off + i; s->pend.offset = off + i; s->pend.pc = pc;
-            }
-            if (!c->race) continue;
-            if (cell->wt && cell->wt != me && !ordered(s, t, cell->wt - 1, cell->wclk))
-                race(w, s, t, HZ_RAW, cell->wt - 1, cell->wpc, 1, (cell->wt - 1) >> 5, off + i, size, how, pc);
-            if (cell->ra == me) {
-                cell->raclk = clk; cell->rapc = (uint32_t)pc;
-            } else {
-                if (cell->rb == me) {
-                    cell->rb = 0;
-                } else if (cell->rb) {
-                    cell->many = 1;
-                }
-                if (cell->ra) { cell->rb = cell->ra; cell->rbclk = cell->raclk; cell->rbpc = cell->rapc; }
-                cell->ra = me; cell->raclk = clk; cell->rapc = (uint32_t)pc;
-            }
-            cell->rwarps |= wbit;
-        }
-    }
+    shadow_access(s, w, off, size, how, pc, t);
 }
 
 void on_global(State* s, uintptr_t a, uint64_t size, int how, uintptr_t ret) {
@@ -336,7 +391,7 @@ void on_global(State* s, uintptr_t a, uint64_t size, int how, uintptr_t ret) {
     const Config* c = &s->cfg;
     for (int i = 0; i < c->nranges; ++i) {
         const Range& r = c->ranges[i];
-        if (a >= r.lo && a + size <= r.hi) {
+        if (a >= r.lo && a + size <= r.hi && r.kind != R_GUARD) {
             // Sectors are counted from the start of the argument's buffer, as if it were
             // allocated by cudaMalloc (256-byte aligned); the index keeps buffers apart.
             if (r.kind == R_ARG && c->profile)
@@ -370,6 +425,15 @@ inline void on_access(uintptr_t a, uint64_t size, int how, uintptr_t ret) {
 }
 
 // ---- calls from the runtime -----------------------------------------------------------------
+void* shadow_map(size_t bytes) {  // zeroed pages, touched only where shared memory is used
+    void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS
+#ifdef MAP_NORESERVE
+                     | MAP_NORESERVE
+#endif
+                     , -1, 0);
+    return mem == MAP_FAILED ? nullptr : mem;
+}
+
 void worker_setup(Worker* w) {
     if (!g_cfg || !w->tls_base) return;
     State* s = new State();
@@ -412,14 +476,14 @@ void worker_setup(Worker* w) {
     }
     if (s->cfg.race || s->cfg.init) {
         s->shadow_bytes = (w->tls_size * sizeof(Cell) + w->page - 1) & ~(w->page - 1);
-        void* mem = mmap(nullptr, s->shadow_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS
-#ifdef MAP_NORESERVE
-                         | MAP_NORESERVE
-#endif
-                         , -1, 0);
-        if (mem == MAP_FAILED) { delete s; return; }
-        s->shadow = (Cell*)mem;
+        s->words_bytes = (((w->tls_size + 3) / 4) * sizeof(Cell) + w->page - 1) & ~(w->page - 1);
+        s->shadow = (Cell*)shadow_map(s->shadow_bytes);
+        s->words = (Cell*)shadow_map(s->words_bytes);
+        if (!s->shadow || !s->words) { delete s; return; }
     }
+    for (int i = 0; i < s->cfg.nranges; ++i)
+        if (s->cfg.ranges[i].kind == R_GUARD && s->cfg.ranges[i].hi <= s->sh_size)
+            s->guards.push_back({s->cfg.ranges[i].lo, s->cfg.ranges[i].hi});
     s->lclk.assign(w->nthreads, 0);
     s->wclk.assign(w->nwarps, 0);
     s->warp_pcs.resize(w->nwarps);
@@ -431,6 +495,9 @@ void block_begin(Worker*) {
     if (!s) return;
     s->block++;
     s->epoch++;
+    if (s->shadow)
+        for (auto& g : s->guards)
+            for (uint64_t o = g.first; o < g.second; ++o) split_word(s, o >> 2)[o & 3].init = s->block;
     std::fill(s->lclk.begin(), s->lclk.end(), 0);
     std::fill(s->wclk.begin(), s->wclk.end(), 0);
     s->pending = false;
@@ -493,6 +560,7 @@ void worker_end(Worker*) {
         pthread_mutex_unlock(&g_prof_lock);
     }
     if (s->shadow) munmap(s->shadow, s->shadow_bytes);
+    if (s->words) munmap(s->words, s->words_bytes);
     delete s;
     tl_state = nullptr;
 }

@@ -64,8 +64,11 @@ def strip_comments(code: str) -> str:
     return re.sub(r"//[^\n]*|/\*.*?\*/", blank, code, flags=re.S)
 
 
+# Storage specifiers may stand on either side of __global__: `static __global__ void k`,
+# `__global__ static void k`; they change nothing here.
+_SPECIFIERS = r"(?:(?:static|inline|__forceinline__|__noinline__)\s+)*"
 _KERNEL_RE = re.compile(
-    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
+    r"__global__\s+" + _SPECIFIERS + r"(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
     r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(")
 
 
@@ -75,7 +78,7 @@ def kernel_names(code: str) -> list[str]:
     names = []
     for m in _KERNEL_RE.finditer(text):
         before = text[max(0, m.start() - 300):m.start()]
-        if re.search(r"template\s*<[^;{}]*>\s*$", before):
+        if re.search(r"template\s*<[^;{}]*>\s*" + _SPECIFIERS + "$", before):
             continue
         if m.group(1) not in names:
             names.append(m.group(1))
@@ -235,11 +238,14 @@ def _check_struct_array(p: Param, a) -> None:
             raise TypeError(f"{p.describe()} points to bfloat16, which numpy lacks: pass the raw "
                             f"bits as a uint16 array (got {dtype})")
         return
-    if dtype.kind == "V" and dtype.itemsize == p.size or dtype == np.uint8 and a.nbytes % p.size == 0:
+    # CuPy passes any array as a pointer (its custom_struct example feeds float32 arrays to a
+    # `const Matrix<float>*`): accept any dtype whose bytes are whole structs.
+    if a.nbytes % p.size == 0:
         return
     raise TypeError(
-        f"{p.describe()} points to a {p.size}-byte struct: pass a numpy structured array whose "
-        f"itemsize is {p.size} (or the raw bytes as uint8), got {dtype} (itemsize {dtype.itemsize})")
+        f"{p.describe()} points to {p.size}-byte structs, but the array's {a.nbytes} bytes "
+        f"({a.size} x {dtype}) are not a whole number of them: pass a structured array of "
+        f"itemsize {p.size}, or any array whose size in bytes is a multiple of {p.size}")
 
 
 def _check_by_value(p: Param, a) -> None:

@@ -47,3 +47,6 @@ inline cuDoubleComplex cuCdiv(cuDoubleComplex a, cuDoubleComplex b) {
 inline double cuCabs(cuDoubleComplex x) { return std::hypot(x.x, x.y); }
 inline cuFloatComplex cuComplexDoubleToFloat(cuDoubleComplex c) { return {(float)c.x, (float)c.y}; }
 inline cuDoubleComplex cuComplexFloatToDouble(cuFloatComplex c) { return {(double)c.x, (double)c.y}; }
+inline cuDoubleComplex cuCfma(cuDoubleComplex x, cuDoubleComplex y, cuDoubleComplex d) {
+    return cuCadd(cuCmul(x, y), d);
+}
