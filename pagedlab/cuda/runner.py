@@ -106,6 +106,10 @@ class Layout:
         inaccessible page, as executor.SharedBuffer lays it out."""
         body = max(PAGE, -(-nbytes // PAGE) * PAGE)
         start = self.take(body, PAGE)
+        # One unused page before the next part: an address one past this buffer's end (a
+        # sanitizer range's end) must not also be the next buffer's start, or the runner
+        # relocates it into that buffer's mapping.
+        self.size += PAGE
         return start + (body - nbytes) // 64 * 64, start, body
 
 
