@@ -33,7 +33,11 @@ Design:
   ``SharedMemoryError`` naming the byte offset, the element and the barrier after which it was
   seen (which thread wrote it is not known); a *read* past the end yields NaN. Overruns of
   static ``__shared__`` arrays are not detected.
-* Isolation. A launch runs in a forked child (``PAGEDLAB_CUDA_ISOLATE=0`` to run in-process).
+* Isolation. A launch runs in the kernel runner (``runner.cpp``), a separate program with no
+  Python interpreter in it, spawned per launch; arguments and results go through one shared
+  region (``PAGEDLAB_CUDA_ISOLATE=0`` runs in-process, except in a grading child). The runner
+  cannot exec or fork, and Python never loads a kernel library (parameters and globals are
+  asked of the runner), so kernel code cannot reach Python's C API.
   Chosen over in-process sigaltstack/siglongjmp recovery: a spinning kernel cannot be stopped
   in-process, and a kernel that scribbled over the heap would leave the notebook corrupted.
   segfaults become ``KernelCrash`` (with file:line from the library's line tables when the
@@ -51,8 +55,8 @@ Design:
   (ascending thread index), ``warp0_first`` (warp 0 whenever it can run, then the last warp
   down), ``reversed`` and ``random:<seed>``. A missing barrier can hide under one order, so
   tests and graders iterate over ``SCHEDULES``.
-* Launch cost: a cached build is found by hash in about a millisecond; a launch forks once
-  (~5 ms); the course's paged-attention kernel (64 blocks x 128 threads) runs in well under
+* Launch cost: a cached build is found by hash in about a millisecond; a launch spawns the kernel runner once
+  (a few ms); the course's paged-attention kernel (64 blocks x 128 threads) runs in well under
   0.3 s on 2 cores (``benchmarks/bench_cuda_cpu.py``).
 * Arguments are checked against the kernel's parameter list before launch. The types come from
   the compiler (each build exports what every parameter is after typedefs, macros, ``-D`` and

@@ -1,18 +1,19 @@
 """Launch a compiled kernel on the CPU: argument marshalling, isolation, diagnostics.
 
-Isolation: by default every launch runs in a forked child process. Output arrays (pointers to
-non-const) are copied into MAP_SHARED pages that end at an inaccessible page, the child runs
-the blocks on worker threads and `_exit`s, and the parent waits with a watchdog. A segfault or
-an endless loop therefore ends the child, not Python or the Jupyter kernel; the child reports
-what went wrong through a small shared record (`Diag`). Inputs (pointers to const) are read
-in place through the child's copy-on-write view of the parent's memory: no copy.
+Isolation: by default every launch runs in the kernel runner (runner.py, runner.cpp), a small
+program with no Python interpreter in it, so a kernel cannot reach Python's C API. The launch,
+its argument arrays and the Diag go through one shared region; the runner runs the blocks on
+worker threads and exits, and the parent waits with a watchdog. A segfault or an endless loop
+therefore ends the runner, not Python or the Jupyter kernel; the runner reports what went wrong
+through the Diag in the region. Output arrays are copied back, even from a failed launch.
 Set PAGEDLAB_CUDA_ISOLATE=0 to run launches in-process (faster, but a crash is fatal and the
-watchdog cannot stop a spinning kernel).
+watchdog cannot stop a spinning kernel); a grading child ignores it and always isolates.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 import select
 import signal
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import compiler
+from . import compiler, runner
 from .errors import (
     BarrierError,
     KernelCrash,
@@ -89,6 +90,8 @@ class Spec(ctypes.Structure):
 
 ST_OK, ST_BARRIER, ST_WARP, ST_SMEM, ST_CRASH, ST_TRAP, ST_INTERNAL = range(7)
 SCHEDULE_CODES = {"round_robin": 0, "warp0_first": 1, "reversed": 2, "random": 3}
+
+CHECKS_CHILD = "pagedlab.checks.child"  # the module the grader runs student checks in
 
 _LIBS: dict[str, ctypes.CDLL] = {}
 _LIB_LOCK = threading.Lock()
@@ -160,6 +163,12 @@ def isolate_default() -> bool:
     return os.environ.get("PAGEDLAB_CUDA_ISOLATE", "1") not in ("0", "false", "no")
 
 
+def grading() -> bool:
+    """Inside the grader or its checks child: student kernels must not run in this process."""
+    main = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return bool(os.environ.get("PAGEDLAB_GRADING")) or getattr(main, "name", "") == CHECKS_CHILD
+
+
 @dataclass
 class LaunchConfig:
     grid: tuple[int, int, int]
@@ -174,83 +183,348 @@ class LaunchConfig:
 
 
 def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: LaunchConfig,
-           sanitizer=None, globals: dict[str, bytes] | None = None) -> None:
+           sanitizer=None, globals: dict[str, bytes] | None = None) -> None:  # noqa: A002
     """sanitizer: a pagedlab.cuda.sanitizer.Session for an instrumented build, else None.
-    globals: `__constant__`/`__device__` variable name -> bytes written into it before the launch."""
+    globals: symbol name -> bytes written into that `__constant__`/`__device__` variable before
+    the launch; None carries the values this process's copy of the library holds (get_global)."""
+    if globals is not None:
+        _check_globals(build, globals)
+    else:
+        globals = current_globals(build)  # noqa: A001
+    if grading():
+        _not_dumpable()
+        if not cfg.isolate:
+            cfg = dataclasses.replace(cfg, isolate=True)
+    if cfg.isolate:
+        _launch_in_runner(build, name, params, args, cfg, sanitizer, globals)
+    else:
+        _launch_here(build, name, params, args, cfg, sanitizer, globals)
+
+
+# ---- what the parent knows of a library without loading it -----------------------------------
+
+_DESCRIBED: dict[str, runner.Description] = {}
+_GLOBAL_MEMORY: dict[str, dict[str, np.ndarray]] = {}  # library -> name -> its bytes here
+_DESCRIBE_LOCK = threading.Lock()
+
+
+def describe(build: compiler.Build) -> runner.Description:
+    """Parameters of every kernel and each global's size and initial bytes, asked of the runner
+    (cached per build): loading the library here would run its constructors in Python."""
+    key = str(build.library)
+    with _DESCRIBE_LOCK:
+        if key not in _DESCRIBED:
+            runtime(build.runtime)
+            _DESCRIBED[key] = runner.describe(runner.program(build.runtime), build)
+        return _DESCRIBED[key]
+
+
+def param_infos(build: compiler.Build, name: str) -> tuple[int, bytes]:
+    """(count, raw pl::ParamInfo records) of kernel `name`, as pl_params_<symbol> gives them."""
+    return describe(build).params[f"pl_params_{build.symbol(name)}"]
+
+
+def global_memory(build: compiler.Build, name: str) -> tuple[np.ndarray, bytes]:
+    """This process's copy of global `name` (uint8; what later launches write into the
+    library's variable) and its raw pl::ParamInfo record."""
+    info, initial = describe(build).globals[name]
+    with _DESCRIBE_LOCK:
+        mem = _GLOBAL_MEMORY.setdefault(str(build.library), {})
+        if name not in mem:
+            mem[name] = np.frombuffer(bytearray(initial), np.uint8)
+        return mem[name], info
+
+
+def current_globals(build: compiler.Build) -> dict[str, bytes]:
+    """Globals a launch carries when its caller names none: those read through global_memory,
+    else (a library this process loaded itself) the bytes its variables hold now."""
+    with _LIB_LOCK:
+        loaded = _LIBS.get(str(build.library))
+    values = runner.global_bytes(build, loaded)
+    with _DESCRIBE_LOCK:
+        values.update((k, v.tobytes()) for k, v in _GLOBAL_MEMORY.get(str(build.library), {}).items())
+    return values
+
+
+def _not_dumpable() -> None:
+    """A grading child's memory is not readable or writable through /proc by processes of
+    the same user (a runner included)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+
+
+def _check_globals(build, values) -> None:
+    if not isinstance(values, dict):
+        raise TypeError(f"globals must be a dict of variable name -> bytes, got {type(values).__name__}")
+    for k, v in values.items():
+        if k not in build.globals:
+            raise ValueError(f"globals: no file-scope __constant__ or __device__ variable {k!r} "
+                             f"in the module (found: {', '.join(build.globals) or 'none'})")
+        if not isinstance(v, (bytes, bytearray, memoryview)):
+            raise TypeError(f"globals[{k!r}] must be bytes, got {type(v).__name__}")
+
+
+def _launch_here(build, name, params, args, cfg, sanitizer, globals_) -> None:
+    """In this process, on its threads (PAGEDLAB_CUDA_ISOLATE=0)."""
     rt = runtime(build.runtime)
     lib = _load(build.library)
-    _write_globals(lib, build, globals or {})
+    _write_globals(lib, build, globals_ or {})
     entry = ctypes.cast(getattr(lib, f"pl_entry_{build.symbol(name)}"), ctypes.c_void_p).value
     smem_info = ctypes.cast(lib.pl_smem_info, ctypes.c_void_p).value
-
-    diag_buf = SharedBuffer(rt, ctypes.sizeof(Diag))
-    diag_buf.view(ctypes.sizeof(Diag))[:] = 0
-    diag = Diag.from_address(diag_buf.data)
-    shared = _shared_regions(rt, params, args) if cfg.isolate else []
+    diag = Diag()
     keep = []  # ctypes objects that must outlive the launch
     slots = (ctypes.c_void_p * max(1, len(params)))()
     try:
         for i, (p, a) in enumerate(zip(params, args, strict=True)):
             if p.pointer:
-                ptr = a.ctypes.data if a.nbytes else 0
-                for sb, lo, hi in shared:
-                    if a.nbytes and lo <= ptr and ptr + a.nbytes <= hi:
-                        ptr = sb.data + (ptr - lo)
-                        break
-                cell = ctypes.c_void_p(ptr)
+                cell = ctypes.c_void_p(a.ctypes.data if a.nbytes else 0)
             else:
                 raw = scalar_bytes(a)
                 cell = ctypes.create_string_buffer(raw, max(16, len(raw)))
             keep.append(cell)
             slots[i] = ctypes.addressof(cell)
-
-        filename = build.filename.encode()
-        # Kernel printf: the child writes to a file the parent then prints to sys.stdout, so
-        # the output shows in a notebook cell rather than in the server's terminal.
-        printed = tempfile.TemporaryFile() if cfg.isolate else None
-        keep.append(printed)
         spec = Spec(entry=entry, args=ctypes.addressof(slots),
                     grid=(ctypes.c_uint32 * 3)(*cfg.grid), block=(ctypes.c_uint32 * 3)(*cfg.block),
                     shared_mem=cfg.shared_mem, schedule=SCHEDULE_CODES[cfg.schedule],
                     workers=cfg.workers, seed=cfg.seed, smem_info=smem_info,
-                    diag=diag_buf.data, filename=filename, stack_size=cfg.stack_size,
-                    isolate=int(cfg.isolate), out_pid=-1, out_fd=-1,
-                    stdout_fd=printed.fileno() if printed else -1)
+                    diag=ctypes.addressof(diag), filename=build.filename.encode(),
+                    stack_size=cfg.stack_size, isolate=0, out_pid=-1, out_fd=-1, stdout_fd=-1)
         if sanitizer is not None:  # issue 16: checks and profile of this launch
             keep.append(sanitizer.arm(rt, build, params, args, slots))
-        if cfg.isolate:
-            rc = rt.pl_launch(ctypes.byref(spec))
-            if rc < 0:
-                raise KernelError(f"could not start the launch process: {os.strerror(-rc)}")
-            try:
-                _wait_child(spec.out_pid, spec.out_fd, cfg, diag, build)
-            finally:
-                _show_printed(printed)
-        else:
-            with _INPROCESS_LOCK:
-                rt.pl_launch(ctypes.byref(spec))
-        for sb, lo, hi in shared:  # results come back even from a failed launch, like on a GPU
-            ctypes.memmove(lo, sb.data, hi - lo)
+        with _INPROCESS_LOCK:
+            rt.pl_launch(ctypes.byref(spec))
         if sanitizer is not None:  # issue 16: raises RaceError & co., collects the profile
             sanitizer.finish(diag, build)
         _raise_for(diag, build, cfg)
     finally:
         if sanitizer is not None:
             sanitizer.disarm()
-        for sb, _, _ in shared:
-            sb.free()
-        diag_buf.free()
+
+
+def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_) -> None:
+    """In the kernel runner: lay the launch out in a shared region, spawn, wait, copy back."""
+    rt = runtime(build.runtime)  # checks the struct layouts; the sanitizer configures it
+    prog = runner.program(build.runtime)
+    plan = _plan(build, params, args, sanitizer, globals_)
+    region = runner.take_region(plan.lay.size)
+    reuse = False
+    try:
+        slots, san_cfg = _fill(region, plan, build, params, args, cfg, sanitizer, rt, globals_)
+        hdr = runner.header_of(region)
+        live = Diag.from_address(region.at(plan.diag))
+        printed = tempfile.TemporaryFile()
+        try:
+            pid = runner.spawn(prog, build, f"pl_entry_{build.symbol(name)}", region,
+                               printed.fileno())
+            try:
+                _wait_child(pid, runner.exit_watch(pid), cfg, live, build,
+                            lib_base=lambda: hdr.lib_base)  # written by the runner once started
+            except KernelError as e:
+                if type(e) is KernelError and hdr.error:
+                    text = hdr.error.decode(errors="replace")
+                    if "static TLS" in text:  # kernel.py rebuilds with PL_NO_FAST_TLS on this
+                        raise OSError(text) from None
+                    raise KernelError(f"the kernel runner could not start the launch: {text}") from None
+                raise
+        finally:
+            _show_printed(printed)
+        for (lo, hi, written), off in zip(plan.regions, plan.buffers, strict=True):
+            if written:  # results come back even from a failed launch, like on a GPU
+                ctypes.memmove(lo, region.at(off), hi - lo)
+        diag = Diag.from_buffer_copy(live)
+        if diag.fault_addr >= 4096:  # a null pointer (plus a small offset) stays as it is
+            diag.fault_addr = runner.runner_to_user(diag.fault_addr, plan.regions, plan.buffers,
+                                                    _segments(region, plan))
+        if sanitizer is not None:
+            _sanitizer_back(region, plan, san_cfg, sanitizer, hdr)
+            sanitizer.finish(diag, build)
+        reuse = bool(hdr.locked)  # a runner that could fork may have left a writer behind
+        _raise_for(diag, build, cfg, lib_base=hdr.lib_base)
+    finally:
+        if sanitizer is not None:
+            sanitizer.disarm()
+        if reuse:
+            runner.give_back(region)
+        else:
+            region.close()
+
+
+@dataclasses.dataclass
+class _Plan:
+    lay: runner.Layout
+    regions: list
+    diag: int = 0
+    spec: int = 0
+    slots: int = 0
+    cells: list = dataclasses.field(default_factory=list)
+    filename: int = 0
+    san: int = 0
+    san_area: int = 0
+    san_area_size: int = 0
+    globals: list = dataclasses.field(default_factory=list)  # (record off, name off, data off)
+    records: int = 0
+    buffers: list = dataclasses.field(default_factory=list)
+    segments: list = dataclasses.field(default_factory=list)  # (offset, length) of each buffer
+    reloc: int = 0
+    nreloc: int = 0
+    seg_list: int = 0
+
+
+def _san_types(sanitizer):
+    """The sanitizer's ctypes structs, from the session's own module (no import: no cycle)."""
+    mod = sys.modules[type(sanitizer).__module__]
+    return mod.Config, mod.Report, mod.ProfHeader, mod.ProfEntry, mod.PROFILE_CAPACITY
+
+
+def _plan(build, params, args, sanitizer, globals_) -> _Plan:
+    lay = runner.Layout()
+    lay.take(ctypes.sizeof(runner.Header))
+    plan = _Plan(lay, runner.argument_regions(params, args, buffer_span))
+    plan.spec = lay.take(ctypes.sizeof(Spec))
+    plan.diag = lay.take(ctypes.sizeof(Diag))
+    plan.slots = lay.take(8 * max(1, len(params)))
+    for p, a in zip(params, args, strict=True):
+        plan.cells.append(lay.take(8 if p.pointer else max(16, len(scalar_bytes(a))), 16))
+    plan.filename = lay.take(len(build.filename.encode()) + 1)
+    nreloc = 3 + len(params) + sum(1 for p in params if p.pointer)
+    if sanitizer is not None:
+        config, report, prof_header, prof_entry, capacity = _san_types(sanitizer)
+        plan.san = lay.take(ctypes.sizeof(config))
+        plan.san_area_size = (ctypes.sizeof(report) + ctypes.sizeof(prof_header)
+                              + capacity * ctypes.sizeof(prof_entry))
+        plan.san_area = lay.take(plan.san_area_size)
+        nreloc += 3 + 2 * len(config().ranges)  # report, prof, entries; each range's lo, hi
+    plan.records = lay.take(ctypes.sizeof(runner.GlobalRecord) * max(1, len(globals_)))
+    for gname, raw in globals_.items():
+        name_off = lay.take(len(f"pl_global_{gname}") + 1)
+        plan.globals.append((name_off, lay.take(len(raw))))
+    for lo, hi, _ in plan.regions:
+        data, start, length = lay.take_segment(hi - lo)
+        plan.buffers.append(data)
+        plan.segments.append((start, length))
+    plan.nreloc = nreloc
+    plan.reloc = lay.take(8 * nreloc, 8)
+    plan.seg_list = lay.take(ctypes.sizeof(runner.Segment) * max(1, len(plan.segments)), 8)
+    return plan
+
+
+def _fill(region, plan: _Plan, build, params, args, cfg, sanitizer, rt, globals_):
+    """Write the launch into the region (addresses in this process's mapping) and list the
+    words the runner must relocate. Returns the slots and the sanitizer's own Config."""
+    relocs: list[int] = []
+    # A reused region holds the last launch's bytes: clear everything before the buffers.
+    ctypes.memset(region.at(0), 0, plan.buffers[0] if plan.buffers else plan.reloc)
+
+    def put_ptr(off: int, addr: int) -> None:
+        ctypes.c_uint64.from_address(region.at(off)).value = addr
+        relocs.append(off)
+
+    for (lo, hi, _), off, (start, length) in zip(plan.regions, plan.buffers, plan.segments,
+                                                 strict=True):
+        # zeros around the data, as in fresh pages: a reused region's old bytes read past an
+        # array (an index table's, say) would send the kernel somewhere else each launch
+        ctypes.memset(region.at(start), 0, off - start)
+        ctypes.memmove(region.at(off), lo, hi - lo)
+        ctypes.memset(region.at(off + hi - lo), 0, start + length - (off + hi - lo))
+    slots = (ctypes.c_void_p * max(1, len(params))).from_address(region.at(plan.slots))
+    for i, (p, a) in enumerate(zip(params, args, strict=True)):
+        put_ptr(plan.slots + 8 * i, region.at(plan.cells[i]))
+        if p.pointer:
+            ptr = a.ctypes.data if a.nbytes else 0
+            for (lo, hi, _), off in zip(plan.regions, plan.buffers, strict=True):
+                if a.nbytes and lo <= ptr and ptr + a.nbytes <= hi:
+                    ptr = region.at(off) + (ptr - lo)
+                    break
+            put_ptr(plan.cells[i], ptr)
+        else:
+            raw = scalar_bytes(a)
+            ctypes.memmove(region.at(plan.cells[i]), raw, len(raw))
+    name = build.filename.encode() + b"\0"  # a reused region holds old bytes: terminate
+    ctypes.memmove(region.at(plan.filename), name, len(name))
+    spec = Spec.from_address(region.at(plan.spec))
+    spec.grid[:] = cfg.grid
+    spec.block[:] = cfg.block
+    spec.shared_mem, spec.schedule = cfg.shared_mem, SCHEDULE_CODES[cfg.schedule]
+    spec.workers, spec.seed, spec.stack_size = cfg.workers, cfg.seed, cfg.stack_size
+    spec.isolate, spec.out_pid, spec.out_fd, spec.stdout_fd = 1, -1, -1, -1
+    put_ptr(plan.spec + Spec.args.offset, region.at(plan.slots))
+    put_ptr(plan.spec + Spec.diag.offset, region.at(plan.diag))
+    put_ptr(plan.spec + Spec.filename.offset, region.at(plan.filename))
+    san_cfg = None
+    if sanitizer is not None:
+        san_cfg = sanitizer.arm(rt, build, params, args, slots)
+        for info in sanitizer.args:  # the session names arguments by the caller's addresses
+            for field in ("lo", "buf_lo", "buf_hi"):
+                if getattr(info, field):
+                    setattr(info, field, runner.to_user(getattr(info, field) - region.base,
+                                                        plan.regions, plan.buffers))
+        config, report, prof_header, _, _ = _san_types(sanitizer)
+        ctypes.memmove(region.at(plan.san), ctypes.addressof(san_cfg), ctypes.sizeof(config))
+        # the report's head as the session set it up (the profile's capacity)
+        ctypes.memmove(region.at(plan.san_area), san_cfg.report,
+                       ctypes.sizeof(report) + ctypes.sizeof(prof_header))
+        area = region.at(plan.san_area)
+        put_ptr(plan.san + config.report.offset, area)
+        put_ptr(plan.san + config.prof.offset, area + ctypes.sizeof(report))
+        put_ptr(plan.san + config.entries.offset, area + ctypes.sizeof(report) + ctypes.sizeof(prof_header))
+        for k in range(len(san_cfg.ranges)):  # Range: lo, hi first
+            at = plan.san + config.ranges.offset + k * ctypes.sizeof(san_cfg.ranges[0])
+            relocs.extend((at, at + 8))
+    records = (runner.GlobalRecord * max(1, len(globals_))).from_address(region.at(plan.records))
+    for k, ((gname, raw), (name_off, data_off)) in enumerate(zip(globals_.items(), plan.globals,
+                                                                  strict=True)):
+        sym = f"pl_global_{gname}".encode() + b"\0"
+        ctypes.memmove(region.at(name_off), sym, len(sym))
+        ctypes.memmove(region.at(data_off), bytes(raw), len(raw))
+        records[k] = runner.GlobalRecord(name_off, data_off, len(raw))
+    hdr = runner.header_of(region)
+    hdr.magic = b"PLRUN01"
+    hdr.size, hdr.parent_base, hdr.spec_off = region.size, region.base, plan.spec
+    hdr.san_off = plan.san if sanitizer is not None else 0
+    hdr.nglobal, hdr.global_off = len(globals_), plan.records
+    assert len(relocs) <= plan.nreloc
+    (ctypes.c_uint64 * max(1, len(relocs))).from_address(region.at(plan.reloc))[:len(relocs)] = relocs
+    hdr.nreloc, hdr.reloc_off = len(relocs), plan.reloc
+    segs = (runner.Segment * max(1, len(plan.segments))).from_address(region.at(plan.seg_list))
+    for k, (start, length) in enumerate(plan.segments):
+        segs[k] = runner.Segment(start, length, 0)
+    hdr.nseg, hdr.seg_off = len(plan.segments), plan.seg_list
+    return slots, san_cfg
+
+
+def _segments(region, plan: _Plan) -> list:
+    """The segment records as the runner left them (with its addresses), copied out."""
+    table = (runner.Segment * max(1, len(plan.segments))).from_address(region.at(plan.seg_list))
+    return [runner.Segment.from_buffer_copy(table[k]) for k in range(len(plan.segments))]
+
+
+def _sanitizer_back(region, plan: _Plan, san_cfg, sanitizer, hdr) -> None:
+    """Copy the runner's sanitizer report and profile to where the session reads them. Sizes
+    come from this process's own Config, never from the region the kernel could scribble on."""
+    _, report, prof_header, prof_entry, _ = _san_types(sanitizer)
+    cap = prof_header.from_address(san_cfg.prof).cap
+    nbytes = ctypes.sizeof(report) + ctypes.sizeof(prof_header) + cap * ctypes.sizeof(prof_entry)
+    head = prof_header.from_address(san_cfg.prof)
+    ctypes.memmove(san_cfg.report, region.at(plan.san_area), min(nbytes, plan.san_area_size))
+    head.cap = cap
+    head.count = max(0, min(head.count, cap))
+    rep = report.from_address(san_cfg.report)
+    if rep.addr >= 4096:
+        rep.addr = runner.runner_to_user(rep.addr, plan.regions, plan.buffers,
+                                         _segments(region, plan))
 
 
 def _write_globals(lib, build, values: dict[str, bytes]) -> None:
-    """Write each global's bytes into the loaded build (a forked launch child inherits them)."""
+    """Write each global's bytes into a build loaded in this process (PAGEDLAB_CUDA_ISOLATE=0);
+    the runner does the same in runner.cpp's write_globals."""
     for name, data in values.items():
         if name not in build.globals:
             raise ValueError(f"no __constant__/__device__ variable {name!r} in {build.filename}")
         fn = getattr(lib, f"pl_global_{name}")
         fn.restype = ctypes.c_void_p
-        info = ctypes.create_string_buffer(256)  # a pl::ParamInfo (160 bytes), unused here
-        addr = fn(info)
+        info = runner.ParamInfo()
+        addr = fn(ctypes.byref(info))
+        data = bytes(data)[:int(info.total)]
         if ctypes.string_at(addr, len(data)) != data:  # a const global is never rewritten
             ctypes.memmove(addr, data, len(data))
 
@@ -283,42 +557,6 @@ def _byte_bounds(a: np.ndarray) -> tuple[int, int]:
     return int(lo), int(hi)
 
 
-def _shared_regions(rt, params: list[Param], args) -> list[tuple[SharedBuffer, int, int]]:
-    """MAP_SHARED copies of the memory the kernel may write, as (buffer, start, end) address ranges.
-
-    Arrays that overlap (the same array passed twice, or an input that is a view of an output)
-    share one region, so the kernel sees one memory, exactly as on the GPU.
-    """
-    spans = [(*buffer_span(a), p.const)
-             for p, a in zip(params, args, strict=True) if p.pointer and a.nbytes]
-    regions = sorted((lo, hi) for lo, hi, const in spans if not const)
-    while True:  # add read-only arrays that overlap a written region, until nothing changes
-        grown = regions + [(lo, hi) for lo, hi, const in spans if const
-                           and any(lo < rhi and rlo < hi for rlo, rhi in regions)
-                           and not any(rlo <= lo and hi <= rhi for rlo, rhi in regions)]
-        merged: list[list[int]] = []
-        for lo, hi in sorted(grown):
-            if merged and lo < merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], hi)
-            else:
-                merged.append([lo, hi])
-        new = [tuple(m) for m in merged]
-        if new == regions:
-            break
-        regions = new
-    out = []
-    try:
-        for lo, hi in regions:
-            sb = SharedBuffer(rt, hi - lo)
-            out.append((sb, lo, hi))
-            ctypes.memmove(sb.data, lo, hi - lo)
-    except BaseException:
-        for sb, _, _ in out:
-            sb.free()
-        raise
-    return out
-
-
 def _show_printed(printed) -> None:
     printed.seek(0)
     text = printed.read()
@@ -328,7 +566,10 @@ def _show_printed(printed) -> None:
         sys.stdout.flush()
 
 
-def _wait_child(pid: int, fd: int, cfg: LaunchConfig, diag: Diag, build) -> None:
+def _wait_child(pid: int, fd: int, cfg: LaunchConfig, diag: Diag, build,
+                lib_base=None) -> None:
+    """lib_base: a function giving where the launch process loaded the kernel library (the
+    runner's), read when the watchdog reports; None: the library is loaded in this process."""
     deadline = time.monotonic() + cfg.timeout
     try:
         while True:
@@ -341,7 +582,8 @@ def _wait_child(pid: int, fd: int, cfg: LaunchConfig, diag: Diag, build) -> None
                 except ChildProcessError:
                     pass
                 pid = -1
-                raise KernelTimeout(_timeout_message(diag, cfg, build))
+                raise KernelTimeout(_timeout_message(diag, cfg, build,
+                                                     lib_base() if lib_base else None))
             ready, _, _ = select.select([fd], [], [], min(left, 0.5))
             if ready:
                 break
@@ -386,12 +628,12 @@ _WARP_OPS = ["__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", 
              "__reduce_max_sync", "coalesced_threads"]
 
 
-def _stuck_line(st: Stuck, build) -> str | None:
+def _stuck_line(st: Stuck, build, lib_base: int | None = None) -> str | None:
     """file:line of the innermost frame in the kernel's own source (pcs[0] is exact, the rest
     are return addresses)."""
     for i in range(min(st.npcs, 16)):
         pc = int(st.pcs[i])
-        line = _source_line(pc if i == 0 else pc - 1, build)
+        line = _source_line(pc if i == 0 else pc - 1, build, lib_base)
         if line:
             return line
     return None
@@ -412,7 +654,7 @@ def _others(st: Stuck, build) -> str:
     return "; the block's other threads: " + ", ".join(parts) if parts else ""
 
 
-def _timeout_message(diag: Diag, cfg: LaunchConfig, build) -> str:
+def _timeout_message(diag: Diag, cfg: LaunchConfig, build, lib_base: int | None = None) -> str:
     done, total = int(diag.blocks_done), int(diag.nblocks)
     head = f"the launch ran for more than {cfg.timeout:g} s and was stopped (watchdog); "
     if done > 0:
@@ -429,7 +671,7 @@ def _timeout_message(diag: Diag, cfg: LaunchConfig, build) -> str:
         p = diag.progress[k]
         if p.active:
             st = diag.stuck[k]
-            here = _stuck_line(st, build) if st.sampled else None
+            here = _stuck_line(st, build, lib_base) if st.sampled else None
             last = (f"the last barrier/warp operation it passed was at {build.filename}:{p.line}"
                     if p.line else "it had not passed any barrier or warp operation")
             at = f"it was at {here} when stopped ({last})" if here else last
@@ -438,7 +680,9 @@ def _timeout_message(diag: Diag, cfg: LaunchConfig, build) -> str:
     return "\n".join(lines)
 
 
-def _raise_for(diag: Diag, build, cfg: LaunchConfig) -> None:
+def _raise_for(diag: Diag, build, cfg: LaunchConfig, lib_base: int | None = None) -> None:
+    """lib_base: where the process that ran the launch loaded the kernel library (the runner's
+    load address), or None for this process."""
     st = diag.status
     if st == ST_OK:
         return
@@ -460,7 +704,7 @@ def _raise_for(diag: Diag, build, cfg: LaunchConfig) -> None:
             msg = msg.replace(at, at + elem, 1)
         raise SharedMemoryError(msg)
     if st == ST_CRASH:
-        raise KernelCrash(_crash_message(diag, build, block))
+        raise KernelCrash(_crash_message(diag, build, block, lib_base))
     if st == ST_TRAP:
         raise KernelCrash(msg + ". The launch was stopped, as a device-side assert stops it on a GPU.")
     raise KernelError(msg)
@@ -476,7 +720,7 @@ def _ctype_size(ctype: str) -> int:
     return 0
 
 
-def _crash_message(diag: Diag, build, block: str) -> str:
+def _crash_message(diag: Diag, build, block: str, lib_base: int | None = None) -> str:
     sig = diag.signal
     try:
         signame = signal.Signals(sig).name
@@ -505,30 +749,23 @@ def _crash_message(diag: Diag, build, block: str) -> str:
         what = f"{signame}: arithmetic fault (integer division by zero?) in {who}"
     else:
         what = f"{signame} in {who}"
-    line = _source_line(diag.fault_pc, build)
+    line = _source_line(diag.fault_pc, build, lib_base)
     if line:
         what += f", at {line}"
     return what + ". The kernel crashed; the Python process is fine."
 
 
-def _source_line(pc: int, build) -> str | None:
-    """file:line of a crash address inside the kernel library, from its line tables (-g1)."""
+def _source_line(pc: int, build, lib_base: int | None = None) -> str | None:
+    """file:line of a crash address inside the kernel library, from its line tables (-g1).
+    lib_base: the library's load address in the process that crashed (None: this one)."""
     if not pc:
         return None
     try:
-        import ctypes.util  # noqa: F401
-
-        class DlInfo(ctypes.Structure):
-            _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p),
-                        ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
-        libc = ctypes.CDLL(None)
-        info = DlInfo()
-        if not libc.dladdr(ctypes.c_void_p(pc), ctypes.byref(info)) or not info.fname:
+        if lib_base is None:
+            lib_base = _loaded_base(pc, build)
+        if not lib_base or pc < lib_base:
             return None
-        if os.path.realpath(info.fname.decode()) != os.path.realpath(build.library):
-            return None
-        tool = "addr2line"
-        out = subprocess.run([tool, "-e", str(build.library), "-i", hex(pc - info.fbase)],
+        out = subprocess.run(["addr2line", "-e", str(build.library), "-i", hex(pc - lib_base)],
                              capture_output=True, text=True, timeout=20)
         for ln in out.stdout.splitlines():
             if build.filename in ln:
@@ -536,3 +773,17 @@ def _source_line(pc: int, build) -> str | None:
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
     return None
+
+
+def _loaded_base(pc: int, build) -> int | None:
+    """Load address of the kernel library in this process, if `pc` lies inside it."""
+    class DlInfo(ctypes.Structure):
+        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p),
+                    ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
+    libc = ctypes.CDLL(None)
+    info = DlInfo()
+    if not libc.dladdr(ctypes.c_void_p(pc), ctypes.byref(info)) or not info.fname:
+        return None
+    if os.path.realpath(info.fname.decode()) != os.path.realpath(build.library):
+        return None
+    return info.fbase

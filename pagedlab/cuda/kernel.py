@@ -225,11 +225,9 @@ class ParamInfo(ctypes.Structure):
 
 def compiler_params(build: compiler.Build, name: str, code: str):
     """The kernel's parameters as the compiler resolved them (exported by the build's glue)."""
-    lib = executor._load(build.library)
-    fn = getattr(lib, f"pl_params_{build.symbol(name)}")
-    fn.restype = ctypes.c_int
+    n, raw = executor.param_infos(build, name)  # from the runner: never loaded in Python
     infos = (ParamInfo * 64)()
-    n = fn(infos, 64)
+    ctypes.memmove(infos, raw, min(len(raw), ctypes.sizeof(infos)))
     if n > 64:
         raise ValueError(f"{name} has {n} parameters; the CPU executor supports at most 64")
     names = param_names(code, name.split("<")[0].strip()) or []
@@ -252,7 +250,7 @@ class RawModule:
     CuPy's memory pointer (or an array when `dtype` is given). Values written before a launch
     are what the kernel reads, with or without `check=` (the array is the module's one copy,
     written into whichever build runs the launch); on the CPU, a kernel's own writes to a
-    `__device__` variable are not copied back (each launch runs in a forked child). `check=` (issue 16) is the default
+    `__device__` variable are not copied back (each launch runs in the kernel runner). `check=` (issue 16) is the default
     sanitizer setting of every kernel get_function returns, as on RawKernel.
     """
 
@@ -349,12 +347,10 @@ class RawModule:
         if name not in build.globals:
             raise ValueError(f"no file-scope __constant__ or __device__ variable {name!r} in the "
                              f"module (found: {', '.join(build.globals) or 'none'})")
-        lib = executor._load(build.library)
-        fn = getattr(lib, f"pl_global_{name}")
-        fn.restype = ctypes.c_void_p
-        info = ParamInfo()
-        addr = fn(ctypes.byref(info))
-        raw = np.frombuffer(ctypes.string_at(addr, int(info.total)), np.uint8).copy()
+        # Asked of the runner (describe mode): no Python process loads a student's library.
+        record, initial = executor.describe(build).globals[name]
+        info = ParamInfo.from_buffer_copy(record)
+        raw = np.frombuffer(bytearray(initial), np.uint8)
         with self._lock:
             return self._globals.setdefault(name, (raw, info))
 

@@ -1126,8 +1126,14 @@ PL_EXPORT void pl_shared_free(void* mem, size_t mapped) { if (mem) munmap(mem, m
 // Run a launch. isolate=0: here, on this process's threads; returns the status.
 // isolate=1: in a forked child; returns 0 at once with out_pid and out_fd (a pipe that reaches
 // EOF when the child ends) set, and the caller waits (with its own timeout) and reads the Diag.
+// isolate=2: this process is already the launch's own (the kernel runner, runner.cpp): install
+// the crash handlers and run here; the caller exits with the status.
 PL_EXPORT int pl_launch(Spec* s) {
     if (!s->isolate) return run_launch(s);
+    if (s->isolate == 2) {
+        install_crash_handlers();
+        return run_launch(s);
+    }
     int fds[2];
 #if defined(__linux__)
     if (pipe2(fds, O_CLOEXEC) != 0) return -errno;

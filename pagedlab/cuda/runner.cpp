@@ -1,0 +1,260 @@
+// pagedlab kernel runner: runs one CPU-executor launch in a process with no Python in it.
+//
+// Why: a kernel library loaded into the Python process (or a fork of it) can look up the
+// interpreter's C API and compute its answer with torch. This program is linked against the
+// runtime only; the kernel library is dlopened here, never in a Python process that launches.
+//
+// Protocol (executor.py / runner.py write it):
+//   argv: pagedlab-runner KERNEL_LIBRARY ENTRY_SYMBOL
+//   fd 3: the launch region (a memfd or a file in a private folder), mapped shared. It starts
+//         with a Header; the Spec, Diag, argument slots and cells, argument buffers, sanitizer
+//         Config and report, and bytes of __constant__/__device__ globals all live inside it.
+//         Pointers in it were written in the parent's mapping: the words listed in `reloc` are
+//         moved to this process's mapping before the launch.
+//   stdout: where kernel printf goes (the parent shows it).
+//   exit status: 0 launch ok, 1 launch reported an error in the Diag, 3 runner could not start
+//         (Header.error says why).
+// Before the kernel library is loaded the process drops the ability to exec or fork
+// (no_new_privs + seccomp), so neither a kernel nor the library's constructors can start a Python.
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#endif
+
+namespace {
+
+// Keep in sync with RunnerHeader in runner.py.
+struct Header {
+    char magic[8];                 // "PLRUN01"
+    uint64_t size;                 // bytes of the region
+    uint64_t parent_base;          // where the parent mapped the region
+    uint64_t runner_base;          // written here: where this process mapped it
+    uint64_t lib_base;             // written here: load address of the kernel library
+    uint64_t spec_off, san_off;    // the Spec; the sanitizer Config (0: none)
+    uint64_t nreloc, reloc_off;    // uint64 offsets of words holding parent addresses
+    uint64_t nseg, seg_off;        // Segment records: the argument buffers
+    uint64_t nglobal, global_off;  // Global records
+    int32_t locked, pad_;          // written here: 1 when exec and fork were taken away
+    char error[512];               // written here when the runner cannot start the launch
+};
+struct Global { uint64_t name_off, data_off, len; };
+// An argument buffer: `len` bytes (whole pages) at `off` in the region. Each is mapped again on
+// its own, GAP bytes from the next and followed by an inaccessible page, so a write just past
+// it faults and a wild index lands nearer its own array than its neighbour's, as with separate
+// allocations on a GPU. runner_addr: written here, where it was mapped.
+struct Segment { uint64_t off, len, runner_addr; };
+constexpr uint64_t GAP = 64ull << 20;
+
+// The first fields of runtime.cpp's Spec, up to and including stdout_fd.
+struct Spec {
+    void (*entry)(void**);
+    void** args;
+    uint32_t grid[3], block[3];
+    uint64_t shared_mem;
+    int32_t schedule, workers;
+    uint64_t seed;
+    void* smem_info;
+    void* diag;
+    const char* filename;
+    uint64_t stack_size;
+    int32_t isolate;
+    int32_t out_pid, out_fd;
+    int32_t stdout_fd;
+};
+
+#if defined(MAP_POPULATE)
+#define PL_MAP_POPULATE MAP_POPULATE  // one call maps every page: far cheaper than a fault each
+#else
+#define PL_MAP_POPULATE 0
+#endif
+
+constexpr int REGION_FD = 3;
+constexpr int32_t IN_RUNNER = 2;  // Spec.isolate: already isolated, run here with crash handlers
+
+Header* g_hdr = nullptr;
+
+[[noreturn]] void fail(const char* fmt, const char* what) {
+    if (g_hdr) snprintf(g_hdr->error, sizeof g_hdr->error, fmt, what);
+    else fprintf(stderr, fmt, what);
+    _exit(3);
+}
+
+// pl::ParamInfo in prelude.h: only `total` (bytes of the variable) is read here.
+struct ParamInfo { int32_t pointer, is_const, lanes, is_class; int64_t size, elem_size, total;
+                   char code[8], name[96]; };
+
+void write_globals(void* lib, char* base) {
+    Global* g = (Global*)(base + g_hdr->global_off);
+    for (uint64_t i = 0; i < g_hdr->nglobal; ++i) {
+        const char* name = base + g[i].name_off;
+        auto get = (void* (*)(ParamInfo*))dlsym(lib, name);
+        if (!get) fail("the kernel library has no %s", name);
+        ParamInfo info{};
+        void* addr = get(&info);
+        if ((uint64_t)info.total < g[i].len) fail("global %s is smaller than the bytes sent", name);
+        // a const global (read-only memory) holds its bytes already: never rewritten
+        if (memcmp(addr, base + g[i].data_off, g[i].len) != 0) memcpy(addr, base + g[i].data_off, g[i].len);
+    }
+}
+
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+#if defined(__x86_64__)
+#define PL_AUDIT_ARCH AUDIT_ARCH_X86_64
+#else
+#define PL_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+#define PL_DENY(nr, err) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), \
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (err))
+
+// No new programs and no new processes from here on: execve/execveat, fork/vfork and clone
+// without CLONE_THREAD fail with EPERM; clone3 says ENOSYS so glibc's pthread_create falls back
+// to clone, whose flags a filter can read. ptrace and process_vm_* would reach the parent.
+bool lock_down() {
+    struct sock_filter prog[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PL_AUDIT_ARCH, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+#if defined(__x86_64__)
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1),  // x32 numbers
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        PL_DENY(__NR_fork, EPERM),
+        PL_DENY(__NR_vfork, EPERM),
+#endif
+        PL_DENY(__NR_execve, EPERM),
+        PL_DENY(__NR_execveat, EPERM),
+        PL_DENY(__NR_ptrace, EPERM),
+        PL_DENY(__NR_process_vm_readv, EPERM),
+        PL_DENY(__NR_process_vm_writev, EPERM),
+        PL_DENY(__NR_clone3, ENOSYS),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog fprog = {(unsigned short)(sizeof prog / sizeof prog[0]), prog};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) == 0;
+}
+#else
+bool lock_down() { return false; }  // no seccomp here: the launch still runs without Python
+#endif
+
+void map_segments(char* base) {
+    Segment* seg = (Segment*)(base + g_hdr->seg_off);
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), total = GAP;
+    for (uint64_t i = 0; i < g_hdr->nseg; ++i) total += seg[i].len + page + GAP;
+    char* arena = (char*)mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                              -1, 0);
+    if (arena == MAP_FAILED) fail("cannot reserve address space for the arguments: %s", strerror(errno));
+    char* at = arena + GAP;
+    for (uint64_t i = 0; i < g_hdr->nseg; ++i) {
+        if (mmap(at, seg[i].len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | PL_MAP_POPULATE,
+                 REGION_FD, (off_t)seg[i].off) == MAP_FAILED)
+            fail("cannot map an argument buffer: %s", strerror(errno));
+        seg[i].runner_addr = (uint64_t)(uintptr_t)at;
+        at += seg[i].len + page + GAP;
+    }
+}
+
+// Parent addresses -> ours: into an argument buffer's own mapping, else the region's; a word
+// outside the region (a null pointer) stays as it is.
+void relocate(char* base) {
+    uint64_t lo = g_hdr->parent_base, hi = lo + g_hdr->size;
+    Segment* seg = (Segment*)(base + g_hdr->seg_off);
+    uint64_t* reloc = (uint64_t*)(base + g_hdr->reloc_off);
+    for (uint64_t i = 0; i < g_hdr->nreloc; ++i) {
+        uint64_t* word = (uint64_t*)(base + reloc[i]);
+        if (*word < lo || *word > hi) continue;
+        uint64_t off = *word - lo, to = (uint64_t)(uintptr_t)base + off;
+        for (uint64_t k = 0; k < g_hdr->nseg; ++k)
+            if (off >= seg[k].off && off <= seg[k].off + seg[k].len) to = seg[k].runner_addr + (off - seg[k].off);
+        *word = to;
+    }
+}
+
+}  // namespace
+
+extern "C" int pl_launch(void* spec);
+extern "C" void pl_san_configure(void* cfg);
+
+// Describe mode (argv[2] == "--describe"): the region holds `nglobal` Query records instead of
+// a launch; the answers the parent needs about the library (parameters, globals' sizes and
+// initial bytes) come from here, so a Python process never loads a student's library.
+struct Query { uint64_t name_off, out_off, cap; int32_t kind, result; };
+enum QueryKind : int32_t { Q_PARAMS = 1, Q_GLOBAL = 2 };
+
+int describe(void* lib, char* base) {
+    Query* q = (Query*)(base + g_hdr->global_off);
+    for (uint64_t i = 0; i < g_hdr->nglobal; ++i) {
+        const char* name = base + q[i].name_off;
+        void* fn = dlsym(lib, name);
+        if (!fn) fail("the kernel library has no %s", name);
+        char* out = base + q[i].out_off;
+        if (q[i].kind == Q_PARAMS) {
+            q[i].result = ((int (*)(ParamInfo*, int))fn)((ParamInfo*)out,
+                                                         (int)(q[i].cap / sizeof(ParamInfo)));
+        } else {
+            ParamInfo* info = (ParamInfo*)out;
+            void* addr = ((void* (*)(ParamInfo*))fn)(info);
+            if ((uint64_t)info->total > q[i].cap - sizeof(ParamInfo)) fail("global %s is too large", name);
+            memcpy(out + sizeof(ParamInfo), addr, (size_t)info->total);
+            q[i].result = 1;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    if (argc != 3) fail("usage: %s KERNEL_LIBRARY ENTRY_SYMBOL|--describe\n", argv[0]);
+    struct stat st;
+    if (fstat(REGION_FD, &st) != 0 || st.st_size < (off_t)sizeof(Header))
+        fail("no launch region on fd 3%s\n", "");
+    char* base = (char*)mmap(nullptr, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                             REGION_FD, 0);
+    if (base == MAP_FAILED) fail("cannot map the launch region: %s\n", strerror(errno));
+    g_hdr = (Header*)base;
+    if (memcmp(g_hdr->magic, "PLRUN01", 8) != 0 || g_hdr->size != (uint64_t)st.st_size)
+        fail("the launch region has the wrong format%s", "");
+    g_hdr->runner_base = (uint64_t)(uintptr_t)base;
+    map_segments(base);
+    close(REGION_FD);
+
+    // Before the library's own code (its constructors) runs: no exec, no fork from here on.
+    g_hdr->locked = lock_down() ? 1 : 0;
+    void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!lib) fail("cannot load the kernel library: %s", dlerror());
+    if (strcmp(argv[2], "--describe") == 0) _exit(describe(lib, base));
+    Spec* spec = (Spec*)(base + g_hdr->spec_off);
+    spec->entry = (void (*)(void**))dlsym(lib, argv[2]);
+    spec->smem_info = dlsym(lib, "pl_smem_info");
+    if (!spec->entry || !spec->smem_info) fail("the kernel library has no %s", argv[2]);
+    Dl_info info;
+    if (dladdr((void*)spec->entry, &info)) g_hdr->lib_base = (uint64_t)(uintptr_t)info.dli_fbase;
+
+    relocate(base);
+    write_globals(lib, base);
+
+    spec->isolate = IN_RUNNER;
+    spec->stdout_fd = -1;  // our stdout already is the parent's printf file
+    if (g_hdr->san_off) pl_san_configure(base + g_hdr->san_off);
+    int status = pl_launch(spec);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(status == 0 ? 0 : 1);
+}
