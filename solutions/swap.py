@@ -27,7 +27,15 @@ import ctypes
 import operator
 
 from pagedlab.student import cmem
-from pagedlab.student.hw3 import BLOCK_SIZE, L1_PT_SIZE, L2_PT_SIZE, UNMAPPED, ListNode, LLMEngine, Sequence
+from pagedlab.student.hw3 import (
+    BLOCK_SIZE,
+    L1_PT_SIZE,
+    L2_PT_SIZE,
+    UNMAPPED,
+    ListNode,
+    LLMEngine,
+    Sequence,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Given: registry helpers (the same intrusive list as memory_manager, over raw nodes).

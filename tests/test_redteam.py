@@ -287,6 +287,8 @@ def test_sandboxed_code_has_no_network_when_asked(sandbox, tmp_path, monkeypatch
             return None
     ''')
     sub = _submission(tmp_path, phone_home, files=("memory_manager.py",))
+    # The student API refuses `import socket` first; this test is about the layer beneath it.
+    monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(Path(__file__).parent / "submissions" / "student_api_off.py"))
     for no_network, reached in (("0", True), ("1", False)):
         monkeypatch.setenv("PAGEDLAB_GRADE_NO_NETWORK", no_network)
         results = _grade(sub, tasks=["1"])

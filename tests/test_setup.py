@@ -87,7 +87,7 @@ def test_conda_and_the_grader_install_the_same_lock():
         if low and name in pins:
             assert Version(pins[name].split("+")[0]) >= Version(low.split()[0]), (name, pins[name], low)
     setup = (ROOT / "grading" / "setup.sh").read_text()
-    assert "tools/bootstrap.py" in setup and "--python 3.11" in setup
+    assert "tools/bootstrap.py" in setup and 'usable_python.sh" nobody 3.11' in setup
 
 
 def _doctor(**env):

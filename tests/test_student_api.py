@@ -167,3 +167,11 @@ def test_run_time_guard_refuses_what_a_student_frame_asks_for(tmp_path):
     for name, verdict in out.items():
         assert verdict.startswith("refused: "), (name, verdict)
         assert "pagedlab.student" in verdict, verdict  # the message names the allowed list
+
+
+def test_a_file_nested_too_deeply_for_the_checker_is_refused_not_a_crash():
+    from pagedlab.guard import static
+
+    deep = "x = " + "-" * 100_000 + "1\n"  # a unary chain 100,000 deep: past any recursion limit
+    found = static.check_source(deep, "memory_manager.py")
+    assert found and "nested too deeply" in found[0], found

@@ -6,11 +6,18 @@ machine-wide knobs (time scale, memory cap) and keeps the names the grader reads
 
 from __future__ import annotations
 
-import os
-
 from ..manifest import BY_ID as BY_TASK
-from ..manifest import (MAX_SCORE, MEMORY_ENV, MEMORY_GB, SUBMISSION_FILES, TABLE, TIME_SCALE_ENV, memory_limit,
-                        select, time_scale)
+from ..manifest import (
+    MAX_SCORE,
+    MEMORY_ENV,
+    MEMORY_GB,
+    SUBMISSION_FILES,
+    TABLE,
+    TIME_SCALE_ENV,
+    memory_limit,
+    select,
+    time_scale,
+)
 from ..manifest import Task as GradedTask
 
 __all__ = ["BY_TASK", "MAX_SCORE", "SUBMISSION_FILES", "TABLE", "GradedTask", "select",

@@ -125,8 +125,14 @@ def check_source(text: str, filename: str) -> list[str]:
         tree = ast.parse(text, filename=filename)
     except SyntaxError:
         return []  # a syntax error is reported when the file is loaded, with its own message
+    except (RecursionError, MemoryError, ValueError, SystemError):
+        # Nesting deep enough to exhaust the parser is no student's code: refuse it, never crash.
+        return [f"{filename}: nested too deeply to be checked (the student API refuses it)"]
     reader = _Reader(filename)
-    reader.visit(tree)
+    try:
+        reader.visit(tree)
+    except RecursionError:
+        return [f"{filename}: nested too deeply to be checked (the student API refuses it)"]
     return reader.findings
 
 
