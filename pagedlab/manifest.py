@@ -32,29 +32,29 @@ _FIELDS = {"id", "title", "part", "notebook", "section", "files", "checks", "poi
 MEMORY_GB = 4.0
 MEMORY_ENV = "PAGEDLAB_GRADE_MEMORY_GB"
 
-def memory_limit() -> float:
-    """GiB of address space per task process (PAGEDLAB_GRADE_MEMORY_GB overrides MEMORY_GB)."""
-    text = os.environ.get(MEMORY_ENV, "").strip()
+
+def _positive(env: str, default: float, unit: str) -> float:
+    """A positive number from the environment variable `env`, or `default` when it is unset."""
+    text = os.environ.get(env, "").strip()
+    if not text:
+        return default
     try:
-        value = float(text) if text else MEMORY_GB
+        value = float(text)
     except ValueError:
-        raise ValueError(f"{MEMORY_ENV} must be a number of GiB, got {text!r}") from None
+        raise ValueError(f"{env} must be a positive number{unit}, got {text!r}") from None
     if not value > 0:
-        raise ValueError(f"{MEMORY_ENV} must be positive, got {text!r}")
+        raise ValueError(f"{env} must be a positive number{unit}, got {text!r}")
     return value
 
 
+def memory_limit() -> float:
+    """GiB of address space per task process (PAGEDLAB_GRADE_MEMORY_GB overrides MEMORY_GB)."""
+    return _positive(MEMORY_ENV, MEMORY_GB, " of GiB")
+
+
 def time_scale() -> float:
-    text = os.environ.get(TIME_SCALE_ENV, "").strip()
-    if not text:
-        return 1.0
-    try:
-        scale = float(text)
-    except ValueError:
-        raise ValueError(f"{TIME_SCALE_ENV} must be a positive number, got {text!r}") from None
-    if not scale > 0:
-        raise ValueError(f"{TIME_SCALE_ENV} must be a positive number, got {text!r}")
-    return scale
+    """The factor every task's time limit is multiplied by (PAGEDLAB_GRADE_TIME_SCALE)."""
+    return _positive(TIME_SCALE_ENV, 1.0, "")
 
 
 @dataclass(frozen=True)
