@@ -198,6 +198,11 @@ def test_engine_mutants_lose_exactly_the_points_of_the_tasks_they_break(tmp_path
     costs exactly those tasks' points, and leaves every other HW3 task at full marks."""
     path = SOLUTIONS / points.MEMORY_MANAGER
     fenced = _fenced_function_tasks(path)
+    mutants = _engine_mutants()
+    # Parsed before the grading threads start: CPython 3.11's ast.parse is not safe while another
+    # thread parses (gh-106905), and the grader parses each submission at intake.
+    where = {old: _function_at(path, old) for _, old, _ in mutants}
+    reach = {function: _tasks_reaching(path, function) for function in set(where.values())}
 
     def one(mutant):
         name, old, new = mutant
@@ -206,10 +211,10 @@ def test_engine_mutants_lose_exactly_the_points_of_the_tasks_they_break(tmp_path
 
     problems = []
     with ThreadPoolExecutor(2) as pool:
-        for name, old, results in pool.map(one, _engine_mutants()):
-            function = _function_at(path, old)
+        for name, old, results in pool.map(one, mutants):
+            function = where[old]
             own = fenced.get(function)
-            allowed = _tasks_reaching(path, function) | ({own} if own else set())
+            allowed = reach[function] | ({own} if own else set())
             failed = failed_tasks(results)
             expected_score = sum(full(t) for t in HW3) - sum(full(t) for t in failed)
             if not failed:

@@ -10,6 +10,7 @@ libraries, starts processes or walks frames and modules (`pythonapi`, `CDLL`, `s
 from __future__ import annotations
 
 import ast
+import threading
 from pathlib import Path
 
 from .. import student
@@ -44,6 +45,11 @@ ATTRIBUTE_FUNCTIONS = frozenset({"getattr", "setattr", "hasattr", "delattr", "at
 ALLOWED_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__init__", "__class__"})
 
 _REACH = "student files may not load C libraries, start processes or reach modules, frames and code objects"
+
+
+# CPython 3.11's parser keeps its recursion depth in state shared by threads (gh-106905): two
+# threads parsing at once (grade-class jobs, a threaded test) can raise SystemError. One at a time.
+_PARSE_LOCK = threading.Lock()
 
 
 def _rule() -> str:
@@ -122,7 +128,8 @@ class _Reader(ast.NodeVisitor):
 def check_source(text: str, filename: str) -> list[str]:
     """Every student-API violation in `text` (the source of `filename`), one line each."""
     try:
-        tree = ast.parse(text, filename=filename)
+        with _PARSE_LOCK:
+            tree = ast.parse(text, filename=filename)
     except SyntaxError:
         return []  # a syntax error is reported when the file is loaded, with its own message
     except (RecursionError, MemoryError, ValueError, SystemError):
