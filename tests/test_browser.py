@@ -9,8 +9,12 @@ after each click that what the page shows is the engine's state, read from the s
 - the block-map picture is the engine's current picture, pixel for pixel, and the colour of
   every live sequence is in it while a freed sequence's colour is gone.
 
-Then it edits a markdown cell, saves with Ctrl+S and checks the file on disk (and its jupytext
-`.py` pair, once the notebooks have one). The first open must show no notification toast (the
+Before the run, an instructor's tag edit: in the Property Inspector's Cell Tags, `instructor` is
+clicked off one markdown cell and typed onto another, and Ctrl+S saves. Both sides of the jupytext
+pair on disk carry the edit (with JupyterLab's `"tags": []` and editor flags), and after
+`pagedlab notebook sync` they are the committed files but for those two cells' tags, cell ids
+unchanged, the pair clean. After the run it edits a markdown cell, saves with Ctrl+S and checks
+the file on disk and its `.py` pair. The first open must show no notification toast (the
 course ships settings that turn off JupyterLab's news and update checks). A screenshot after
 each step lands in the test's tmp folder (`pytest --basetemp=DIR` keeps it somewhere known).
 
@@ -50,6 +54,7 @@ pytestmark = [
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium (in the [dev] extra)")
 from selenium.common.exceptions import StaleElementReferenceException, TimeoutException  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -57,6 +62,7 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 TOKEN = "pagedlab-browser-test"
 BOXES = {"seq id": "_seq_box", "length / value": "_num_box", "fork from": "_parent_box"}
 MARK = "Edited by the browser test."
+TAG = "instructor"  # marks an instructor-only cell (`pagedlab release` drops it)
 # JupyterLab 4's notifications are react-toastify toasts.
 TOAST = ".Toastify__toast, .jp-Notification-Toast, .jp-toast-message"
 
@@ -292,6 +298,88 @@ def _assert_no_toast(driver, shot: Path):
     assert not toasts, f"notification pop-up(s) shown: {toasts} (see {shot})"
 
 
+def _tag_targets(nb: dict) -> tuple[int, int]:
+    """The cells the instructor edits: the first markdown cell tagged TAG loses it, the last
+    untagged markdown cell above it gains it (markdown: their `# %%` lines differ by the tag only)."""
+    remove = next(i for i, c in enumerate(nb["cells"])
+                  if c["cell_type"] == "markdown" and c["metadata"].get("tags") == [TAG])
+    add = max(i for i, c in enumerate(nb["cells"][:remove])
+              if c["cell_type"] == "markdown" and not c["metadata"])
+    return add, remove
+
+
+def _with_tag_moved(nb: dict, add: int, remove: int) -> dict:
+    """nb as it must read after the edit and a sync: only the two cells' tags differ."""
+    nb = json.loads(json.dumps(nb))
+    nb["cells"][add]["metadata"] = {"tags": [TAG]}
+    nb["cells"][remove]["metadata"] = {}
+    return nb
+
+
+def _cell_tags(path: Path) -> list[list[str]] | None:
+    """Each cell's tags in the .ipynb on disk; None while the server is still writing it."""
+    try:
+        return [c["metadata"].get("tags", []) for c in json.loads(path.read_text())["cells"]]
+    except ValueError:
+        return None
+
+
+def _changed_lines(before: str, after: str) -> list[tuple[str, str]]:
+    """(old, new) for every line that differs; a different line count is a difference too."""
+    old, new = before.splitlines(), after.splitlines()
+    assert len(old) == len(new), f"line count {len(old)} -> {len(new)}"
+    return [(a, b) for a, b in zip(old, new) if a != b]
+
+
+def _open_cell_tags(driver):
+    """The right sidebar's Property Inspector with its Common Tools (where Cell Tags live) open."""
+    panel = driver.find_element(By.ID, "jp-property-inspector")
+    if not panel.is_displayed():
+        driver.find_element(By.CSS_SELECTOR, "li.lm-TabBar-tab[data-id='jp-property-inspector']").click()
+    header = _wait(driver, "the Common Tools header", lambda d: panel.find_elements(
+        By.XPATH, ".//div[contains(@class,'jp-Collapse-header')][.//span[text()='Common Tools']]"), 20)[0]
+    if "jp-Collapse-header-collapsed" in header.get_attribute("class"):
+        header.click()
+    return panel
+
+
+def _select_cell(driver, panel, index: int, first_line: str):
+    """Click cell `index`'s prompt (command mode) and wait until the inspector shows that cell."""
+    cell = driver.find_elements(By.CSS_SELECTOR, ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")[index]
+    driver.execute_script("arguments[0].scrollIntoView()", cell)
+    cell.find_element(By.CSS_SELECTOR, ".jp-InputPrompt").click()
+    _wait(driver, f"the inspector on cell {index}", lambda d: panel.find_element(
+        By.CSS_SELECTOR, ".jp-ActiveCellTool").text.strip() == first_line, 20)
+
+
+def _applied_tags(panel) -> list[str]:
+    return [t.text for t in panel.find_elements(By.CSS_SELECTOR, ".jp-CellTags-Applied")]
+
+
+def _check_tag_save(path: Path, committed: dict, committed_py: str, add: int, remove: int):
+    """The pair as the server saved it after the tag edit, then after `pagedlab notebook sync`.
+
+    The save carries the edit on both sides, plus what JupyterLab's inspector adds (`"tags": []`,
+    `editable`, `slideshow`); the sync leaves the edit and nothing else: the committed files
+    but for the two cells' tags, same cell ids, a clean pair.
+    """
+    import jupytext
+
+    from pagedlab import notebooks
+
+    def cells(nb):
+        return [(c["id"], c["cell_type"], "".join(c["source"])) for c in nb["cells"]]
+
+    assert cells(json.loads(path.read_text())) == cells(committed), "the save changed cells or their ids"
+    text = jupytext.read(path.with_suffix(".py"))
+    assert [c.metadata.get("tags", []) for c in text.cells] == _cell_tags(path), "the .py's tags differ"
+    notebooks.sync(path)
+    assert notebooks.problems(path) == []
+    assert json.loads(path.read_text()) == _with_tag_moved(committed, add, remove)
+    assert _changed_lines(committed_py, path.with_suffix(".py").read_text()) == [
+        ("# %% [markdown]", f'# %% [markdown] tags=["{TAG}"]'), (f'# %% [markdown] tags=["{TAG}"]', "# %% [markdown]")]
+
+
 def test_explorer_clicks_show_the_engine_state_and_a_saved_edit_reaches_disk(browser, tmp_path):
     SHOTS.append(tmp_path)
     lab = Lab(tmp_path)
@@ -310,6 +398,35 @@ def test_explorer_clicks_show_the_engine_state_and_a_saved_edit_reaches_disk(bro
         browser.get(f"{lab.url}/lab/tree/02_block_table.ipynb?token={TOKEN}")
         _wait(browser, "notebook 02's kernel to be idle", lambda d: all(w in d.find_element(
             By.CSS_SELECTOR, "#jp-main-statusbar").text for w in ("Idle", "02_block_table.ipynb")), 120)
+        # ---- the instructor's tag edit by clicks: TAG typed onto one cell, clicked off another
+        nb_file = lab.folder / "02_block_table.ipynb"
+        pair = nb_file.with_suffix(".py")
+        committed, committed_py = json.loads(nb_file.read_text()), pair.read_text()
+        add, remove = _tag_targets(committed)
+        first = ["".join(committed["cells"][i]["source"]).splitlines()[0] for i in (add, remove)]
+        inspector = _open_cell_tags(browser)
+        _select_cell(browser, inspector, remove, first[1])
+        assert _applied_tags(inspector) == [TAG], _applied_tags(inspector)
+        inspector.find_element(By.XPATH, f".//div[contains(@class,'jp-CellTags-Applied')][.//span[text()='{TAG}']]").click()
+        _wait(browser, f"{TAG} off cell {remove}", lambda d: _applied_tags(inspector) == [], 10)
+        _select_cell(browser, inspector, add, first[0])
+        box = inspector.find_element(By.CSS_SELECTOR, "input.jp-CellTags-Add")
+        box.click()
+        box.send_keys(TAG, Keys.ENTER)
+        _wait(browser, f"{TAG} on cell {add}", lambda d: _applied_tags(inspector) == [TAG], 10)
+        browser.save_screenshot(str(tmp_path / "02_tags_edited.png"))
+        ActionChains(browser).key_down(Keys.CONTROL).send_keys("s").key_up(Keys.CONTROL).perform()
+        expected_tags = [c["metadata"].get("tags", []) for c in committed["cells"]]
+        expected_tags[add], expected_tags[remove] = [TAG], []
+        _wait(browser, "the tag edit in the .ipynb on disk", lambda d: _cell_tags(nb_file) == expected_tags, 30)
+        _wait(browser, "the tag edit in the .py on disk", lambda d: pair.read_text() != committed_py, 30)
+        tag_save = tmp_path / "tag_save"  # the pair as the server saved it, checked below
+        tag_save.mkdir()
+        for name in (nb_file.name, pair.name, "jupytext.toml"):
+            shutil.copy2(lab.folder / name, tag_save / name)
+        browser.find_element(By.CSS_SELECTOR, "li.lm-TabBar-tab[data-id='jp-property-inspector']").click()
+        _wait(browser, "the inspector to close", lambda d: not inspector.is_displayed(), 10)
+
         for attempt in range(3):  # the Run menu ignores a click until the notebook is fully up
             _click_menu(browser, "Run", "Run All Cells")
             try:
@@ -320,6 +437,7 @@ def test_explorer_clicks_show_the_engine_state_and_a_saved_edit_reaches_disk(bro
             except AssertionError:
                 if attempt == 2:
                     raise
+        _check_tag_save(tag_save / nb_file.name, committed, committed_py, add, remove)  # while cells run
         widget = _wait(browser, "the explorer widget", lambda d: (
             d.find_elements(By.XPATH, "//div[contains(@class,'widget-vbox')][.//button[normalize-space()='create']]") or [None])[-1], 300)
         _wait(browser, "all cells to finish", lambda d: not [
@@ -373,12 +491,9 @@ def test_explorer_clicks_show_the_engine_state_and_a_saved_edit_reaches_disk(bro
         assert state["owners"], "the engine has no mapped blocks: the clicks did nothing"
 
         # ---- edit a markdown cell, save, check the file(s) on disk
-        nb_file = lab.folder / "02_block_table.ipynb"
-        pair = nb_file.with_suffix(".py")
         pair_before = pair.read_text() if pair.exists() else None
         cell = browser.find_elements(By.CSS_SELECTOR, ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell")[0]
         browser.execute_script("arguments[0].scrollIntoView()", cell)
-        ActionChains = webdriver.ActionChains
         ActionChains(browser).double_click(cell.find_element(By.CSS_SELECTOR, ".jp-MarkdownOutput")).perform()
         editor = _wait(browser, "the markdown cell's editor", lambda d: cell.find_elements(
             By.CSS_SELECTOR, ".cm-content[contenteditable='true']"), 20)[0]
