@@ -1,8 +1,8 @@
 """`pagedlab release OUT`: write the student edition of the course.
 
 This repository is the instructor edition: solutions/, hidden checks (grading/hidden/), the
-mutation suites and the tools that build notebooks live next to the student files. A student
-gets a copy without any of them. The copy is assembled from an allowlist of what a student needs
+answer models (pagedlab/harness/answers/), the mutation suites and the tools that build notebooks
+live next to the student files. A student gets a copy without any of them. The copy is assembled from an allowlist of what a student needs
 (never by deleting from a full copy), so a file added to the instructor edition stays out until
 someone decides it belongs. Exercise files are generated from solutions/ on the spot, as
 `pagedlab assign` would, so an instructor's local edits to exercises/ never ship.
@@ -38,6 +38,9 @@ _COURSE_TOOL = re.compile(r"\btools/[\w./-]+\.py\b")  # set-up helpers the `cour
 INSTRUCTOR_DOCS = ("README.md",)            # pagedlab/checks/README.md, notebooks/README.md
 # This module quotes solution lines (the lists below) and is useless without solutions/.
 INSTRUCTOR_MODULES = INSTRUCTOR_DOCS + ("release.py",)
+# Folders of pagedlab/ left out whole: the answer models (a buddy allocator, a swap model, a prefix
+# cache) answer Tasks 11-13, so the student edition must not be able to import them.
+INSTRUCTOR_PACKAGES = ("harness/answers",)
 SKIP_PARTS = ("__pycache__", ".ipynb_checkpoints", ".pytest_cache")
 STUDENT_TESTS = Path("tests") / "student"   # shipped as the student edition's tests/
 
@@ -59,7 +62,6 @@ SHARED_IDIOMS = {
     "return block": "cmem and notebook 02's worked translation",
     "shared = block": "viz",
     "refs[block] = 1": "notebook 05's first-fit picture",
-    "table = list(hits)": "the trusted prefix-cache model the Task 11 judge compares with",
     "l1, l2 = divmod(logical, L2_PT_SIZE)": "notebook 02 teaches address translation with it",
     "destroy_sequence(engine, seq)": "the stub's signature in notebook 02's table of stubs",
 }
@@ -203,11 +205,12 @@ def strip_notebook(nb: dict) -> dict:
     return nb
 
 
-def _copy_tree(src: Path, dst: Path, report: Report, out: Path, skip_names=()) -> None:
+def _copy_tree(src: Path, dst: Path, report: Report, out: Path, skip_names=(), skip_dirs=()) -> None:
     for path in sorted(src.rglob("*")):
         rel = path.relative_to(src)
         if (not path.is_file() or any(p in SKIP_PARTS or p.startswith(".") for p in rel.parts)
-                or path.name in skip_names or path.suffix in (".pyc", ".so", ".o")):
+                or path.name in skip_names or path.suffix in (".pyc", ".so", ".o")
+                or any(rel.as_posix().startswith(d + "/") for d in skip_dirs)):
             continue
         _put(dst / rel, path.read_bytes(), report, out, mode=path.stat().st_mode)
 
@@ -319,7 +322,8 @@ def _discard(out: Path) -> None:
 def _write(source: Path, out: Path, exercises: dict[Path, str], report: Report) -> None:
     for path, text in sorted(exercises.items()):
         _put(out / "exercises" / path.relative_to(source / "exercises"), text, report, out)
-    _copy_tree(source / "pagedlab", out / "pagedlab", report, out, skip_names=INSTRUCTOR_MODULES)
+    _copy_tree(source / "pagedlab", out / "pagedlab", report, out, skip_names=INSTRUCTOR_MODULES,
+               skip_dirs=INSTRUCTOR_PACKAGES)
     notebooks = source / "notebooks"
     for path in sorted(notebooks.rglob("*")):
         rel = path.relative_to(notebooks)
