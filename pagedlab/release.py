@@ -41,6 +41,15 @@ INSTRUCTOR_MODULES = INSTRUCTOR_DOCS + ("release.py",)
 # Folders of pagedlab/ left out whole: the answer models (a buddy allocator, a swap model, a prefix
 # cache) answer Tasks 11-13, so the student edition must not be able to import them.
 INSTRUCTOR_PACKAGES = ("harness/answers",)
+# The models in there, by file: their code lines are searched for in every released file, as the
+# solution regions' lines are.
+ANSWER_MODELS = {"buddy.py": ("Buddy",), "swap.py": ("expected_move",), "prefix_cache.py": ("ReferenceCache",)}
+# Lines of a model that shipped code has for its own reasons (generic loops over a block table).
+SHARED_MODEL_LINES = {
+    "for logical, block in s.mapping:": "checks.memory_manager walks a block table the same way",
+    "if self.ref[b] == 0:": "sharing.py's fork/beam block manager counts references too",
+    "table.append(self._new_block())": "sharing.py's block manager grows a table the same way",
+}
 SKIP_PARTS = ("__pycache__", ".ipynb_checkpoints", ".pytest_cache")
 STUDENT_TESTS = Path("tests") / "student"   # shipped as the student edition's tests/
 
@@ -130,6 +139,33 @@ def fenced_lines(solutions: Path) -> dict[str, str]:
                 continue
             if not _bounded(s).search(given):
                 found.setdefault(s, path.name)
+    return found
+
+
+def model_lines(folder: Path) -> dict[str, str]:
+    """{stripped line: model file} for the code of every answer model in `folder`: the statements
+    of its functions and methods (docstrings, comments and lines under 20 characters skipped)."""
+    import ast
+
+    found = {}
+    for name, defined in ANSWER_MODELS.items():
+        path = folder / name
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8")
+        source = text.splitlines()
+        for top in ast.parse(text).body:
+            if getattr(top, "name", None) not in defined:
+                continue
+            for node in ast.walk(top):
+                if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+                for statement in body:
+                    for line in source[statement.lineno - 1:statement.end_lineno]:
+                        s = line.strip()
+                        if len(s) >= 20 and not s.startswith("#"):
+                            found.setdefault(s, name)
     return found
 
 
@@ -291,13 +327,18 @@ def build(out: str | Path, *, source: Path = ROOT, force: bool = False) -> Repor
         _write(source, out, exercises, report)
         lines = fenced_lines(solutions)
         leaks = [(f, line) for f, line in find_leaks(out, lines) if (f, line) not in PENDING]
+        models = source / "pagedlab" / INSTRUCTOR_PACKAGES[0]
+        model_code = model_lines(models)
+        leaks += [(f, line) for f, line in find_leaks(out, model_code, allowed=SHARED_MODEL_LINES)]
     except BaseException:
         _discard(out)
         raise
     if leaks:
         _discard(out)
-        shown = "\n".join(f"  {f}: {line}   (from solutions/{lines[line]})" for f, line in leaks[:20])
-        raise ReleaseError(f"{len(leaks)} line(s) of fenced solution regions would ship; "
+        shown = "\n".join(f"  {f}: {line}   (from "
+                          f"{f'solutions/{lines[line]}' if line in lines else f'{models.name}/{model_code[line]}'})"
+                          for f, line in leaks[:20])
+        raise ReleaseError(f"{len(leaks)} line(s) of fenced solution regions or answer models would ship; "
                            f"nothing was released:\n{shown}")
     if source == ROOT.resolve():
         from .checks import golden

@@ -52,12 +52,12 @@ def test_mutant_is_caught(tmp_path, name):
                            message_markers=("expected", "raised"))
 
 
-def test_checks_agree_with_the_simulator_allocator_on_a_full_workload():
-    """The student-facing allocator and the simulator's buddy place a long trace identically."""
+def test_solution_agrees_with_the_answer_model_on_a_full_workload():
+    """The reference solution and the instructor's independent model place a long trace identically."""
     import random
 
     from pagedlab import load
-    from pagedlab.simulator import Buddy
+    from pagedlab.harness.answers.buddy import Buddy
 
     mine, ref = load("buddy", "solutions").BuddyAllocator(4096), Buddy(4096)
     rng, live = random.Random(7), {}

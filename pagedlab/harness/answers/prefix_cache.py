@@ -101,4 +101,4 @@ def observations(seed, num_blocks=12, block_size=3):
         yield call, "returned value", got
         yield call, "pool state", model.state()
         if op != "free":
-            yield call, "block table", model.tables.get(rid)
+            yield call, "block table", list(model.tables[rid]) if rid in model.tables else None  # a copy: appends follow
