@@ -2,8 +2,8 @@
 instructor edition only).
 
 The rules of solutions/swap.py's docstrings in plain Python: first-fit on the target, blocks in
-the order met, one copy per distinct block, ref counts kept, nothing changed on failure. The
-tests compare the reference solution with it on the public and hidden scenarios.
+the order met, one copy per distinct block, ref counts kept, nothing changed on failure.
+tests/test_swap_model.py compares the reference solution with it on drawn engines.
 """
 
 from __future__ import annotations
