@@ -1,8 +1,8 @@
 """`pagedlab release OUT`: write the student edition of the course.
 
 This repository is the instructor edition: solutions/, hidden checks (grading/hidden/), the
-mutation suites and the tools that build notebooks live next to the student files. A student
-gets a copy without any of them. The copy is assembled from an allowlist of what a student needs
+answer models (pagedlab/harness/answers/), the mutation suites and the tools that build notebooks
+live next to the student files. A student gets a copy without any of them. The copy is assembled from an allowlist of what a student needs
 (never by deleting from a full copy), so a file added to the instructor edition stays out until
 someone decides it belongs. Exercise files are generated from solutions/ on the spot, as
 `pagedlab assign` would, so an instructor's local edits to exercises/ never ship.
@@ -38,6 +38,18 @@ _COURSE_TOOL = re.compile(r"\btools/[\w./-]+\.py\b")  # set-up helpers the `cour
 INSTRUCTOR_DOCS = ("README.md",)            # pagedlab/checks/README.md, notebooks/README.md
 # This module quotes solution lines (the lists below) and is useless without solutions/.
 INSTRUCTOR_MODULES = INSTRUCTOR_DOCS + ("release.py",)
+# Folders of pagedlab/ left out whole: the answer models (a buddy allocator, a swap model, a prefix
+# cache) answer Tasks 11-13, so the student edition must not be able to import them.
+INSTRUCTOR_PACKAGES = ("harness/answers",)
+# The models in there, by file: their code lines are searched for in every released file, as the
+# solution regions' lines are.
+ANSWER_MODELS = {"buddy.py": ("Buddy",), "swap.py": ("expected_move",), "prefix_cache.py": ("ReferenceCache",)}
+# Lines of a model that shipped code has for its own reasons (generic loops over a block table).
+SHARED_MODEL_LINES = {
+    "for logical, block in s.mapping:": "checks.memory_manager walks a block table the same way",
+    "if self.ref[b] == 0:": "sharing.py's fork/beam block manager counts references too",
+    "table.append(self._new_block())": "sharing.py's block manager grows a table the same way",
+}
 SKIP_PARTS = ("__pycache__", ".ipynb_checkpoints", ".pytest_cache")
 STUDENT_TESTS = Path("tests") / "student"   # shipped as the student edition's tests/
 
@@ -59,7 +71,6 @@ SHARED_IDIOMS = {
     "return block": "cmem and notebook 02's worked translation",
     "shared = block": "viz",
     "refs[block] = 1": "notebook 05's first-fit picture",
-    "table = list(hits)": "the trusted prefix-cache model the Task 11 judge compares with",
     "l1, l2 = divmod(logical, L2_PT_SIZE)": "notebook 02 teaches address translation with it",
     "destroy_sequence(engine, seq)": "the stub's signature in notebook 02's table of stubs",
 }
@@ -128,6 +139,33 @@ def fenced_lines(solutions: Path) -> dict[str, str]:
                 continue
             if not _bounded(s).search(given):
                 found.setdefault(s, path.name)
+    return found
+
+
+def model_lines(folder: Path) -> dict[str, str]:
+    """{stripped line: model file} for the code of every answer model in `folder`: the statements
+    of its functions and methods (docstrings, comments and lines under 20 characters skipped)."""
+    import ast
+
+    found = {}
+    for name, defined in ANSWER_MODELS.items():
+        path = folder / name
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8")
+        source = text.splitlines()
+        for top in ast.parse(text).body:
+            if getattr(top, "name", None) not in defined:
+                continue
+            for node in ast.walk(top):
+                if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+                for statement in body:
+                    for line in source[statement.lineno - 1:statement.end_lineno]:
+                        s = line.strip()
+                        if len(s) >= 20 and not s.startswith("#"):
+                            found.setdefault(s, name)
     return found
 
 
@@ -203,11 +241,12 @@ def strip_notebook(nb: dict) -> dict:
     return nb
 
 
-def _copy_tree(src: Path, dst: Path, report: Report, out: Path, skip_names=()) -> None:
+def _copy_tree(src: Path, dst: Path, report: Report, out: Path, skip_names=(), skip_dirs=()) -> None:
     for path in sorted(src.rglob("*")):
         rel = path.relative_to(src)
         if (not path.is_file() or any(p in SKIP_PARTS or p.startswith(".") for p in rel.parts)
-                or path.name in skip_names or path.suffix in (".pyc", ".so", ".o")):
+                or path.name in skip_names or path.suffix in (".pyc", ".so", ".o")
+                or any(rel.as_posix().startswith(d + "/") for d in skip_dirs)):
             continue
         _put(dst / rel, path.read_bytes(), report, out, mode=path.stat().st_mode)
 
@@ -288,13 +327,18 @@ def build(out: str | Path, *, source: Path = ROOT, force: bool = False) -> Repor
         _write(source, out, exercises, report)
         lines = fenced_lines(solutions)
         leaks = [(f, line) for f, line in find_leaks(out, lines) if (f, line) not in PENDING]
+        models = source / "pagedlab" / INSTRUCTOR_PACKAGES[0]
+        model_code = model_lines(models)
+        leaks += [(f, line) for f, line in find_leaks(out, model_code, allowed=SHARED_MODEL_LINES)]
     except BaseException:
         _discard(out)
         raise
     if leaks:
         _discard(out)
-        shown = "\n".join(f"  {f}: {line}   (from solutions/{lines[line]})" for f, line in leaks[:20])
-        raise ReleaseError(f"{len(leaks)} line(s) of fenced solution regions would ship; "
+        shown = "\n".join(f"  {f}: {line}   (from "
+                          f"{f'solutions/{lines[line]}' if line in lines else f'{models.name}/{model_code[line]}'})"
+                          for f, line in leaks[:20])
+        raise ReleaseError(f"{len(leaks)} line(s) of fenced solution regions or answer models would ship; "
                            f"nothing was released:\n{shown}")
     if source == ROOT.resolve():
         from .checks import golden
@@ -319,7 +363,8 @@ def _discard(out: Path) -> None:
 def _write(source: Path, out: Path, exercises: dict[Path, str], report: Report) -> None:
     for path, text in sorted(exercises.items()):
         _put(out / "exercises" / path.relative_to(source / "exercises"), text, report, out)
-    _copy_tree(source / "pagedlab", out / "pagedlab", report, out, skip_names=INSTRUCTOR_MODULES)
+    _copy_tree(source / "pagedlab", out / "pagedlab", report, out, skip_names=INSTRUCTOR_MODULES,
+               skip_dirs=INSTRUCTOR_PACKAGES)
     notebooks = source / "notebooks"
     for path in sorted(notebooks.rglob("*")):
         rel = path.relative_to(notebooks)

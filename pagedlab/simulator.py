@@ -213,6 +213,9 @@ def _account(policy, B, M, segs, window, total_steps, n_requests, preemptions) -
 # ------------------------------------------------------------------------------ contiguous
 
 
+ALLOCATORS = ("buddy", "first-fit")
+
+
 class FirstFit:
     """A contiguous address space [0, size) with first-fit allocation and coalescing frees."""
 
@@ -249,53 +252,73 @@ class FirstFit:
         return sum(self.sizes)
 
 
-class Buddy:
-    """A buddy allocator: blocks of 2**k slots, split in halves on demand, merged with their
-    buddy when both are free. A size that is not a power of two is served by one arena per set
-    bit (8192 + 4096 + ... ), largest first, so every arena starts at a multiple of its size."""
+def pow2_order(n: int) -> int:
+    """The smallest k with 2**k >= n: a buddy allocator holds a chunk of n slots in 2**k."""
+    return max(int(n) - 1, 0).bit_length()
 
-    def __init__(self, size: int):
-        self.free_lists: dict[int, set[int]] = {}
-        self.arena_base: list[int] = []
-        self.arena_order: list[int] = []
+
+class Arenas:
+    """A buddy allocator class with Task 12's interface (`cls(total_slots)` for a power of two,
+    `alloc(n)`, `free(offset)`, `free_blocks()`) stretched over a memory that is not a power of
+    two: one allocator per set bit of the size (8192 + 4096 + ...), largest first, so every arena
+    starts at a multiple of its size. A request takes the smallest free block that fits in any
+    arena, the lowest address first, as one allocator over the whole memory would."""
+
+    def __init__(self, size: int, buddy_class):
+        self.bases: list[int] = []
+        self.sizes: list[int] = []
+        self.arenas: list = []
         base = 0
-        for k in range(size.bit_length() - 1, -1, -1):
+        for k in range(int(size).bit_length() - 1, -1, -1):
             if size >> k & 1:
-                self.free_lists.setdefault(k, set()).add(base)
-                self.arena_base.append(base)
-                self.arena_order.append(k)
+                self.bases.append(base)
+                self.sizes.append(1 << k)
+                self.arenas.append(buddy_class(1 << k))
                 base += 1 << k
 
-    @staticmethod
-    def order(n: int) -> int:
-        return max(int(n) - 1, 0).bit_length()  # smallest k with 2**k >= n
-
     def alloc(self, n: int) -> int | None:
-        k = self.order(n)
-        for j in sorted(o for o, addrs in self.free_lists.items() if o >= k and addrs):
-            addr = min(self.free_lists[j])
-            self.free_lists[j].discard(addr)
-            while j > k:  # split, keeping the lower half
-                j -= 1
-                self.free_lists.setdefault(j, set()).add(addr + (1 << j))
-            return addr
-        return None
+        need = 1 << pow2_order(n)
+        # (block size, address, arena): the smallest block that fits, then the lowest address.
+        fits = [(size, self.bases[i] + offset, i) for i in range(len(self.arenas)) if self.sizes[i] >= need
+                for offset, size in self.arenas[i].free_blocks() if size >= need]
+        if not fits:
+            return None
+        _, _, i = min(fits)
+        offset = self.arenas[i].alloc(int(n))
+        return None if offset is None else self.bases[i] + offset
 
     def free(self, addr: int, n: int) -> None:
-        k = self.order(n)
-        top = self.arena_order[bisect.bisect_right(self.arena_base, addr) - 1]
-        while k < top and (addr ^ (1 << k)) in self.free_lists.get(k, ()):
-            self.free_lists[k].discard(addr ^ (1 << k))
-            addr &= ~(1 << k)
-            k += 1
-        self.free_lists.setdefault(k, set()).add(addr)
+        i = bisect.bisect_right(self.bases, addr) - 1
+        self.arenas[i].free(addr - self.bases[i])
 
     @property
     def free_slots(self) -> int:
-        return sum(len(a) << k for k, a in self.free_lists.items())
+        return sum(arena.free_slots for arena in self.arenas)
 
 
-ALLOCATORS = {"buddy": Buddy, "first-fit": FirstFit}
+def _reference_buddy():
+    try:  # the instructor edition's model; the student edition has none (it is Task 12)
+        from .harness.answers.buddy import Buddy
+    except ImportError:
+        raise ValueError(
+            'allocator="buddy" is the instructor edition\'s buddy allocator, which this edition does not '
+            'have: the buddy allocator is Task 12. Pass yours: allocator=pagedlab.load("buddy").BuddyAllocator'
+        ) from None
+    return Buddy
+
+
+def _space(allocator, size: int):
+    """The contiguous address space for `allocator`: "first-fit", "buddy" (the instructor
+    edition's model) or a buddy allocator class with Task 12's interface."""
+    if allocator == "first-fit":
+        return FirstFit(size)
+    if allocator == "buddy":
+        return _reference_buddy()(size)
+    return Arenas(size, allocator)
+
+
+def _is_buddy(allocator) -> bool:
+    return allocator != "first-fit"
 
 
 def _chunks(policy, prompts, outputs, max_len):
@@ -311,9 +334,9 @@ def _chunks(policy, prompts, outputs, max_len):
 def _run_contiguous(policy, prompts, outputs, M, max_len, allocator):
     final = prompts + outputs
     chunk = _chunks(policy, prompts, outputs, max_len)
-    space = ALLOCATORS[allocator](M)
-    if allocator == "buddy":  # what a chunk really occupies: its size rounded up to a power of 2
-        chunk = np.left_shift(1, np.array([Buddy.order(c) for c in chunk], dtype=np.int64))
+    space = _space(allocator, M)
+    if _is_buddy(allocator):  # what a chunk really occupies: its size rounded up to a power of 2
+        chunk = np.left_shift(1, np.array([pow2_order(c) for c in chunk], dtype=np.int64))
     queue = deque(range(len(prompts)))
     running: list = []  # heap of (end step, request, address)
     segs, now, last_admission = [], 0, 0
@@ -402,9 +425,13 @@ def _run_paged(prompts, outputs, M, B, watermark):
 
 def simulate(prompt_lens, output_lens, policy: str = "paged", *, block_size: int = 16,
              memory_tokens: int = DEFAULT_MEMORY_TOKENS, max_len: int = MAX_LEN,
-             watermark: float = 0.01, allocator: str = "buddy") -> Result:
+             watermark: float = 0.01, allocator="buddy") -> Result:
     """Replay the requests (all waiting at step 0, served first come first served) under
-    `policy` with `memory_tokens` KV slots; return the time-averaged memory breakdown."""
+    `policy` with `memory_tokens` KV slots; return the time-averaged memory breakdown.
+
+    `allocator` places the contiguous policies' chunks: "first-fit", a buddy allocator class
+    with Task 12's interface (notebook 09 passes the student's `BuddyAllocator`), or "buddy",
+    the instructor edition's own model (the student edition has none: it is Task 12)."""
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
     prompts = np.asarray(prompt_lens, dtype=np.int64)
@@ -418,8 +445,9 @@ def simulate(prompt_lens, output_lens, policy: str = "paged", *, block_size: int
         raise ValueError(f"a request is longer than max_len={max_len} tokens (prompt + output)")
     if not isinstance(block_size, (int, np.integer)) or block_size < 1:
         raise ValueError(f"block_size must be a positive int, got {block_size!r}")
-    if allocator not in ALLOCATORS:
-        raise ValueError(f"allocator must be one of {tuple(ALLOCATORS)}, got {allocator!r}")
+    if allocator not in ALLOCATORS and not isinstance(allocator, type):
+        raise ValueError(f"allocator must be one of {ALLOCATORS} or a buddy allocator class "
+                         f"(pagedlab.load('buddy').BuddyAllocator), got {allocator!r}")
     if not 0 <= watermark < 0.5:
         raise ValueError(f"watermark must be a fraction in [0, 0.5), got {watermark}")
     if memory_tokens < max_len or (policy == "paged" and (memory_tokens // block_size) * (1 - watermark) * block_size < max_len):
@@ -435,7 +463,7 @@ def simulate(prompt_lens, output_lens, policy: str = "paged", *, block_size: int
 
 def simulate_stepwise(prompt_lens, output_lens, policy: str = "paged", *, block_size: int = 16,
                       memory_tokens: int = DEFAULT_MEMORY_TOKENS, max_len: int = MAX_LEN,
-                      watermark: float = 0.01, allocator: str = "buddy") -> dict:
+                      watermark: float = 0.01, allocator="buddy") -> dict:
     """The same rules as `simulate`, one decode step at a time: slow, obviously right.
 
     Returns the shares, window, steps, preemptions and mean concurrency as a dict.
@@ -450,7 +478,7 @@ def simulate_stepwise(prompt_lens, output_lens, policy: str = "paged", *, block_
         M = num_blocks * B
     else:
         M = memory_tokens
-        space = ALLOCATORS[allocator](M)
+        space = _space(allocator, M)
         want = _chunks(policy, prompts, outputs, max_len)
     final = prompts + outputs
     queue = deque(range(len(prompts)))
@@ -489,7 +517,7 @@ def simulate_stepwise(prompt_lens, output_lens, policy: str = "paged", *, block_
         if paged:
             held, future = sum(-(-(stored[i] + 1) // B) * B for i in order), 0
         else:
-            size = (lambda c: 1 << Buddy.order(c)) if allocator == "buddy" else int
+            size = (lambda c: 1 << pow2_order(c)) if _is_buddy(allocator) else int
             held = sum(size(int(want[i])) for i in order)
             future = sum(int(final[i]) for i in order) - tokens
         per_step.append((tokens, future, held, len(order)))

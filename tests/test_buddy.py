@@ -52,12 +52,12 @@ def test_mutant_is_caught(tmp_path, name):
                            message_markers=("expected", "raised"))
 
 
-def test_checks_agree_with_the_simulator_allocator_on_a_full_workload():
-    """The student-facing allocator and the simulator's buddy place a long trace identically."""
+def test_solution_agrees_with_the_answer_model_on_a_full_workload():
+    """The reference solution and the instructor's independent model place a long trace identically."""
     import random
 
     from pagedlab import load
-    from pagedlab.simulator import Buddy
+    from pagedlab.harness.answers.buddy import Buddy
 
     mine, ref = load("buddy", "solutions").BuddyAllocator(4096), Buddy(4096)
     rng, live = random.Random(7), {}
@@ -89,3 +89,27 @@ def test_notebook_draws_the_sequence_the_checks_replay():
     assert drawn > graded, "the cell using the student's allocator must come after its graded cell"
     calls = [(c, int(a)) for c, a in re.findall(r'\("(alloc|free)", (\d+)\)', cells[drawn])]
     assert calls == [(call, arg) for call, arg, *_ in TRACE_16]
+
+
+def test_notebook_cells_running_the_students_allocator_require_task12_first():
+    """Notebook 09's demos and utilization study run the student's own BuddyAllocator in the
+    notebook's kernel: each cell that loads it asks for Task 12 first, so an unfinished Task 12
+    gets one line naming the task instead of a stub's traceback."""
+    import json
+
+    nb = json.loads((ROOT / "notebooks" / "09_prefix_caching_and_utilization.ipynb").read_text())
+    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    loading = [s for s in cells if 'pagedlab.load("buddy")' in s]
+    assert len(loading) >= 2  # the hand-traced drawing and the utilization study
+    for source in loading:
+        assert 'checks.require("task12")' in source.split('pagedlab.load("buddy")')[0], source[:200]
+    # A contiguous run without allocator= would ask for the instructor edition's model, which
+    # the student edition does not have.
+    import ast
+
+    calls = [node for s in cells for node in ast.walk(ast.parse(s)) if isinstance(node, ast.Call)
+             and ast.unparse(node.func) == "sim.simulate"]
+    contiguous = [c for c in calls if not (len(c.args) > 2 and getattr(c.args[2], "value", None) == "paged")]
+    assert len(contiguous) >= 3
+    for call in contiguous:
+        assert any(k.arg == "allocator" for k in call.keywords), ast.unparse(call)

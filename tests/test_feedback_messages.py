@@ -207,7 +207,7 @@ def test_every_pagedlab_path_named_in_a_rule_hint_or_message_exists():
     for record in json.loads((ROOT / "pagedlab" / "checks" / "expected.json").read_text())["records"].values():
         texts += [str(o.get(key, "")) for o in record["obs"] for key in ("r", "h", "w", "x")]
     named = {m.group(0).rstrip(".") for text in texts for m in _DOTTED.finditer(text)}
-    assert "pagedlab.simulator.Buddy" in named  # the scan sees the rules
+    assert "pagedlab.checks.prefix_cache.random_ops" in named  # the scan sees the hints
     missing = sorted(path for path in named if not _resolves(path))
     assert not missing, f"texts name paths that do not exist: {missing}"
 

@@ -51,7 +51,7 @@ MUTANTS = {
                                 "chained hashes"),
     "touch forgets the ref count": ("            self.free_queue.remove(block)\n        block.ref_cnt += 1",
                                     "            self.free_queue.remove(block)\n        block.ref_cnt = 1",
-                                    "model-based"),
+                                    "random streams"),
 }
 
 

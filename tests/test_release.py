@@ -187,10 +187,58 @@ def test_no_line_of_a_solution_region_in_any_released_file(edition):
 
 def test_shared_idioms_are_really_in_the_shipped_harness():
     """Each allowed line must be a line some shipped harness or demo needs; stale ones go."""
+    answers = ROOT / "pagedlab" / "harness" / "answers"
     shipped = "\n".join(p.read_text() for d in ("pagedlab", "notebooks") for p in (ROOT / d).rglob("*")
-                        if p.is_file() and p.suffix in (".py", ".ipynb"))
-    unused = [line for line in release.SHARED_IDIOMS if line not in shipped]
-    assert not unused, f"remove from release.SHARED_IDIOMS: {unused}"
+                        if p.is_file() and p.suffix in (".py", ".ipynb") and answers not in p.parents)
+    unused = [line for line in {**release.SHARED_IDIOMS, **release.SHARED_MODEL_LINES} if line not in shipped]
+    assert not unused, f"remove from release.SHARED_IDIOMS / SHARED_MODEL_LINES: {unused}"
+
+
+# ---- the answer models (Tasks 11-13) stay in the instructor edition -----------------------------
+
+# Lines only the models' logic has (written here, independently of release.model_lines).
+MODEL_LINES = {
+    "buddy.py": ["while k < top and (addr ^ (1 << k)) in self.free_lists.get(k, ()):",
+                 "for j in sorted(o for o, addrs in self.free_lists.items() if o >= k and addrs):",
+                 "self.free_lists.setdefault(j, set()).add(addr + (1 << j))"],
+    "swap.py": ["linked = [other for other in owned if other not in members and owned[other] & owned[current]]",
+                "moved[block] = dst_refs.index(0)",
+                "if any(dst.seq(entry.seq_id) is not None for entry in group) or len(reached) > dst.free:"],
+    "prefix_cache.py": ["if need > len(self.free) - sum(self.ref[b] == 0 for b in hits):",
+                        "b = self.cache.get(tuple(prompt[:(i + 1) * B]))",
+                        "del self.cache[self.key_of.pop(b)]"],
+}
+MODEL_NAMES = [r"\bexpected_move\b", r"\bReferenceCache\b", r"\bclass Buddy\b", r"\bclass Move\b"]
+
+
+def test_edition_has_none_of_the_answer_models(edition):
+    out, _ = edition
+    answers = ROOT / "pagedlab" / "harness" / "answers"
+    assert not [f for f in released_files(out) if f.startswith("pagedlab/harness/answers")]
+    texts = {rel: text_of(out / rel) for rel in released_files(out)}
+    texts = {rel: text for rel, text in texts.items() if text is not None}
+    for name, lines in MODEL_LINES.items():
+        model = (answers / name).read_text()
+        for line in lines:
+            assert line in model, f"{name} no longer has {line!r}: pick another of its lines"
+            assert not [rel for rel, text in texts.items() if line in text], line
+    for pattern in MODEL_NAMES:
+        assert re.search(pattern, "\n".join(p.read_text() for p in answers.glob("*.py"))), pattern
+        assert not [rel for rel, text in texts.items() if re.search(pattern, text)], pattern
+    # The release's own guard knows these lines too (a copy in a shipped module fails the release).
+    assert {line for lines in MODEL_LINES.values() for line in lines} <= set(release.model_lines(answers))
+
+
+def test_a_model_line_planted_in_the_library_fails_the_release(tmp_path):
+    src = _source_copy(tmp_path)
+    line = MODEL_LINES["swap.py"][0]
+    viz = src / "pagedlab" / "viz.py"
+    viz.write_text(viz.read_text() + f"\n# e.g. {line}\n")
+    out = tmp_path / "out"
+    with pytest.raises(release.ReleaseError, match="would ship") as caught:
+        release.build(out, source=src)
+    assert line in str(caught.value) and "answers/swap.py" in str(caught.value)
+    assert list(out.iterdir()) == []
 
 
 def _source_copy(tmp_path):

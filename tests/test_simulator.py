@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from pagedlab import simulator as S
+from pagedlab.harness.answers.buddy import Buddy
 
 
 def _small(seed, n=40):
@@ -127,13 +128,19 @@ def test_sampling_is_reproducible_and_seeded():
 # ------------------------------------------------------------------ allocators
 
 
-@pytest.mark.parametrize("cls", [S.FirstFit, S.Buddy])
+def _solution_arenas(size):
+    from pagedlab.loader import load
+
+    return S.Arenas(size, load("buddy", "solutions").BuddyAllocator)
+
+
+@pytest.mark.parametrize("cls", [S.FirstFit, Buddy, _solution_arenas])
 def test_allocators_coalesce_back_to_empty(cls):
     rng = np.random.default_rng(0)
     space, live = cls(1000), []
 
     def held(n):  # slots a request of n really occupies
-        return 1 << S.Buddy.order(n) if cls is S.Buddy else n
+        return n if cls is S.FirstFit else 1 << S.pow2_order(n)
 
     for _ in range(400):
         if live and rng.random() < 0.45:
@@ -152,12 +159,38 @@ def test_allocators_coalesce_back_to_empty(cls):
     assert space.alloc(512) == 0  # everything merged again
 
 
-def test_buddy_rounds_up_and_respects_arenas():
-    space = S.Buddy(1000)  # arenas 512 + 256 + 128 + 64 + 32 + 8
+@pytest.mark.parametrize("cls", [Buddy, _solution_arenas])
+def test_buddy_rounds_up_and_respects_arenas(cls):
+    space = cls(1000)  # arenas 512 + 256 + 128 + 64 + 32 + 8
     assert space.alloc(300) == 0  # takes the 512 arena
     assert space.alloc(300) is None  # no 512 block left anywhere
     assert space.alloc(200) == 512
     assert space.free_slots == 1000 - 512 - 256
+
+
+@pytest.mark.parametrize("policy", S.CONTIGUOUS)
+def test_a_students_buddy_allocator_gives_the_models_study(policy):
+    """Notebook 09 runs the study on the student's BuddyAllocator (split into arenas): a correct
+    one must reproduce the instructor's model exactly, step for step."""
+    from pagedlab.loader import load
+
+    p, o = _small(3, n=300)
+    kw = dict(memory_tokens=3000, max_len=512)  # 2048 + 512 + 256 + 128 + 32 + 16 + 8
+    model = S.simulate(p, o, policy, **kw)
+    theirs = S.simulate(p, o, policy, allocator=load("buddy", "solutions").BuddyAllocator, **kw)
+    assert (theirs.seg_start == model.seg_start).all() and theirs.token_share == model.token_share
+    assert theirs.external_share == model.external_share > 0
+
+
+def test_without_the_model_buddy_names_task_12(monkeypatch):
+    """The student edition has no built-in buddy allocator: asking for one says what to pass."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pagedlab.harness.answers.buddy", None)  # import fails as if absent
+    p, o = _small(0)
+    with pytest.raises(ValueError, match=r"Task 12.*BuddyAllocator"):
+        S.simulate(p, o, "max", memory_tokens=1500, max_len=512)
+    assert S.simulate(p, o, "paged", memory_tokens=1500, max_len=512).token_share > 0  # paging needs none
 
 
 # ------------------------------------------------------------------ validation

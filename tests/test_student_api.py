@@ -53,11 +53,60 @@ def test_solutions_and_exercises_are_inside_the_student_api():
 
 
 def test_intake_names_the_file_and_line_outside_the_api(tmp_path):
-    folder = attacks.make("simulator_buddy", tmp_path / "sub")
+    folder = attacks.make("model_buddy", tmp_path / "sub")
     _, report = submission.prepare(folder, tmp_path / "work")
     line = next(n for n, text in enumerate((folder / "buddy.py").read_text().splitlines(), 1)
-                if "pagedlab.simulator" in text)
-    assert f"buddy.py:{line}: imports pagedlab.simulator.Buddy" in report, report
+                if "pagedlab.harness.answers" in text)
+    assert f"buddy.py:{line}: imports pagedlab.harness.answers.buddy.Buddy" in report, report
+
+
+# A student file run in a course tree, with no guard installed: which model imports succeed.
+_MODEL_PROBE = textwrap.dedent('''
+    import json, runpy, sys
+    from pathlib import Path
+    tree, files = Path(sys.argv[1]), json.loads(sys.argv[2])
+    sys.path.insert(0, str(tree))
+    import pagedlab.checks.prefix_cache, pagedlab.checks.swap, pagedlab.simulator  # they load there
+    out = {"pagedlab": pagedlab.__file__}
+    for name, path in files.items():
+        try:
+            runpy.run_path(path, run_name="student")
+            out[name] = "imported"
+        except ImportError as exc:
+            out[name] = f"{type(exc).__name__}: {exc}"
+    print(json.dumps(out))
+''')
+
+
+def _student_files_importing_the_models(tree: Path, folder: Path) -> dict:
+    """Each attack of attacks.MODEL_IMPORTS as the end of that tree's exercise file, run there."""
+    files = {}
+    for name, (filename, line) in attacks.MODEL_IMPORTS.items():
+        path = folder / name.replace(" ", "_").replace(",", "") / filename
+        path.parent.mkdir(parents=True)
+        path.write_text((tree / "exercises" / filename).read_text() + "\n" + line + "\n")
+        files[name] = str(path)
+    done = subprocess.run([sys.executable, "-c", _MODEL_PROBE, str(tree), json.dumps(files)],
+                          capture_output=True, text=True, timeout=300, check=False, cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_student_edition_has_no_answer_model_to_import(tmp_path):
+    """Tasks 11-13's models are absent from the student edition, not only refused: a student file
+    there fails to import every one of them, even with no guard running."""
+    from pagedlab import release
+
+    edition = tmp_path / "edition"
+    release.build(edition)
+    found = _student_files_importing_the_models(edition, tmp_path / "in_edition")
+    assert found.pop("pagedlab") == str(edition / "pagedlab" / "__init__.py")
+    for name, verdict in found.items():
+        assert verdict.startswith(("ModuleNotFoundError", "ImportError")), (name, verdict)
+    # The same files do import the models in the instructor edition: the edition is what differs.
+    here = _student_files_importing_the_models(ROOT, tmp_path / "in_instructor")
+    assert [name for name, verdict in here.items() if verdict == "imported"] == \
+        ["buddy model", "swap model", "prefix-cache model", "models by importlib"], here
 
 
 @pytest.mark.parametrize("source, what", [

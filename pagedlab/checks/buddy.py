@@ -1,15 +1,15 @@
 """Graded checks for Task 12: the buddy allocator behind the contiguous baselines (notebook 09).
 
 The checks drive the student's `buddy` module through `BuddyAllocator` and compare it with
-sequences traced by hand (the notebook draws the first one) and, on seeded random traces, with
-the buddy allocator the utilization simulator uses (`pagedlab.simulator.Buddy`).
+sequences traced by hand (the notebook draws the first one) and, call by call on seeded random
+traces, with the reference solution's record of the same traces (`expected.json`; the judge
+compares).
 """
 
 from __future__ import annotations
 
 import random
 
-from ..simulator import Buddy as ReferenceBuddy
 from .framework import CheckFailure, check, expect, expect_equal, see
 
 RULE = "notebook 09, the buddy allocator"
@@ -160,35 +160,31 @@ def full_merge(run):
                      hint="keep merging in a loop, one order up each time")
 
 
-@check("task12", "agrees with the simulator's buddy allocator on random traces",
+@check("task12", "random traces of alloc and free, call by call like the reference solution",
        rule=f"{RULE}: the contiguous baseline of the utilization study")
 def matches_reference(run):
     for seed in range(10):
         rng = random.Random(100 + seed)
-        a, ref = _new(run, 512), ReferenceBuddy(512)
-        live: dict[int, int] = {}  # offset -> requested size
+        a = _new(run, 512)
+        live: list[int] = []  # offsets alloc returned and nobody freed yet
         history = []
         for _ in range(300):
             if live and (rng.random() < 0.45 or len(live) > 40):
                 offset = rng.choice(sorted(live))
+                live.remove(offset)
                 history.append(f"free({offset})")
                 a.free(offset)
-                ref.free(offset, live.pop(offset))
             else:
                 n = rng.randint(1, 70)
                 history.append(f"alloc({n})")
-                got, want = a.alloc(n), ref.alloc(n)
+                got = a.alloc(n)
                 see(f"seed {seed}: offset returned by call {len(history)}, alloc({n})", got,
-                    rule=f"{RULE}: same placement as pagedlab.simulator.Buddy")
-                if got != want:
-                    raise CheckFailure(f"seed {seed}: offset returned by call {len(history)}, alloc({n})",
-                                       rule=f"{RULE}: same placement as pagedlab.simulator.Buddy",
-                                       expected=want, actual=got,
-                                       hint=f"the last calls were {history[-6:]}")
+                    rule=f"{RULE}: smallest free block that fits, lowest address first, split keeping the lower half",
+                    hint=f"the last calls were {history[-6:]}")
                 if got is not None:
-                    live[got] = n
-            expect_equal(a.free_slots, ref.free_slots, f"seed {seed}: free slots after {history[-6:]}",
-                         rule=f"{RULE}: rounded sizes are taken and given back exactly")
+                    live.append(got)
+            see(f"seed {seed}: free slots after {history[-6:]}", a.free_slots,
+                rule=f"{RULE}: rounded sizes are taken and given back exactly")
 
 
 @check("task12", "rejects bad input and changes nothing", rule=f"{RULE}: ValueError on bad input, state unchanged")

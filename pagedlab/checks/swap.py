@@ -4,15 +4,15 @@ the batched block copy (notebook 10).
 Every scenario is built by the harness (`hw3.new_engine`, `hw3.build_sequence`), so Task 13 is
 graded on its own, whatever the state of the student's memory manager. Both pools are filled
 with random words first, so a block that was not copied, or copied from the wrong block, shows.
-The expected result of a move comes from `expected_move`, a plain-Python model of the rules in
-solutions/swap.py's docstrings (first-fit on the target, blocks in the order met, one copy per
-distinct block, ref counts kept, nothing changed on failure).
+What a move returned and left behind is recorded and judged against the reference solution's
+record of the same scenario (`expected.json`, or the reference run at grading time for the
+hidden checks); the driver itself only holds the rules that do not depend on the answer: a
+refused swap changes nothing, and a move copies exactly the blocks it reports.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from .. import cmem
 from ..harness import hw3
 from ..pool import Pool
 from ..student.hw3 import BLOCK_SIZE
-from .framework import CheckFailure, check, expect, expect_equal
+from .framework import CheckFailure, check, expect, expect_equal, see
 
 R_MOVE = "notebook 10, Task 13 · swap: a sequence group moves as a unit, each distinct block once, first-fit on the target"
 R_REFS = "notebook 10, Task 13 · swap: shared blocks stay shared; each block keeps its ref count"
@@ -72,54 +72,7 @@ def summary(state: hw3.EngineState) -> dict:
             "sequences": [(s.seq_id, s.kv_count, dict(s.mapping)) for s in state.seqs]}
 
 
-# --- the trusted model -------------------------------------------------------------------------
-
-
-@dataclass
-class Move:
-    pairs: list
-    src: dict     # summary() after the move
-    dst: dict
-
-
-def expected_move(src: hw3.EngineState, dst: hw3.EngineState, seq_id: int) -> Move | None:
-    """What a correct move_group(src, dst, seq_id) does, computed from the two states."""
-    seqs = list(src.seqs)
-    owned = {entry.seq_id: {b for _, b in entry.mapping} for entry in seqs}
-    if seq_id not in owned:
-        return None
-    # The group: everything reachable from seq_id through shared blocks (a worklist closure).
-    members, frontier = {seq_id}, [seq_id]
-    while frontier:
-        current = frontier.pop()
-        linked = [other for other in owned if other not in members and owned[other] & owned[current]]
-        members.update(linked)
-        frontier.extend(linked)
-    reached = set().union(*(owned[m] for m in members))
-    group = [entry for entry in seqs if entry.seq_id in members]
-    if any(dst.seq(entry.seq_id) is not None for entry in group) or len(reached) > dst.free:
-        return None
-    src_refs, dst_refs = list(src.refs), list(dst.refs)
-    moved: dict[int, int] = {}
-    new_group = []
-    for s in group:
-        mapping = {}
-        for logical, block in s.mapping:
-            if moved.get(block) is None:
-                moved[block] = dst_refs.index(0)
-                dst_refs[moved[block]] = 0  # taken below
-            mapping[logical] = moved[block]
-            dst_refs[moved[block]] += 1
-            src_refs[block] -= 1
-        new_group.append((s.seq_id, s.kv_count, mapping))
-    src_after = {"free": src_refs.count(0), "refs": src_refs,
-                 "sequences": [(s.seq_id, s.kv_count, dict(s.mapping)) for s in seqs if s.seq_id not in members]}
-    dst_after = {"free": dst_refs.count(0), "refs": dst_refs,
-                 "sequences": summary(dst)["sequences"] + new_group}
-    return Move(list(moved.items()), src_after, dst_after)
-
-
-# --- running a move and judging it -------------------------------------------------------------
+# --- running a move and recording it ----------------------------------------------------------
 
 
 def _pairs(result, call):
@@ -132,26 +85,29 @@ def _pairs(result, call):
                            expected="a list of (src block, dst block) pairs, or None on failure") from None
 
 
-def run_move(rig: Rig, swap, fn: str, seq_id: int, context: str) -> Move | None:
-    """Call swap.<fn> (swap_out: gpu->cpu, swap_in: cpu->gpu) and check everything it did."""
+def run_move(rig: Rig, swap, fn: str, seq_id: int, context: str) -> list | None:
+    """Call swap.<fn> (swap_out: gpu->cpu, swap_in: cpu->gpu) and record everything it did.
+
+    Whether the move had to fail, and where each block had to go, is the judge's to say (from
+    the reference solution's record of the same scenario); here only what the call did is
+    recorded, plus the rules that hold whatever the mapping: a refused swap changes nothing, a
+    move copies exactly the blocks it reports."""
     src_side, dst_side = ("gpu", "cpu") if fn == "swap_out" else ("cpu", "gpu")
     before = rig.observe()
-    want = expected_move(before[src_side], before[dst_side], seq_id)
     call = f"{fn}({src_side}, {dst_side}, {seq_id}) {context}"
     got = _pairs(getattr(swap, fn)(rig.engine(src_side), rig.engine(dst_side), seq_id), call)
-    if want is None:
-        expect(got is None, f"{call} returned a mapping for a swap that must fail", rule=R_FAIL,
-               expected="None", actual=got)
+    label = f"block mapping returned by {call}"
+    if got is None:
+        see(label, None, rule=R_FAIL,
+            hint="a swap that fits returns one (src, dst) pair per distinct block; None is for a group "
+                 "that does not fit or whose id is missing or taken on the target")
         _expect_nothing_changed(rig, before, call)
         return None
-    expect(got is not None, f"{call} returned None for a swap that fits", rule=R_MOVE,
-           expected=want.pairs, actual=None,
-           hint=f"the group needs {len(want.pairs)} distinct blocks and the target has "
-                f"{before[dst_side].free} free")
-    expect_equal(got, want.pairs, f"block mapping returned by {call}", rule=R_MOVE,
-                 hint="one pair per distinct block, in the order met (group members in list order, "
-                      "logical blocks ascending), each target block first-fit when taken")
-    for side, after in ((src_side, want.src), (dst_side, want.dst)):
+    see(label, got, rule=R_MOVE,
+        hint=f"one pair per distinct block ({len(got)} for this group; the target had "
+             f"{before[dst_side].free} free), in the order met (group members in list order, "
+             "logical blocks ascending), each target block first-fit when taken")
+    for side in (src_side, dst_side):
         now = summary(hw3.state(rig.engine(side)))
         for key, rule, hint in (
             ("sequences", R_MOVE, "members leave the source list and join the target's tail in "
@@ -160,9 +116,9 @@ def run_move(rig: Rig, swap, fn: str, seq_id: int, context: str) -> Move | None:
                              "source blocks of the group drop to 0"),
             ("free", R_REFS, "free_local_blocks must equal the number of blocks with ref count 0"),
         ):
-            expect_equal(now[key], after[key], f"{side} engine {key} after {call}", rule=rule, hint=hint)
-    _expect_bytes_moved(rig, before, src_side, dst_side, want.pairs, call)
-    return want
+            see(f"{side} engine {key} after {call}", now[key], rule=rule, hint=hint)
+    _expect_bytes_moved(rig, before, src_side, dst_side, got, call)
+    return got
 
 
 def _expect_bytes_moved(rig, before, src_side, dst_side, pairs, call):

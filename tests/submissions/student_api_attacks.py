@@ -48,9 +48,10 @@ PYTHONAPI_LLM_INIT = textwrap.dedent('''
         return get(b"pagedlab.harness.hw3").new_engine(pool_addr, pool_size)
 ''')
 
-# Task 12 from the simulator's buddy allocator, adapted to the exercise's interface.
-SIMULATOR_BUDDY = textwrap.dedent('''
-    from pagedlab.simulator import Buddy as _Buddy
+# Task 12 from the instructor edition's buddy allocator model, adapted to the exercise's interface
+# (the student edition does not have the model: see test_student_api's edition test).
+MODEL_BUDDY = textwrap.dedent('''
+    from pagedlab.harness.answers.buddy import Buddy as _Buddy
 
     class BuddyAllocator(BuddyAllocator):
         def __init__(self, total_slots):
@@ -83,16 +84,28 @@ ATTACKS = {
     "dunder_import": ("memory_manager.py", DYNAMIC_IMPORT_LLM_INIT, "task1"),
     "importlib": ("memory_manager.py", IMPORTLIB_LLM_INIT, "task1"),
     "pythonapi": ("memory_manager.py", PYTHONAPI_LLM_INIT, "task1"),
-    "simulator_buddy": ("buddy.py", SIMULATOR_BUDDY, "task12"),
+    "model_buddy": ("buddy.py", MODEL_BUDDY, "task12"),
 }
 
 
-def make(name: str, folder: Path) -> Path:
+# Each answer model, by its home in the instructor edition and by where it used to live.
+MODEL_IMPORTS = {
+    "buddy model": ("buddy.py", "from pagedlab.harness.answers.buddy import Buddy"),
+    "buddy model, old home": ("buddy.py", "from pagedlab.simulator import Buddy"),
+    "swap model": ("swap.py", "from pagedlab.harness.answers.swap import expected_move"),
+    "swap model, old home": ("swap.py", "from pagedlab.checks.swap import expected_move"),
+    "prefix-cache model": ("prefix_cache.py", "from pagedlab.harness.answers.prefix_cache import ReferenceCache"),
+    "prefix-cache model, old home": ("prefix_cache.py", "from pagedlab.checks.prefix_cache import ReferenceCache"),
+    "models by importlib": ("buddy.py", "import importlib\nimportlib.import_module('pagedlab.harness.answers')"),
+}
+
+
+def make(name: str, folder: Path, exercises: Path = EXERCISES) -> Path:
     """The exercises with attack `name` appended to its file, in `folder`."""
     filename, extra, _task = ATTACKS[name]
     folder.mkdir(parents=True, exist_ok=True)
-    for path in EXERCISES.iterdir():
+    for path in exercises.iterdir():
         if path.is_file() and path.suffix in (".py", ".cu", ".c"):
             shutil.copyfile(path, folder / path.name)
-    (folder / filename).write_text((EXERCISES / filename).read_text() + extra)
+    (folder / filename).write_text((exercises / filename).read_text() + extra)
     return folder
