@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from pagedlab.cuda import compiler
 from pagedlab.cuda import runner as kernel_runner
