@@ -7,8 +7,9 @@ judges the record here (`pagedlab.checks.judge`), prints one ✓/✗ line per ch
 cell that runs the student's code in the notebook's own kernel; ``results`` is the same verdict
 as data, for tests and tools.
 
-This module sits above both `pagedlab.checks` (the check registry) and `pagedlab.sandbox` (the
-child process that runs them), so neither of those imports the other through it.
+It sits above both packages it uses: `pagedlab.checks` (the check registry) and
+`pagedlab.sandbox` (the child process that runs the checks, which reads that registry). Neither
+imports it, so the registry never reaches back up to the runner.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 A check is a *driver* ``fn(run)`` (see `framework`): it loads the student's module with
 ``run.load(name)``, calls it and records what it saw with `expect` / `expect_equal` /
 ``run.see``. Drivers run in a child process; the *judge* (`judge`) compares the record with the
-trusted one in the process that asked. The notebooks' graded cells run them through `pagedlab.graded`, which sits above this package
-and `pagedlab.sandbox` (the child process).
+trusted one in the process that asked. The notebooks' graded cells run them through
+`pagedlab.graded`, which sits above this package and `pagedlab.sandbox` (the child process).
 Which checks exist, and what each task is worth, comes from the task manifest (`tasks.toml`).
 """
 
