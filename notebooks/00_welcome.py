@@ -47,7 +47,7 @@
 #    that raises `NotImplementedError`; everything around it (helpers, docstrings) is given.
 # 2. **Notebooks load your code** with `pagedlab.load("memory_manager")`. Every call re-reads the
 #    file, so after an edit just re-run the cell (no kernel restart).
-# 3. **Graded cells** look like `pagedlab.checks.run("task2")`. They print one ✓/✗ line per check
+# 3. **Graded cells** look like `pagedlab.graded.run("task2")`. They print one ✓/✗ line per check
 #    and, on failure, which rule was broken, what was expected and what your code did.
 # 4. **Grade everything** from a terminal, exactly as the autograder does:
 #

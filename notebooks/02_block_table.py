@@ -120,7 +120,7 @@ plt.show()
 # Then run the graded cell. Re-run it after every edit: it re-loads your file.
 
 # %%
-pagedlab.checks.run("task1");
+pagedlab.graded.run("task1");
 
 # %% [markdown]
 # ## ✏️ Task 2 · `create_sequence` and `free_sequence`
@@ -165,7 +165,7 @@ pagedlab.checks.run("task1");
 # | `free_sequence(engine, seq_id)` | find (`find_sequence` is given) and destroy, or `-1` |
 
 # %%
-pagedlab.checks.run("task2");
+pagedlab.graded.run("task2");
 
 # %% [markdown]
 # ## Your engine, in pictures
@@ -174,7 +174,7 @@ pagedlab.checks.run("task2");
 # arrives. Predict before running: which physical blocks does sequence 4 get?
 
 # %%
-pagedlab.checks.require("task1", "task2")  # the demo below runs your engine in this kernel
+pagedlab.graded.require("task1", "task2")  # the demo below runs your engine in this kernel
 mm = pagedlab.load("memory_manager")  # pick up your latest edits
 pool = Pool(32 * hw3.BLOCK_SIZE)
 engine = mm.llm_init(pool.addr, pool.size)

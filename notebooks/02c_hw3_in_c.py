@@ -139,19 +139,19 @@ else:
 
 # %%
 c_folder = ctrack.c_only()
-pagedlab.checks.run("task1", impl=c_folder)
+pagedlab.graded.run("task1", impl=c_folder)
 
 # %%
-pagedlab.checks.run("task2", impl=c_folder)
+pagedlab.graded.run("task2", impl=c_folder)
 
 # %%
-pagedlab.checks.run("task3", impl=c_folder)
+pagedlab.graded.run("task3", impl=c_folder)
 
 # %%
-pagedlab.checks.run("task4", impl=c_folder)
+pagedlab.graded.run("task4", impl=c_folder)
 
 # %%
-pagedlab.checks.run("task5", impl=c_folder)
+pagedlab.graded.run("task5", impl=c_folder)
 
 # %% [markdown]
 # ## Pictures and the explorer on the C engine

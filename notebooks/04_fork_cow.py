@@ -106,7 +106,7 @@ plt.show()
 # Run the cell until every check passes.
 
 # %%
-pagedlab.checks.run("task3");
+pagedlab.graded.run("task3");
 
 # %% [markdown]
 # ## Copy-on-write, step by step
@@ -174,7 +174,7 @@ plt.show()
 # The first check replays the handout's example: record 613 goes to `block_table[2][6]`, slot 5.
 
 # %%
-pagedlab.checks.run("task4");
+pagedlab.graded.run("task4");
 
 # %% [markdown]
 # ## Parallel sampling on your engine
@@ -186,7 +186,7 @@ pagedlab.checks.run("task4");
 # in for the prompt's KV data; prefill never writes the pool in HW3).
 
 # %%
-pagedlab.checks.require("task1", "task2", "task3", "task4")  # checked in a separate process first
+pagedlab.graded.require("task1", "task2", "task3", "task4")  # checked in a separate process first
 mm = pagedlab.load("memory_manager")  # pick up your latest edits
 pool = Pool(16 * hw3.BLOCK_SIZE)       # 16 blocks of 64 bytes
 engine = mm.llm_init(pool.addr, pool.size)

@@ -110,7 +110,7 @@ plt.show()
 # %%
 mm = pagedlab.load("memory_manager")
 for task in ("task1", "task2", "task3", "task4"):
-    pagedlab.checks.run(task, quiet=True)
+    pagedlab.graded.run(task, quiet=True)
 print("Tasks 1-4 pass: your engine is ready for this notebook.")
 
 # %% [markdown]
@@ -124,7 +124,7 @@ print("Tasks 1-4 pass: your engine is ready for this notebook.")
 #   allocation that was freed again before returning.
 
 # %%
-pagedlab.checks.require("task1", "task2", "task3", "task4")  # checked in a separate process first
+pagedlab.graded.require("task1", "task2", "task3", "task4")  # checked in a separate process first
 pool = Pool(8 * hw3.BLOCK_SIZE)            # 8 blocks
 engine = mm.llm_init(pool.addr, pool.size)
 mm.create_sequence(engine, 1, 40)          # 3 blocks
@@ -221,7 +221,7 @@ print("append_kv ->", result, "| heap:", cmem.changes_since(heap_snap),
 # 2 graded checks.
 
 # %%
-pagedlab.checks.run("task5");
+pagedlab.graded.run("task5");
 
 
 # %% [markdown]

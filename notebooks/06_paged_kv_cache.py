@@ -104,7 +104,7 @@ for p in (0, 15, 16, 17, 31, 32, 39):
 # integer division, indexing with a tensor, multiply, add.
 
 # %%
-pagedlab.checks.run("task6");
+pagedlab.graded.run("task6");
 
 # %% [markdown]
 # ### ✏️ Task 7 · write_kv
@@ -120,7 +120,7 @@ pagedlab.checks.run("task6");
 # - nothing else in the cache may change (the check fills the cache with NaN and looks).
 
 # %%
-pagedlab.checks.run("task7");
+pagedlab.graded.run("task7");
 
 # %% [markdown]
 # ## Driving the cache from your engine
@@ -131,7 +131,7 @@ pagedlab.checks.run("task7");
 # and a K/V cache with as many blocks as the pool, starting as NaN (= never written).
 
 # %%
-pagedlab.checks.require("task1", "task2", "task6", "task7")  # checked in a separate process first
+pagedlab.graded.require("task1", "task2", "task6", "task7")  # checked in a separate process first
 mm = pagedlab.load("memory_manager")
 pa = pagedlab.load("paged_attention")
 pool = Pool(12 * hw3.BLOCK_SIZE)

@@ -87,7 +87,7 @@ plt.show()
 # → `(k, v)`, each `[seq_len, num_kv_heads, head_size]`. `block_size` is `k_cache.shape[1]`.
 
 # %%
-pagedlab.checks.run("task8");
+pagedlab.graded.run("task8");
 
 # %%
 pa = pagedlab.load("paged_attention")
@@ -128,7 +128,7 @@ print("query head -> kv head:", {h: h // group for h in range(num_heads)})
 # all heads at once (or loop over heads first, then make it faster).
 
 # %%
-pagedlab.checks.run("task9");
+pagedlab.graded.run("task9");
 
 # %% [markdown]
 # ## Checked against dense attention

@@ -362,7 +362,7 @@ for name, grid, tag in (("thread_per_token", n // 128, "keys A"), ("warp_per_tok
 # line numbers.
 
 # %%
-pagedlab.checks.run("task10");
+pagedlab.graded.run("task10");
 
 # %% [markdown]
 # ## The GPU path
@@ -428,7 +428,7 @@ plt.show()
 # sequence's own tokens.
 
 # %%
-pagedlab.checks.require("task1", "task2")  # your engine runs in this kernel below
+pagedlab.graded.require("task1", "task2")  # your engine runs in this kernel below
 mm = pagedlab.load("memory_manager")
 pool = Pool(24 * hw3.BLOCK_SIZE)
 engine = mm.llm_init(pool.addr, pool.size)

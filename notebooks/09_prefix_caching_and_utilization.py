@@ -140,7 +140,7 @@ print(f"     {elsewhere:016x}   (the same b1 after a different first block)")
 # code did, and which rule it broke.
 
 # %%
-pagedlab.checks.run("task11")
+pagedlab.graded.run("task11")
 
 # %% [markdown]
 # ### Walkthrough: ten blocks, one system prompt
@@ -339,7 +339,7 @@ for num_blocks in (20, 32, 48, 64, 96, 160):
 # reference solution on random traces.
 
 # %%
-pagedlab.checks.run("task12")
+pagedlab.graded.run("task12")
 
 # %% [markdown]
 # A hand-traced sequence on 16 slots, drawn with *your* allocator. Predict each row before you run

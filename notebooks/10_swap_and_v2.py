@@ -236,7 +236,7 @@ draw_both("before swap_out(gpu, cpu, 4)")
 # your code did.
 
 # %%
-pagedlab.checks.run("task13")
+pagedlab.graded.run("task13")
 
 # %% [markdown]
 # ### Your functions at work
@@ -245,7 +245,7 @@ pagedlab.checks.run("task13")
 # above:
 
 # %%
-pagedlab.checks.require("task13")  # your swap code runs in this kernel below
+pagedlab.graded.require("task13")  # your swap code runs in this kernel below
 mapping = swap.swap_out(gpu, cpu, 4)
 print("group moved:", [s.seq_id for s in hw3.sequences(cpu)][1:])
 print("mapping (gpu block -> cpu block):", mapping)
@@ -539,7 +539,7 @@ print("without the rescaling (w = 1):", o.sum() / ell.sum())
 # sequence's end.
 
 # %%
-pagedlab.checks.run("task14")
+pagedlab.graded.run("task14")
 
 # %% [markdown]
 # ### Your kernels at work
@@ -549,7 +549,7 @@ pagedlab.checks.run("task14")
 # partition slots stay unwritten (NaN) because their blocks returned at once.
 
 # %%
-pagedlab.checks.require("task14")  # your kernels run below
+pagedlab.graded.require("task14")  # your kernels run below
 batch = make_paged_batch([4100, 1, 513], num_heads=4, num_kv_heads=2, head_size=64, block_size=16, seed=7)
 out = kernels.paged_attention_decode(*batch.numpy(), backend="cpu", version="v2")
 print("max relative error vs float64 dense attention:", f"{max_relative_error(out, batch.expected()):.2e}")

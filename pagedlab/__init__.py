@@ -16,7 +16,7 @@ __all__ = ["load", "kernel_source", "__version__"]
 
 
 def __getattr__(name: str):
-    # `pagedlab.checks.run(...)` works after a bare `import pagedlab`.
+    # `pagedlab.graded.run(...)` works after a bare `import pagedlab`.
     if name.startswith("_"):
         raise AttributeError(name)
     try:

@@ -468,7 +468,7 @@ the first cell, then `%cd` into it; the notebooks find your `exercises/` from th
 
 - Write your code in `exercises/` where it says `# YOUR CODE HERE`; the notebooks load it with
   `pagedlab.load("memory_manager")`, fresh on every call, so re-running a cell picks up edits.
-- A graded cell (`pagedlab.checks.run("task2")`) prints one ✓/✗ line per check, and under every
+- A graded cell (`pagedlab.graded.run("task2")`) prints one ✓/✗ line per check, and under every
   ✗ the rule (with the notebook section that explains it), what was expected and what your code
   did. Your code runs in a separate process: an endless loop or a segfault fails the check and
   names your line; the notebook keeps working.

@@ -12,7 +12,7 @@ Flatten the first two dimensions and every token has an address, its *slot*:
 
 Everything in this file is built on that one formula: writing new K/V is a scatter to slots,
 reading a sequence back is a gather from slots, and paged attention is dense attention over
-the gathered tokens. Tasks 6-9 (graded by ``pagedlab.checks.run("task6")`` ... ``"task9"``).
+the gathered tokens. Tasks 6-9 (graded by ``pagedlab.graded.run("task6")`` ... ``"task9"``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 demos around them already run under nbval in the instructor's CI, and a graded cell needs none of
 them (it grades the student's files in a child process).
 
-A graded cell is one that calls `pagedlab.checks.run(...)`. Errors are allowed so every graded
+A graded cell is one that calls `pagedlab.graded.run(...)`. Errors are allowed so every graded
 cell runs; the caller decides what a stub's or a solution's cell should have shown.
 """
 
@@ -30,7 +30,7 @@ def _text(output) -> str:
 
 
 def _graded(cell) -> bool:
-    return cell.cell_type == "code" and "pagedlab.checks.run(" in cell.source
+    return cell.cell_type == "code" and "pagedlab.graded.run(" in cell.source
 
 
 def run(path: Path, graded_only: bool = False) -> dict:

@@ -84,7 +84,7 @@ def test_notebook_draws_the_sequence_the_checks_replay():
 
     nb = json.loads((ROOT / "notebooks" / "09_prefix_caching_and_utilization.ipynb").read_text())
     cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-    graded = next(i for i, s in enumerate(cells) if 'checks.run("task12")' in s)
+    graded = next(i for i, s in enumerate(cells) if 'graded.run("task12")' in s)
     drawn = next(i for i, s in enumerate(cells) if "BuddyAllocator(16)" in s)
     assert drawn > graded, "the cell using the student's allocator must come after its graded cell"
     calls = [(c, int(a)) for c, a in re.findall(r'\("(alloc|free)", (\d+)\)', cells[drawn])]

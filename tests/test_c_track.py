@@ -276,7 +276,7 @@ def _nbval(impl: str) -> dict:
 def test_notebook_02c_runs_on_the_c_reference_and_stops_at_the_graded_cell_on_the_stubs():
     outcomes, log = _nbval("solutions")
     assert outcomes and all(s == "PASSED" for s in outcomes.values()), log
-    graded = 4  # the first pagedlab.checks.run cell
+    graded = 4  # the first pagedlab.graded.run cell
     outcomes, log = _nbval("exercises")
     assert all(outcomes.get(cell) == "PASSED" for cell in range(graded)), log
     assert outcomes.get(graded) == "FAILED", log

@@ -276,21 +276,21 @@ def test_pool_legends_side_by_side_stay_clear_of_the_next_panel():
 def test_require_asks_once_per_version_of_the_files(monkeypatch):
     """A demo's require after a passing graded cell, or a second require on the same unfinished
     files, does not run the checks again; it says the same one line."""
-    from pagedlab import checks
+    from pagedlab import graded
     from pagedlab.checks import CheckFailure
 
-    checks.run("task1", impl="solutions", quiet=True)
+    graded.run("task1", impl="solutions", quiet=True)
     calls = []
-    real = checks._outcome
-    monkeypatch.setattr(checks, "_outcome", lambda *a, **k: calls.append(a) or real(*a, **k))
-    checks.require("task1", impl="solutions")
+    real = graded._outcome
+    monkeypatch.setattr(graded, "_outcome", lambda *a, **k: calls.append(a) or real(*a, **k))
+    graded.require("task1", impl="solutions")
     assert calls == []
     messages = []
     for _ in range(2):
         try:
-            checks.require("task1", impl="exercises")
+            graded.require("task1", impl="exercises")
         except CheckFailure as exc:
             messages.append(str(exc))
     assert len(calls) == 1 and len(messages) == 2 and messages[0] == messages[1]
     assert "needs Task 1" in messages[0] and "\n" not in messages[0], messages[0]
-    assert checks._blocking == messages[0]
+    assert graded._blocking == messages[0]

@@ -86,7 +86,7 @@ def test_a_broken_submission_fails_the_graded_cell_and_the_kernel_lives(kernel, 
     folder, task, _ = planted(tmp_path, filename, attack)
     limit = manifest.task(task).time_limit * SCALE
     began = time.monotonic()
-    status, text = execute(kernel, f"import pagedlab\npagedlab.checks.run({task!r}, impl={str(folder)!r})",
+    status, text = execute(kernel, f"import pagedlab\npagedlab.graded.run({task!r}, impl={str(folder)!r})",
                            timeout=limit + 60)
     elapsed = time.monotonic() - began
     assert status == "error" and "✗" in text, text

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab import checks, cmem
+from pagedlab import checks, cmem, graded
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import engine_mutants  # noqa: E402
@@ -18,19 +18,19 @@ HW3_TASKS = ["task1", "task2", "task3", "task4", "task5"]
 
 @pytest.mark.parametrize("task", HW3_TASKS)
 def test_all_checks_pass_on_solutions(task, capsys):
-    assert checks.run(task, "solutions") is None  # nothing for Jupyter to echo after the ✓ lines
+    assert graded.run(task, "solutions") is None  # nothing for Jupyter to echo after the ✓ lines
     assert f"All {len(checks.checks_of(task))} checks passed" in capsys.readouterr().out
-    res = checks.results(task, "solutions")
+    res = graded.results(task, "solutions")
     assert len(res) >= 3 and all(r.passed for r in res)
 
 
 @pytest.mark.parametrize("task", HW3_TASKS)
 def test_every_check_fails_on_untouched_exercises(task):
-    res = checks.results(task, "exercises")
+    res = graded.results(task, "exercises")
     assert res and not any(r.passed for r in res)
     assert all("not implemented yet" in r.message for r in res)
     with pytest.raises(checks.CheckFailure, match=f"{len(res)} of {len(res)} checks did not pass"):
-        checks.run(task, "exercises", quiet=True)
+        graded.run(task, "exercises", quiet=True)
 
 
 def test_solution_checks_leave_no_heap_behind():
@@ -51,7 +51,7 @@ def test_solution_checks_leave_no_heap_behind():
 ])
 def test_failure_messages_name_rule_expected_and_actual(tmp_path, mutant, task, words):
     engine_mutants.write_mutant(mutant, tmp_path)
-    failed = [r for r in checks.results(task, str(tmp_path)) if not r.passed]
+    failed = [r for r in graded.results(task, str(tmp_path)) if not r.passed]
     assert failed
     text = "\n".join(r.message for r in failed)
     for w in words:

@@ -72,7 +72,7 @@ def test_notebook_00_lists_every_notebooks_tasks():
 def test_graded_cells_run_exactly_the_manifests_tasks():
     for notebook, numbers in _tasks_by_notebook().items():
         text = (ROOT / "notebooks" / f"{notebook}.py").read_text()
-        called = sorted({int(n) for n in re.findall(r'checks\.run\("task(\d+)"', text)})
+        called = sorted({int(n) for n in re.findall(r'graded\.run\("task(\d+)"', text)})
         assert called == sorted(numbers), (notebook, called)
 
 
@@ -184,7 +184,7 @@ def test_adding_a_task_touches_the_four_places_and_the_task_wide_tests_pass(tmp_
     assert "YOUR CODE HERE" in stub and "return 2 * x" not in stub
     # 4. the graded cell, the course map's and notebook 00's rows, then sync
     with open(course / f"{NOTEBOOK}.py", "a") as f:
-        f.write('\n# %%\npagedlab.checks.run("task99")\n')
+        f.write('\n# %%\npagedlab.graded.run("task99")\n')
     _edit(course / "README.md", "`exercises/buddy.py` | Tasks 11–12 |", "`exercises/buddy.py`, `exercises/toy.py` | Tasks 11–12, 99 |")
     _edit(course / "notebooks" / "00_welcome.py", "utilization study | 11, 12 |", "utilization study | 11, 12, 99 |")
     synced = run("-m", "pagedlab", "notebook", "sync", "00", "09")

@@ -40,11 +40,11 @@ def test_demo_cells_on_unfinished_tasks_say_which_task_in_one_line(name):
     cells = _run_on_exercises(name)
     errors = [(i, o) for i, c in enumerate(cells) for o in c.outputs if o.output_type == "error"]
     assert errors, f"{name}: nothing failed on the untouched exercises (did the run use them?)"
-    required = [i for i, c in enumerate(cells) if "checks.require(" in c.source]
+    required = [i for i, c in enumerate(cells) if "graded.require(" in c.source]
     assert required, f"{name} has no require cell any more"
     for index, error in errors:
         where = f"{name} cell {index}: {error.ename}: {error.evalue[:200]}"
         assert error.ename not in ("NameError", "NotImplementedError"), where
-        if index >= required[0] and "checks.run(" not in cells[index].source:
+        if index >= required[0] and "graded.run(" not in cells[index].source:
             assert error.ename == "CheckFailure" and len(error.traceback) == 1, where
             assert "needs Task" in error.evalue and "to pass first" in error.evalue, where

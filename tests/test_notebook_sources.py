@@ -18,7 +18,7 @@ from pagedlab import manifest, notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = notebooks.notebook_paths()
-GRADED = re.compile(r'^\s*(?:pagedlab\.)?checks\.run\("(task\d+)"\)', re.MULTILINE)
+GRADED = re.compile(r'^\s*(?:pagedlab\.)?graded\.run\("(task\d+)"\)', re.MULTILINE)
 
 
 def test_every_source_has_its_notebook_and_back():

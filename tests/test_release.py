@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from pagedlab import assign, release
+from pagedlab.cuda import compiler
+from pagedlab.cuda import runner as kernel_runner
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = re.compile(r"^\s*(###|//)\s*BEGIN SOLUTION")
@@ -57,8 +59,11 @@ def test_edition_has_what_a_student_needs(edition):
     assert {p.name for p in (out / "notebooks").glob("*.ipynb")} == {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}
     assert (out / "notebooks" / "nbval.cfg").is_file()
     assert [p.name for p in (out / "tests").iterdir()] == ["test_student_setup.py"]
-    for module in ("cli.py", "loader.py", "cuda/runtime.cpp", "checks/expected.json", "tasks.toml", "assign.py"):
+    for module in ("cli.py", "loader.py", "graded.py", "checks/expected.json", "tasks.toml", "assign.py"):
         assert (out / "pagedlab" / module).is_file(), module
+    # the kernel runner is built in the student's machine: every file it and the runtime need
+    for path in {*compiler.RUNTIME_SOURCES, *kernel_runner.SOURCES}:
+        assert (out / "pagedlab" / "cuda" / path.name).is_file(), path.name
 
 
 def test_student_readme_gives_two_commands_that_exist(edition):

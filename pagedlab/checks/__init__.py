@@ -3,160 +3,27 @@
 A check is a *driver* ``fn(run)`` (see `framework`): it loads the student's module with
 ``run.load(name)``, calls it and records what it saw with `expect` / `expect_equal` /
 ``run.see``. Drivers run in a child process; the *judge* (`judge`) compares the record with the
-trusted one in the process that asked. `run` is the notebook entry: one ✓/✗ line per check and,
-under every ✗, what rule was broken, what was expected and what the student's code did.
+trusted one in the process that asked. The notebooks' graded cells run them through
+`pagedlab.graded`, which sits above this package and `pagedlab.sandbox` (the child process).
 Which checks exist, and what each task is worth, comes from the task manifest (`tasks.toml`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..manifest import TASKS
 from .framework import Check, CheckFailure, check, checks_of, drive, expect, expect_equal
 
-__all__ = ["TASKS", "Check", "CheckFailure", "Result", "check", "checks_of", "drive", "expect",
-           "expect_equal", "require", "results", "run"]
+__all__ = ["TASKS", "Check", "CheckFailure", "check", "checks_of", "drive", "expect", "expect_equal"]
+
+# Moved to `pagedlab.graded`; a student's notebook from before the move still calls them here.
+_IN_GRADED = ("Result", "require", "results", "run")
 
 
-@dataclass
-class Result:
-    task: str
-    name: str
-    passed: bool | None  # None: never ran (the task's time was used up before it)
-    message: str = ""
+def __getattr__(name: str):
+    # Runs only when one of those names is read, after this package and its callers have loaded,
+    # so the graded module above stays above: importing `pagedlab.checks` never loads it.
+    if name in _IN_GRADED:
+        from .. import graded
 
-
-def _outcome(task: str, impl=None):
-    import os
-
-    from .. import loader, manifest
-    from ..sandbox.runner import run_task
-
-    row = manifest.task(task)
-    folder = loader.impl_dir(impl)
-    impl_arg = str(impl) if impl is not None else (os.environ.get(loader.ENV_VAR) or "exercises")
-    if impl_arg not in loader.NAMED_IMPLS:
-        impl_arg = str(folder)
-    return row, run_task(row, impl_arg, folder)
-
-
-def results(task: str, impl=None) -> list[Result]:
-    """Run every public check of `task` against `impl` in a child process; judge them here."""
-    row, outcome = _outcome(task, impl)
-    found = [Result(row.id, c.name, c.passed, c.message) for c in outcome.checks]
-    if not found and outcome.problem:
-        found = [Result(row.id, "the task could not run", False, outcome.problem)]
-    return found
-
-
-def run(task: str, impl=None, *, quiet: bool = False) -> None:
-    """Notebook entry: print ✓/✗ per check, each ✗ explained, and raise a short `CheckFailure`
-    if any failed. The student's code runs in a child process with the grader's limits, so an
-    infinite loop or a segfault fails a check and the notebook's kernel lives on."""
-    from .. import manifest
-
-    _short_tracebacks_in_ipython()
-    row = manifest.task(task)
-    key = _version_key(row, impl)  # the files as they were when the checks read them
-    row, outcome = _outcome(task, impl)
-    lines = [row.label]
-    for c in outcome.checks:
-        mark = "✓" if c.passed else ("-" if c.passed is None else "✗")
-        note = "" if c.scored else "  (feedback only: shown, no points)"
-        lines.append(f"  {mark} {c.name}{note}")
-        if not c.passed and c.message:
-            lines += [f"      {line}" for line in c.message.splitlines()]
-    if outcome.problem and not outcome.checks:
-        lines.append(f"  ✗ {outcome.problem}")
-    if not quiet:
-        print("\n".join(lines))
-    failed = [c for c in outcome.checks if not c.passed]
-    scored = [c for c in outcome.checks if c.scored]
-    if outcome.passed and not failed:
-        _passed.add(key)  # a demo's require right after the graded cell need not run them again
-    if failed or not outcome.checks:
-        where = row.cite()
-        raise CheckFailure(f"{len(failed)} of {len(outcome.checks)} checks did not pass for {row.label} "
-                           f"(read {where}; each ✗ above says why)")
-    if not quiet:
-        extra = len(outcome.checks) - len(scored)
-        print(f"All {len(outcome.checks)} checks passed"
-              + (f" ({len(scored)} graded, {extra} feedback only)." if extra else "."))
-
-
-_passed: set = set()
-_failed: dict = {}  # (task, folder, digest of its files) -> why `require` stopped: asked again, said again
-# The message of the last `require` that stopped a demo cell. The cells after it use what that
-# cell would have made, so their NameError (or a stub's NotImplementedError) is this same story.
-_blocking: str = ""
-
-
-def _version_key(row, impl) -> tuple:
-    """(task, folder, digest of the task's files): one version of the student's work."""
-    import hashlib
-
-    from .. import loader
-
-    folder = loader.impl_dir(impl)
-    digest = hashlib.sha256()
-    for name in row.files:
-        path = folder / name
-        digest.update(path.read_bytes() if path.is_file() else b"")
-    return (row.id, str(folder), digest.hexdigest())
-
-
-def require(*tasks: str, impl=None) -> None:
-    """Guard for demo cells that drive the student's code in the notebook's own kernel.
-
-    A segfault there would take the kernel down, so first the tasks' checks run in a child
-    process (once per version of the student's files); if any fails, the cell stops with a
-    message pointing at the graded cell instead of running the demo on broken code."""
-    global _blocking
-    from .. import manifest
-
-    _short_tracebacks_in_ipython()
-    for task in tasks:
-        row = manifest.task(task)
-        key = _version_key(row, impl)
-        if key in _passed:
-            continue
-        if key not in _failed:
-            _, outcome = _outcome(task, impl)
-            if outcome.passed:
-                _passed.add(key)
-                continue
-            _failed[key] = (f"This cell runs your code for a demo and needs {row.label} to pass first "
-                            f"(it does not yet: run its graded cell in notebook {row.notebook_number} "
-                            f"to see why). Nothing of your code ran here.")
-        _blocking = _failed[key]
-        raise CheckFailure(_blocking)
-    _blocking = ""
-
-
-_installed = False
-
-
-def _short_tracebacks_in_ipython() -> None:
-    """Show a CheckFailure in Jupyter as its message only; nbval still sees the error."""
-    global _installed
-    if _installed:
-        return
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
-    if shell is None:
-        return
-
-    def handler(self, etype, value, tb, tb_offset=None):
-        if issubclass(etype, CheckFailure):
-            self._showtraceback(etype, value, [f"{etype.__name__}: {value}"])
-        elif _blocking:  # a name the stopped demo cell would have made, or a stub it would have passed
-            self._showtraceback(CheckFailure, CheckFailure(_blocking), [f"CheckFailure: {_blocking}"])
-        else:
-            self.showtraceback((etype, value, tb), tb_offset=tb_offset)
-
-    shell.set_custom_exc((CheckFailure, NameError, NotImplementedError), handler)
-    _installed = True
+        return getattr(graded, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,6 +33,10 @@ RUNTIME = HERE / "runtime.cpp"
 # CUDA's headers for the CPU (cooperative_groups.h, cuda_fp16.h, ...), on the include path.
 INCLUDE = HERE / "include"
 SANITIZER_RT = HERE / "sanitizer_rt.h"  # included by runtime.cpp (issue 16)
+LAUNCH = HERE / "pl_launch.h"  # the launch description: runtime.cpp and runner.cpp include it
+# Everything the runtime library is compiled from: all of it is in the library's cache key, so
+# an edited header rebuilds it (tests/test_cuda_build_inputs.py checks the list is complete).
+RUNTIME_SOURCES = (RUNTIME, ABI, LAUNCH, SANITIZER_RT)
 FORMAT_VERSION = "7"
 
 
@@ -164,8 +168,8 @@ def fiber_flags() -> list[str]:
 def runtime_library() -> Path:
     cxx = find_compiler()
     flags = BASE_FLAGS + ["-fvisibility=hidden"] + fiber_flags()
-    key = _digest(FORMAT_VERSION, RUNTIME.read_bytes(), ABI.read_bytes(), compiler_version(cxx),
-                  " ".join(flags), sys.platform, SANITIZER_RT.read_bytes())
+    key = _digest(FORMAT_VERSION, *(p.read_bytes() for p in RUNTIME_SOURCES), compiler_version(cxx),
+                  " ".join(flags), sys.platform)
     name = f"libpagedlab_rt_{key}.so"
     target = cache_dir() / name
     if not target.exists():

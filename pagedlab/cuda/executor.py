@@ -46,7 +46,7 @@ class Progress(ctypes.Structure):
 
 
 class Stuck(ctypes.Structure):
-    """runtime.cpp's Stuck: where a worker's running thread was when the watchdog fired."""
+    """pl_launch.h's Stuck: where a worker's running thread was when the watchdog fired."""
     _fields_ = [("pcs", ctypes.c_uint64 * 16), ("npcs", ctypes.c_int32), ("sampled", ctypes.c_int32),
                 ("wait_line", ctypes.c_int32 * 4), ("wait_count", ctypes.c_int32 * 4),
                 ("wait_kind", ctypes.c_int32 * 4), ("runnable", ctypes.c_int32),

@@ -216,7 +216,7 @@ class RawKernel:
 
 
 class ParamInfo(ctypes.Structure):
-    """pl::ParamInfo in prelude.h."""
+    """pl::ParamInfo in pl_abi.h."""
     _fields_ = [("pointer", ctypes.c_int32), ("is_const", ctypes.c_int32),
                 ("lanes", ctypes.c_int32), ("is_class", ctypes.c_int32),
                 ("size", ctypes.c_int64), ("elem_size", ctypes.c_int64), ("total", ctypes.c_int64),

@@ -1,5 +1,6 @@
 // pagedlab CPU executor: the few types and entry points shared by the prelude (compiled into
-// every kernel) and the runtime library (fibers, barriers, warp rendezvous, launch).
+// every kernel), the runtime library (fibers, barriers, warp rendezvous, launch) and the kernel
+// runner (runner.cpp).
 #pragma once
 #include <stdint.h>
 
@@ -37,6 +38,18 @@ enum WarpKind : int {
 };
 
 enum BarrierKind : int { BAR_PLAIN = 0, BAR_COUNT = 1, BAR_AND = 2, BAR_OR = 3 };
+
+// A parameter's type as the compiler sees it (typedefs, macros and -D options resolved), filled
+// in by the kernel library's pl_params_* / pl_global_* and read by the kernel runner and the
+// executor to check launch arguments; keep in sync with signature.py and kernel.py / runner.py.
+struct ParamInfo {
+    int32_t pointer, is_const, lanes, is_class;
+    int64_t size;       // of the value, or of what the pointer points to (0: void)
+    int64_t elem_size;  // of one scalar element (a float4's float), or of the whole struct
+    int64_t total;      // globals: the variable's whole size (arrays included)
+    char code[8];       // numpy dtype of the element: "f4", "i8", "u1", "b1", "f2"; "" for a struct
+    char name[96];      // the type as the compiler spells it
+};
 
 }  // namespace pl
 

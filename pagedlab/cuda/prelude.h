@@ -298,16 +298,7 @@ inline void invoke_impl(void (*f)(P...), void** a, std::index_sequence<I...>) {
 template <class... P>
 inline void invoke(void (*f)(P...), void** a) { invoke_impl(f, a, std::index_sequence_for<P...>{}); }
 
-// A parameter's type as the compiler sees it (typedefs, macros and -D options resolved), read
-// by the executor to check launch arguments; keep in sync with signature.py.
-struct ParamInfo {
-    int32_t pointer, is_const, lanes, is_class;
-    int64_t size;       // of the value, or of what the pointer points to (0: void)
-    int64_t elem_size;  // of one scalar element (a float4's float), or of the whole struct
-    int64_t total;      // globals: the variable's whole size (arrays included)
-    char code[8];       // numpy dtype of the element: "f4", "i8", "u1", "b1", "f2"; "" for a struct
-    char name[96];      // the type as the compiler spells it
-};
+// ParamInfo (a parameter's or global's type, as the executor reads it): pl_abi.h.
 template <class T> constexpr const char* pretty() { return __PRETTY_FUNCTION__; }
 template <class T> inline void type_name(char* out, size_t n) {
     const char* s = pretty<T>();  // "... [with T = const float*]" (GCC), "... [T = const float *]"

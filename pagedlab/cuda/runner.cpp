@@ -25,6 +25,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "pl_abi.h"     // pl::ParamInfo, as the kernel library fills it in
+#include "pl_launch.h"  // Spec and Diag, as the runtime reads them
 #if defined(__linux__)
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -36,6 +39,9 @@
 #endif
 
 namespace {
+
+using namespace pl::launch;
+using pl::ParamInfo;
 
 // Keep in sync with RunnerHeader in runner.py.
 struct Header {
@@ -59,23 +65,6 @@ struct Global { uint64_t name_off, data_off, len; };
 struct Segment { uint64_t off, len, runner_addr; };
 constexpr uint64_t GAP = 64ull << 20;
 
-// The first fields of runtime.cpp's Spec, up to and including stdout_fd.
-struct Spec {
-    void (*entry)(void**);
-    void** args;
-    uint32_t grid[3], block[3];
-    uint64_t shared_mem;
-    int32_t schedule, workers;
-    uint64_t seed;
-    void* smem_info;
-    void* diag;
-    const char* filename;
-    uint64_t stack_size;
-    int32_t isolate;
-    int32_t out_pid, out_fd;
-    int32_t stdout_fd;
-};
-
 #if defined(MAP_POPULATE)
 #define PL_MAP_POPULATE MAP_POPULATE  // one call maps every page: far cheaper than a fault each
 #else
@@ -83,7 +72,6 @@ struct Spec {
 #endif
 
 constexpr int REGION_FD = 3;
-constexpr int32_t IN_RUNNER = 2;  // Spec.isolate: already isolated, run here with crash handlers
 
 Header* g_hdr = nullptr;
 
@@ -93,9 +81,6 @@ Header* g_hdr = nullptr;
     _exit(3);
 }
 
-// pl::ParamInfo in prelude.h: only `total` (bytes of the variable) is read here.
-struct ParamInfo { int32_t pointer, is_const, lanes, is_class; int64_t size, elem_size, total;
-                   char code[8], name[96]; };
 
 void write_globals(void* lib, char* base) {
     Global* g = (Global*)(base + g_hdr->global_off);
@@ -190,7 +175,6 @@ void relocate(char* base) {
 
 }  // namespace
 
-extern "C" int pl_launch(void* spec);
 extern "C" void pl_san_configure(void* cfg);
 
 // Describe mode (argv[2] == "--describe"): the region holds `nglobal` Query records instead of
@@ -242,7 +226,7 @@ int main(int argc, char** argv) {
     if (strcmp(argv[2], "--describe") == 0) _exit(describe(lib, base));
     Spec* spec = (Spec*)(base + g_hdr->spec_off);
     spec->entry = (void (*)(void**))dlsym(lib, argv[2]);
-    spec->smem_info = dlsym(lib, "pl_smem_info");
+    spec->smem_info = (SmemInfo)dlsym(lib, "pl_smem_info");
     if (!spec->entry || !spec->smem_info) fail("the kernel library has no %s", argv[2]);
     Dl_info info;
     if (dladdr((void*)spec->entry, &info)) g_hdr->lib_base = (uint64_t)(uintptr_t)info.dli_fbase;

@@ -32,6 +32,8 @@ from pathlib import Path
 from . import compiler
 
 SOURCE = Path(__file__).with_name("runner.cpp")
+# Everything the runner is compiled from (its headers are the runtime's): all in its cache key.
+SOURCES = (SOURCE, compiler.ABI, compiler.LAUNCH)
 PAGE = mmap.PAGESIZE
 EXIT_NO_START = 3  # the runner's exit status when it could not start the launch
 
@@ -59,7 +61,7 @@ class GlobalRecord(ctypes.Structure):
 
 
 class ParamInfo(ctypes.Structure):
-    """pl::ParamInfo in prelude.h (what pl_global_<name> fills in)."""
+    """pl::ParamInfo in pl_abi.h (what pl_global_<name> fills in)."""
     _fields_ = [("pointer", ctypes.c_int32), ("is_const", ctypes.c_int32),
                 ("lanes", ctypes.c_int32), ("is_class", ctypes.c_int32),
                 ("size", ctypes.c_int64), ("elem_size", ctypes.c_int64), ("total", ctypes.c_int64),
@@ -76,7 +78,8 @@ def program(rt_path: Path) -> Path:
     with _PROGRAM_LOCK:
         if key not in _PROGRAMS:
             cxx = compiler.find_compiler()
-            digest = compiler._digest(SOURCE.read_bytes(), rt_path.name, compiler.compiler_version(cxx))
+            digest = compiler._digest(*(p.read_bytes() for p in SOURCES), rt_path.name,
+                                      compiler.compiler_version(cxx))
             target = rt_path.parent / f"pagedlab-runner-{digest}"
             if not target.exists():
                 origin = "@loader_path" if sys.platform == "darwin" else "$ORIGIN"

@@ -9,8 +9,8 @@
 //
 // Map of this file, in order:
 //   1. Context switch: pl_switch/pl_fiber_trampoline (asm) and fiber_init_stack, per CPU.
-//   2. Launch description: Status, Progress, Diag, Spec (mirrored by ctypes in executor.py:
-//      change both together), Fiber, Worker; then sanitizer_rt.h part 1 (namespace san).
+//   2. Launch description (pl_launch.h: Status, Progress, Diag, Spec, shared with runner.cpp
+//      and mirrored by ctypes in executor.py: change them together), Fiber, Worker; then sanitizer_rt.h part 1 (namespace san).
 //   3. Messages and report() (the first error of a launch wins), switch_to_scheduler/resume,
 //      fiber_main, fail_and_park.
 //   4. Shared-memory canaries: canary_fill/canary_find/smem_check (dynamic shared overruns).
@@ -30,7 +30,7 @@
 // to one L1 set. Round-robin/reversed barrier arrivals switch straight to the next runnable fiber
 // (yield_in_order) instead of going through the scheduler.
 //
-// Isolation (Spec.isolate=1). pl_launch forks; the child runs run_launch and _exit()s. Output
+// Isolation (Spec.isolate=FORKED). pl_launch forks; the child runs run_launch and _exit()s. Output
 // arrays and the Diag live in MAP_SHARED memory (pl_shared_alloc, with a PROT_NONE page after
 // the end so a write just past an output faults), so the parent sees results and errors. The
 // child's crash handler (on an alternate signal stack) records signal, address, pc and whether a
@@ -58,6 +58,7 @@
 #define _DARWIN_C_SOURCE 1
 #endif
 #include "pl_abi.h"
+#include "pl_launch.h"
 
 #include <algorithm>
 #include <atomic>
@@ -158,63 +159,11 @@ static void* fiber_init_stack(char* top, void (*fn)(void*), void* arg) {
 namespace {
 
 // ============================================================================================
-// Launch description (filled by Python through ctypes; keep in sync with executor.py).
+// Launch description: Status, Progress, Stuck, Diag, Spec live in pl_launch.h, shared with the
+// kernel runner (runner.cpp) and filled by Python through ctypes (keep executor.py in sync).
 // ============================================================================================
+using namespace pl::launch;
 constexpr int MAX_DYN = 8;
-constexpr int MAX_WORKERS = 64;
-constexpr int MSG_LEN = 8192;
-
-enum Status : int32_t {
-    ST_OK = 0, ST_BARRIER = 1, ST_WARP = 2, ST_SMEM = 3, ST_CRASH = 4, ST_TRAP = 5, ST_INTERNAL = 6,
-};
-enum Schedule : int32_t { SCHED_ROUND_ROBIN = 0, SCHED_WARP0_FIRST = 1, SCHED_REVERSED = 2, SCHED_RANDOM = 3 };
-
-struct Progress {  // what each worker is doing, for the watchdog's report
-    int32_t active, block[3], thread, line;
-};
-
-// Where a worker's running thread was when the watchdog fired (SIGUSR2 before the kill): the
-// interrupted pc and return addresses (pcs[0] exact), and what the block's other threads did.
-constexpr int STUCK_PCS = 16;
-struct Stuck {
-    uint64_t pcs[STUCK_PCS];
-    int32_t npcs, sampled;
-    int32_t wait_line[4], wait_count[4], wait_kind[4];  // kind: barrier 0..3, warp op 100 + k
-    int32_t runnable, exited;
-};
-
-struct Diag {  // lives in MAP_SHARED memory so a forked child can report to the parent
-    std::atomic<int32_t> status;
-    int32_t signal;
-    uint64_t fault_addr, fault_pc;
-    int32_t block[3], thread;          // where the error happened (thread: linear index, -1 n/a)
-    int32_t stack_overflow;
-    int32_t smem_index, smem_line;     // dynamic shared memory overrun: which array, barrier line
-    int64_t smem_offset;               // first byte written past shared_mem
-    int32_t nworkers;
-    Progress progress[MAX_WORKERS];
-    char message[MSG_LEN];
-    std::atomic<int64_t> blocks_done;  // for the watchdog: is a slow launch making progress?
-    int64_t nblocks;
-    int32_t si_code, pad_;             // of a fatal signal: tells a misaligned access from a null one
-    Stuck stuck[MAX_WORKERS];          // filled when the watchdog samples a launch it will kill
-};
-
-struct Spec {
-    void (*entry)(void**);
-    void** args;
-    uint32_t grid[3], block[3];
-    uint64_t shared_mem;
-    int32_t schedule, workers;
-    uint64_t seed;
-    int (*smem_info)(void** addrs, uint64_t* caps, int max);  // this thread's dynamic arrays
-    Diag* diag;
-    const char* filename;
-    uint64_t stack_size;
-    int32_t isolate;
-    int32_t out_pid, out_fd;
-    int32_t stdout_fd;  // isolated child: printf output goes here (the parent shows it), or -1
-};
 
 enum FiberState : int { RUNNABLE = 0, AT_BARRIER = 1, AT_WARP = 2, EXITED = 3 };
 
@@ -1123,14 +1072,14 @@ PL_EXPORT void* pl_shared_alloc(size_t size, size_t* mapped) {
 }
 PL_EXPORT void pl_shared_free(void* mem, size_t mapped) { if (mem) munmap(mem, mapped); }
 
-// Run a launch. isolate=0: here, on this process's threads; returns the status.
-// isolate=1: in a forked child; returns 0 at once with out_pid and out_fd (a pipe that reaches
+// Run a launch. IN_PROCESS: here, on this process's threads; returns the status.
+// FORKED: in a forked child; returns 0 at once with out_pid and out_fd (a pipe that reaches
 // EOF when the child ends) set, and the caller waits (with its own timeout) and reads the Diag.
-// isolate=2: this process is already the launch's own (the kernel runner, runner.cpp): install
+// IN_RUNNER: this process is already the launch's own (the kernel runner, runner.cpp): install
 // the crash handlers and run here; the caller exits with the status.
 PL_EXPORT int pl_launch(Spec* s) {
-    if (!s->isolate) return run_launch(s);
-    if (s->isolate == 2) {
+    if (s->isolate == IN_PROCESS) return run_launch(s);
+    if (s->isolate == IN_RUNNER) {
         install_crash_handlers();
         return run_launch(s);
     }

@@ -1,6 +1,6 @@
 """Running a submission's code: limited child processes, sandbox users, the task runner.
 
-Both the notebooks' graded cells (`pagedlab.checks.run`) and the grader (`pagedlab grade`) use
+Both the notebooks' graded cells (`pagedlab.graded.run`) and the grader (`pagedlab grade`) use
 this package from above; it uses `checks` (drivers, judge) and `grading.points` (limits) below.
 
     users      the sandbox users (a pool, one per concurrent job) and the verified kill step

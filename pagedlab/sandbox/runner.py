@@ -5,7 +5,7 @@ a segfault, an infinite loop, `os._exit` or a runaway compiler ends that child o
 it started outlives it. A check the child died in fails with the crash explained, and the
 remaining checks run in a fresh child. The child only records what it observed; each check's
 verdict is the judge's, in this process (`pagedlab.checks.judge`). The notebooks' graded cells
-(`pagedlab.checks.run`) and `pagedlab grade` both come through here, from above.
+(`pagedlab.graded.run`) and `pagedlab grade` both come through here, from above.
 """
 
 from __future__ import annotations

@@ -108,13 +108,14 @@ def test_the_course_has_its_notebooks_and_marker():
 
 
 def test_each_task_keeps_its_graded_cell_in_its_notebook():
-    """Deleting or editing a graded cell (`pagedlab.checks.run("taskN")`) loses that feedback in
-    the notebook; the grader still grades the files."""
+    """Deleting or editing a graded cell (`pagedlab.graded.run("taskN")`) loses that feedback in
+    the notebook; the grader still grades the files. A notebook kept from before the entry point
+    moved says `pagedlab.checks.run("taskN")`, which still runs the same checks."""
     import nbformat
 
     from pagedlab import manifest
 
     for row in manifest.TABLE:
         nb = nbformat.read(ROOT / "notebooks" / f"{row.notebook}.ipynb", as_version=4)
-        graded = [c for c in nb.cells if c.cell_type == "code" and f'checks.run("{row.id}")' in c.source]
+        graded = [c for c in nb.cells if c.cell_type == "code" and any(f'{entry}.run("{row.id}")' in c.source for entry in ("graded", "checks"))]
         assert graded, f"notebooks/{row.notebook}.ipynb has no graded cell for {row.id} any more"
