@@ -346,7 +346,7 @@ pagedlab.graded.run("task12")
 # the cell: which block does `alloc(3)` split, and why does `free(4)` merge only once?
 
 # %%
-pagedlab.checks.require("task12")  # your allocator runs in this kernel below
+pagedlab.graded.require("task12")  # your allocator runs in this kernel below
 buddy = pagedlab.load("buddy")
 space = buddy.BuddyAllocator(16)
 rows = []
@@ -428,7 +428,7 @@ plt.tight_layout()
 plt.show()
 
 # %%
-pagedlab.checks.require("task12")  # the contiguous baselines place their chunks with your allocator
+pagedlab.graded.require("task12")  # the contiguous baselines place their chunks with your allocator
 mine = pagedlab.load("buddy").BuddyAllocator
 p, o = workloads["ShareGPT-like"]
 runs = [sim.simulate(p, o, policy, allocator=mine) for policy in ("max", "pow2", "oracle")]
