@@ -102,7 +102,7 @@ def test_notebook_cells_running_the_students_allocator_require_task12_first():
     loading = [s for s in cells if 'pagedlab.load("buddy")' in s]
     assert len(loading) >= 2  # the hand-traced drawing and the utilization study
     for source in loading:
-        assert 'checks.require("task12")' in source.split('pagedlab.load("buddy")')[0], source[:200]
+        assert 'graded.require("task12")' in source.split('pagedlab.load("buddy")')[0], source[:200]
     # A contiguous run without allocator= would ask for the instructor edition's model, which
     # the student edition does not have.
     import ast
