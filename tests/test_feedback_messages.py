@@ -59,10 +59,13 @@ def test_a_read_past_seq_len_says_no_thread_wrote_the_element_and_shows_the_inde
         text.replace(softmax_loop, softmax_loop.replace("t < seq_len", "t <= seq_len")))
     _, message = test_kernel.first_failing_check(tmp_path)
     assert "UninitializedReadError" in message, message
-    assert "no thread of this block wrote this element" in message, message
-    # The shortest sequence has seq_len 1: the read is at index 1 of a 17-element logits row.
-    assert "index 1 of `logits`, which has 17 elements" in message, message
-    assert "bound the read" in message, message
+    assert "no thread wrote this element" in message, message
+    # The shortest sequence has seq_len 1: the read is logits[1], shown against seq_len, not
+    # against the 17 elements the launch gave the row (sized for the longest sequence).
+    assert "element 1 of __shared__ `logits`" in message and "t = 1 >= seq_len = 1" in message, message
+    assert "17 elements" not in message, message
+    in_case_terms = message.split("In this case:")[1].split("hint:")[0]
+    assert "__syncthreads" not in in_case_terms, message
 
 
 # ---------------------------------------------------------------- what differed, which rule
