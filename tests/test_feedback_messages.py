@@ -99,6 +99,20 @@ def test_buddy_rounding_down_cites_the_rounding_rule(tmp_path):
     assert "expected: 4\n  yours:    2" in message, message
 
 
+def test_buddy_splits_that_keep_the_upper_half_cite_the_split_rule(tmp_path):
+    """Measured before: four checks cited "lowest address first" for offsets no tie decides."""
+    sub = _planted(tmp_path, "buddy.py", "            self.free_lists[k].add(offset + (1 << k))\n",
+                   "            self.free_lists[k].add(offset)\n            offset += 1 << k\n")
+    from pagedlab.checks import framework
+
+    for c in framework.checks_of("task12"):
+        if c.name.startswith(("freeing everything", "agrees with the simulator")):
+            continue  # merging and the reference model: not about one split
+        message = _verdict("task12", c.name, sub)
+        rule = message.split("rule:")[1].split("\n")[0]
+        assert "keeps the lower half" in rule or "keep the lower half" in rule, (c.name, message)
+
+
 def test_tensors_that_print_the_same_say_what_differed(tmp_path):
     """Measured before (Task 7): `expected: a float32 tensor of shape (…)` and the same `yours:`."""
     sub = _planted(tmp_path, "paged_attention.py", "    v_slots[slots[keep]] = v[keep].to(v_cache.dtype)\n", "")
