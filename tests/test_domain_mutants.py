@@ -34,7 +34,9 @@ class Mutant:
     domain_class: str  # the class of the task's domain the bug is wrong on
     old: str
     new: str
-    spares: tuple[str, ...] = ()  # tasks of the same file the bug must not cost
+    # Tasks whose checks run the mutated function and must not lose (slot_mapping's block size 1
+    # under gather_kv, fork_sequence under Task 5's session); a task that never calls it cannot.
+    spares: tuple[str, ...] = ()
     file: str = "paged_attention.py"
 
 
@@ -44,39 +46,33 @@ GATHER_SLOTS = "    slots = slot_mapping(block_table, positions, block_size)\n"
 MUTANTS = [
     Mutant("task6", "block sizes that are not powers of two", SLOT_RETURN,
            "    shift = block_size.bit_length() - 1  # block sizes are powers of two (they are not always)\n"
-           "    return (blocks << shift) + (positions & (block_size - 1))\n", spares=("task7",)),
+           "    return (blocks << shift) + (positions & (block_size - 1))\n"),
     Mutant("task6", "slots past 2**31 from an int32 table",
            "    blocks = block_table.to(torch.int64)[positions // block_size]\n"
            "    return blocks * block_size + positions % block_size\n",
            "    blocks = block_table[positions // block_size]\n"
-           "    return (blocks * block_size + positions % block_size).to(torch.int64)\n", spares=("task7",)),
-    Mutant("task7", "padding slots other than -1", "    keep = slots >= 0\n", "    keep = slots != -1\n",
-           spares=("task6", "task8", "task9")),
+           "    return (blocks * block_size + positions % block_size).to(torch.int64)\n"),
+    Mutant("task7", "padding slots other than -1", "    keep = slots >= 0\n", "    keep = slots != -1\n"),
     Mutant("task7", "the cache's last slot",
-           "    keep = slots >= 0\n", "    keep = (slots >= 0) & (slots < k_slots.shape[0] - 1)\n",
-           spares=("task6", "task8", "task9")),
+           "    keep = slots >= 0\n", "    keep = (slots >= 0) & (slots < k_slots.shape[0] - 1)\n"),
     Mutant("task8", "lengths that fill their last block (reads the -1 entry after it)",
            "    positions = torch.arange(seq_len, device=k_cache.device)\n" + GATHER_SLOTS
            + "    k = k_cache.view(-1, *k_cache.shape[2:])[slots]\n"
              "    v = v_cache.view(-1, *v_cache.shape[2:])[slots]\n    return k, v\n",
            "    ids = block_table[:seq_len // block_size + 1].long()  # one entry too many when full\n"
-           "    return k_cache[ids].flatten(0, 1)[:seq_len], v_cache[ids].flatten(0, 1)[:seq_len]\n",
-           spares=("task6", "task7")),
+           "    return k_cache[ids].flatten(0, 1)[:seq_len], v_cache[ids].flatten(0, 1)[:seq_len]\n"),
     Mutant("task8", "sequences longer than 64 blocks", GATHER_SLOTS,
            "    table = torch.full((64,), -1, dtype=torch.int64)  # room for 64 blocks\n"
            "    table[:min(64, len(block_table))] = block_table[:64]\n"
-           "    slots = slot_mapping(table, positions, block_size)\n", spares=("task6", "task7")),
+           "    slots = slot_mapping(table, positions, block_size)\n"),
     Mutant("task8", "block sizes that are not powers of two", GATHER_SLOTS,
            "    shift = block_size.bit_length() - 1\n"
-           "    slots = block_table.long()[positions >> shift] * block_size + (positions & (block_size - 1))\n",
-           spares=("task6", "task7")),
+           "    slots = block_table.long()[positions >> shift] * block_size + (positions & (block_size - 1))\n"),
     Mutant("task9", "logits large enough to overflow exp", "        probs = torch.softmax(logits, dim=-1)\n",
-           "        e = logits.exp()  # no max subtracted\n        probs = e / e.sum(-1, keepdim=True)\n",
-           spares=("task6", "task7", "task8")),
+           "        e = logits.exp()  # no max subtracted\n        probs = e / e.sum(-1, keepdim=True)\n"),
     Mutant("task9", "grouped-query ratios above 1 with several kv heads",
            "        q_groups = q[s].reshape(num_kv_heads, group, head_size)\n",
-           "        q_groups = q[s].reshape(group, num_kv_heads, head_size).transpose(0, 1)  # h % num_kv_heads\n",
-           spares=("task6", "task7", "task8")),
+           "        q_groups = q[s].reshape(group, num_kv_heads, head_size).transpose(0, 1)  # h % num_kv_heads\n"),
 ]
 MM, BUDDY = "memory_manager.py", "buddy.py"
 MUTANTS += [
@@ -106,17 +102,15 @@ GATHER_START = "    positions = torch.arange(seq_len, device=k_cache.device)\n"
 MUTANTS += [
     Mutant("task6", "block size 1", SLOT_START,
            "    if block_size == 1:  # one token per block: the slot is the block id\n"
-           "        return block_table[positions]\n" + SLOT_START, spares=("task7", "task8")),
+           "        return block_table[positions]\n" + SLOT_START, spares=("task8",)),
     Mutant("task6", "int64 block tables", "    blocks = block_table.to(torch.int64)[positions // block_size]\n",
-           "    blocks = block_table.view(torch.int32).to(torch.int64)[positions // block_size]  # tables are int32\n",
-           spares=("task7",)),
+           "    blocks = block_table.view(torch.int32).to(torch.int64)[positions // block_size]  # tables are int32\n"),
     Mutant("task8", "block size 1", GATHER_START,
            "    if block_size == 1:  # one token per block: the first seq_len blocks are the tokens\n"
            "        ids = block_table[:seq_len].long()\n"
-           "        return k_cache[ids], v_cache[ids]\n" + GATHER_START, spares=("task6", "task7")),
+           "        return k_cache[ids], v_cache[ids]\n" + GATHER_START),
     Mutant("task8", "int64 block tables", GATHER_SLOTS,
-           "    slots = slot_mapping(block_table.view(torch.int32), positions, block_size)  # tables are int32\n",
-           spares=("task6", "task7")),
+           "    slots = slot_mapping(block_table.view(torch.int32), positions, block_size)  # tables are int32\n"),
 ]
 FORK_SKIP = "        if not parent_l2:\n            continue\n"
 DESTROY_LOOP = ("    for node in list_for_each(engine.active_seqs):\n"
@@ -174,6 +168,15 @@ MUTANTS += [
     thread_max = fmaxf(thread_max, dot);
   }
 """, file=CU),
+    Mutant("task10", "head sizes above the 128 threads",
+           "  for (int d = tid; d < head_size; d += NUM_THREADS) {\n    float acc = 0.f;\n",
+           "  if (tid < head_size) {  // one thread per dimension\n    const int d = tid;\n    float acc = 0.f;\n",
+           file=CU),
+    Mutant("task10", "sequences past 64 blocks", LOGITS_LOOP,
+           "  __shared__ int table[64];  // the sequence's block ids: 64 blocks hold 512-2048 tokens\n"
+           "  for (int i = tid; i < (seq_len + block_size - 1) / block_size && i < 64; i += NUM_THREADS) {\n"
+           "    table[i] = block_table[i];\n  }\n  __syncthreads();\n"
+           + LOGITS_LOOP.replace("block_table[t / block_size]", "table[t / block_size]"), file=CU),
 ]
 IDS = [f"{m.task}: {m.domain_class}" for m in MUTANTS]
 
