@@ -221,8 +221,8 @@ def _submission(tmp_path: Path, *mutants: Mutant) -> str:
 @pytest.mark.parametrize("mutant", MUTANTS, ids=IDS)
 def test_a_bug_on_one_class_loses_its_task_in_every_grading(mutant, tmp_path):
     sub = _submission(tmp_path, mutant)
-    # Two seeds per mutant; the partly right submission below gets ten.
-    assert not kept(sub, mutant.task, (1, 2)), f"{mutant.task} kept under hidden seeds {kept(sub, mutant.task, (1, 2))}"
+    survivors = kept(sub, mutant.task, (1, 2))  # two seeds per mutant; the partly right submission gets ten
+    assert not survivors, f"{mutant.task} kept under hidden seeds {survivors}"
     for task in mutant.spares:
         assert not lost(sub, task, 1), f"the bug in {mutant.task} also cost {task}"
 
@@ -260,6 +260,7 @@ def test_regraded_by_the_autograder_it_gets_one_score(tmp_path):
     scores = {grade(sub, tasks=["task8"], hidden_seed=1000 + 7919 * i, echo=lambda *a: None)["score"]
               for i in range(2)}
     assert scores == {0}, scores  # Task 8 lost every time
+
 
 V2_FILE = "paged_attention_v2.cu"
 V2_BUGS = {  # bug: (old, new, the sanitizer's report the student sees)
