@@ -175,6 +175,16 @@ def append_random(run):
             break
     see("appends until the pool is full returned", returns)
     see("engine state when the pool is full", _snap(engine))
+    # Every grading: the pool full and a last block shared with a fork, so the append needs a
+    # copy-on-write block there is none of: -1, nothing changed (drawn appends reach it by chance).
+    donor = rng.choice([s for s in hw3.state(engine).seqs if s.mapping])
+    layout = dict(donor.mapping)
+    twin = rng.randrange(4 * 10**5, 5 * 10**5)
+    hw3.build_sequence(engine, twin, max(layout) * 16 + rng.randrange(1, 16), layout)
+    value = rng.randrange(-2**31, 2**31)
+    see(f"append_kv({twin}, {value}) to a fork whose partly full last block is shared, the pool full",
+        mm.append_kv(engine, twin, value))
+    see("engine state after that append", _snap(engine))
     hw3.teardown(engine)
 
 
