@@ -360,7 +360,7 @@ def test_half_filled_buffer_names_the_first_unwritten_element(hazards):
     errors = reports(lambda s: hazards("read_half_filled")((1,), (64,), (np.zeros(64, np.float32),),
                                                            check="init", schedule=s))
     err = assert_one_report(errors, UninitializedReadError, marked(_source("sanitizer_hazards.cu"), "read_half_filled"))
-    assert err.threads == (32,) and "4-byte element 32" in str(err)
+    assert err.threads == (32,) and "element 32 of __shared__ `buf`" in str(err) and (err.array, err.index) == ("buf", 32)
 
 
 def test_atomics_on_uncleared_counters(hazards, rng):

@@ -59,10 +59,13 @@ def test_a_read_past_seq_len_says_no_thread_wrote_the_element_and_shows_the_inde
         text.replace(softmax_loop, softmax_loop.replace("t < seq_len", "t <= seq_len")))
     _, message = test_kernel.first_failing_check(tmp_path)
     assert "UninitializedReadError" in message, message
-    assert "no thread of this block wrote this element" in message, message
-    # The shortest sequence has seq_len 1: the read is at index 1 of a 17-element logits row.
-    assert "index 1 of `logits`, which has 17 elements" in message, message
-    assert "bound the read" in message, message
+    assert "no thread wrote this element" in message, message
+    # The shortest sequence has seq_len 1: the read is logits[1], shown against seq_len, not
+    # against the 17 elements the launch gave the row (sized for the longest sequence).
+    assert "element 1 of __shared__ `logits`" in message and "t = 1 >= seq_len = 1" in message, message
+    assert "17 elements" not in message, message
+    in_case_terms = message.split("In this case:")[1].split("hint:")[0]
+    assert "__syncthreads" not in in_case_terms, message
 
 
 # ---------------------------------------------------------------- what differed, which rule
@@ -94,6 +97,20 @@ def test_buddy_rounding_down_cites_the_rounding_rule(tmp_path):
     message = _verdict("task12", "a hand-traced sequence of splits and merges", sub)
     assert "rounded up to the next power of two" in message, message
     assert "expected: 4\n  yours:    2" in message, message
+
+
+def test_buddy_splits_that_keep_the_upper_half_cite_the_split_rule(tmp_path):
+    """Measured before: four checks cited "lowest address first" for offsets no tie decides."""
+    sub = _planted(tmp_path, "buddy.py", "            self.free_lists[k].add(offset + (1 << k))\n",
+                   "            self.free_lists[k].add(offset)\n            offset += 1 << k\n")
+    from pagedlab.checks import framework
+
+    for c in framework.checks_of("task12"):
+        if c.name.startswith(("freeing everything", "agrees with the simulator")):
+            continue  # merging and the reference model: not about one split
+        message = _verdict("task12", c.name, sub)
+        rule = message.split("rule:")[1].split("\n")[0]
+        assert "keeps the lower half" in rule or "keep the lower half" in rule, (c.name, message)
 
 
 def test_tensors_that_print_the_same_say_what_differed(tmp_path):

@@ -101,27 +101,30 @@ def write_random(run):
 
 
 def gather_cases(seed: int):
-    """make_paged_batch arguments: lengths 1, bs-1, bs, bs+1, a multiple of bs and one past 64
-    blocks in each batch; power-of-two and other block sizes; float32 and float64; shared blocks."""
+    """(make_paged_batch arguments, table dtype): lengths 1, bs-1, bs, bs+1, a multiple of bs and
+    one past 64 blocks in each batch; block size 1, powers of two and other block sizes; float32
+    and float64; int32 and int64 tables; shared blocks."""
     rng = random.Random(seed)
     cases = []
-    for bs, dtype, kv, shared in ((rng.choice([8, 16, 32]), torch.float32, 1, 0),
-                                  (rng.choice([3, 5, 6, 12, 24]), torch.float64, rng.choice([2, 4]), 1)):
+    for bs, dtype, kv, shared, table_dtype in (
+            (rng.choice([8, 16, 32]), torch.float32, 1, 0, torch.int32),
+            (rng.choice([3, 5, 6, 12, 24]), torch.float64, rng.choice([2, 4]), 1, torch.int64),
+            (1, torch.float32, rng.choice([1, 2]), 0, torch.int32)):  # one token per block
         lens = [1, bs - 1 or 1, bs, bs + 1, bs * rng.randrange(2, 9), bs * rng.randrange(65, 90) + rng.randrange(bs)]
         rng.shuffle(lens)
         if shared:
             lens = [max(lens)] + lens  # sequence 0 fills the block the others share
-        cases.append(dict(seq_lens=lens, num_heads=kv, num_kv_heads=kv, head_size=rng.choice([8, 40]),
-                          block_size=bs, dtype=dtype, shared_blocks=shared, seed=seed + bs))
+        cases.append((dict(seq_lens=lens, num_heads=kv, num_kv_heads=kv, head_size=rng.choice([8, 40]),
+                           block_size=bs, dtype=dtype, shared_blocks=shared, seed=seed + bs), table_dtype))
     return cases
 
 
 @check("task8", "gather_kv of batches drawn at grading time", rule=RULE, hidden=True)
 def gather_random(run):
     pa = run.load("paged_attention")
-    for i, kwargs in enumerate(gather_cases(run.seed)):
+    for i, (kwargs, table_dtype) in enumerate(gather_cases(run.seed)):
         batch = poisoned(make_paged_batch(**kwargs))
-        tables = batch.block_tables.to(torch.int64) if i else batch.block_tables  # int32 and int64 tables
+        tables = batch.block_tables.to(table_dtype)
         for s, n in enumerate(batch.seq_lens.tolist()):
             k, v = pa.gather_kv(batch.k_cache, batch.v_cache, tables[s], n)
             where = f"batch {i} (block_size {kwargs['block_size']}), sequence {s} of {n} tokens"

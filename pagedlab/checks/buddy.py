@@ -75,7 +75,9 @@ def hand_trace(run):
 def xor_buddy(run):
     a = _new(run, 8)
     offsets = [a.alloc(2) for _ in range(4)]
-    expect_equal(offsets, [0, 2, 4, 6], "offsets of four alloc(2) on 8 slots", rule=f"{RULE}: lowest address first")
+    expect_equal(offsets, [0, 2, 4, 6], "offsets of four alloc(2) on 8 slots",
+                 rule=f"{RULE}: a split keeps the lower half and frees the upper one, and a 2-slot request takes "
+                      f"exactly 2 slots: the four blocks fill 8 slots from 0 up")
     steps = [(4, [(4, 2)]), (2, [(2, 2), (4, 2)]), (0, [(0, 4), (4, 2)]), (6, [(0, 8)])]
     done = []
     for offset, free in steps:
@@ -92,7 +94,9 @@ def xor_buddy(run):
 def lowest_address(run):
     a = _new(run, 16)
     got = [a.alloc(4) for _ in range(4)]
-    expect_equal(got, [0, 4, 8, 12], "offsets of four alloc(4) on 16 slots", rule=f"{RULE}: lowest address first")
+    expect_equal(got, [0, 4, 8, 12], "offsets of four alloc(4) on 16 slots",
+                 rule=f"{RULE}: a split keeps the lower half and frees the upper one, and a 4-slot request takes "
+                      f"exactly 4 slots: the four blocks fill 16 slots from 0 up")
     a.free(12)
     a.free(4)
     expect_equal(a.free_blocks(), [(4, 4), (12, 4)], "free blocks after freeing 12 and 4",
@@ -108,7 +112,8 @@ def lowest_address(run):
 def smallest_fit(run):
     a = _new(run, 16)
     expect_equal([a.alloc(8), a.alloc(2)], [0, 8], "offsets of alloc(8), alloc(2) on 16 slots",
-                 rule=f"{RULE}: lowest address first")
+                 rule=f"{RULE}: a split keeps the lower half: alloc(8) takes 0 and frees (8, 8), and alloc(2) "
+                      f"splits that block from its start")
     expect_equal(a.free_blocks(), [(10, 2), (12, 4)], "free blocks after alloc(8), alloc(2)",
                  rule=f"{RULE}: splitting (8, 8) leaves (10, 2) and (12, 4) free")
     expect_equal(a.alloc(2), 10, "alloc(2) with free blocks (10, 2) and (12, 4)",
@@ -126,7 +131,8 @@ def rounding(run):
     for n, offset in calls:
         done.append(f"alloc({n})")
         expect_equal(a.alloc(n), offset, f"offset returned by {' ; '.join(done)} on 64 slots",
-                     rule=f"{RULE}: n is rounded up to the next power of two (3 -> 4, 5 -> 8, 33 -> 64)",
+                     rule=f"{RULE}: n is rounded up to the next power of two (3 -> 4, 5 -> 8, 33 -> 64), the "
+                          f"smallest free block that fits is split, and each split keeps the lower half",
                      hint="the order is the smallest k with 2**k >= n: (n - 1).bit_length()")
     expect_equal(a.allocated_blocks(), [(0, 4), (4, 1), (8, 8), (16, 16), (32, 32)],
                  "allocated blocks (offset, size) after those calls", rule=f"{RULE}: rounded sizes are recorded")
@@ -199,7 +205,9 @@ def bad_input(run):
                            expected="ValueError", actual="no error")
     a = mod.BuddyAllocator(16)
     x, y = a.alloc(4), a.alloc(2)
-    expect_equal((x, y), (0, 4), "offsets of alloc(4), alloc(2) on 16 slots", rule=f"{RULE}: lowest address first")
+    expect_equal((x, y), (0, 4), "offsets of alloc(4), alloc(2) on 16 slots",
+                 rule=f"{RULE}: take the smallest free block that fits and keep the lower half of each split: "
+                      f"alloc(4) takes 0, then alloc(2) splits the free (4, 4), not (8, 8)")
     expect_equal(a.alloc(16), None, "alloc(16) when 6 of 16 slots are in use",
                  rule=f"{RULE}: return None when no free block is big enough")
     before = _state(a)

@@ -67,12 +67,28 @@ def drive_kernel(run, cases, schedules=None) -> None:
                     out = decode_on_executor(*args, scale=scale, impl=run.impl, schedule=schedule,
                                              timeout=launch_timeout())
             except Exception as exc:  # noqa: BLE001 - compile errors, barrier errors, crashes
-                text = f"{type(exc).__name__}: {exc}"
+                text = f"{type(exc).__name__}: {exc}" + unwritten_logit(exc, kwargs["seq_lens"])
                 if isinstance(exc, KernelTimeout):
                     _HUNG[source] = text.splitlines()[0]
                 run.see(label, "failed to run", shown=f"the kernel failed to run: {text}")
                 continue
             run.see_array(label, out, tol=TOL, hint=HINT)
+
+
+def unwritten_logit(exc, seq_lens) -> str:
+    """For an unwritten `logits[t]`: t against the seq_len of the block's sequence (blockIdx.y),
+    the bound the kernel should have kept to, in the notebook's terms."""
+    from ..cuda import UninitializedReadError
+
+    if not isinstance(exc, UninitializedReadError) or exc.array != "logits" or not exc.block:
+        return ""
+    seq, t = exc.block[1], exc.index
+    n = seq_lens[seq]
+    if t < n:  # a score not yet written: the sanitizer's barrier advice stands
+        return ""
+    return (f"\nIn this case: block ({exc.block[0]}, {seq}) is query head {exc.block[0]} of sequence {seq}, "
+            f"whose seq_len is {n}: logits[t] holds a score only for t < seq_len, and the read was at "
+            f"t = {t} >= seq_len = {n}. Bound the loop by t < seq_len.")
 
 
 def expected_outputs(cases, schedules=None):

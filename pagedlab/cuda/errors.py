@@ -63,4 +63,10 @@ class OutOfBoundsError(SanitizerError):
 
 
 class UninitializedReadError(SanitizerError):
-    """A read of shared memory that no thread of the block had written."""
+    """A read of shared memory that no thread of the block had written. `array` and `index` name
+    the element (None when the access is not one whole element of a known array)."""
+
+    def __init__(self, message: str, **report):
+        super().__init__(message, **report)
+        self.array = report.get("array")
+        self.index = report.get("index")

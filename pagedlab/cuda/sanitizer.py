@@ -368,15 +368,14 @@ def _shared_name(build, offset: int, size: int, session) -> str:
     return f"shared memory at offset 0x{offset:x}"
 
 
-def _element_against_extent(build, offset: int, size: int, session) -> str:
-    """`: index 37 of `logits`, which has 64 elements`: the index next to the array's extent,
-    so a read past the data is told from a read before another thread's write."""
-    dynamic = {a.name for a in build.dyn_arrays}
+def _element(build, offset: int, size: int) -> tuple[str, int] | None:
+    """(array name, index) of the shared element at `offset`, when it is a whole element. The
+    array's size says nothing about an unwritten element (a logits row is sized for the longest
+    sequence), so the report shows the index and leaves the bound to the code that knows it."""
     for off, n, name in shared_variables(build):
         if size and off <= offset < off + max(n, 1) and (offset - off) % size == 0:
-            extent = session.cfg.shared_mem if name in dynamic else n  # extern []: the launch's bytes
-            return f": index {(offset - off) // size} of `{name}`, which has {extent // size} elements"
-    return ""
+            return name, (offset - off) // size
+    return None
 
 
 def _nearest_arg(session, addr: int, size: int) -> str:
@@ -460,16 +459,18 @@ def _error(rep: Report, build, session) -> SanitizerError:
     line = lines.get(int(rep.pc))
     if rep.kind == REP_UNINIT:
         where = _shared_name(build, rep.offset, rep.size, session)
+        element = _element(build, rep.offset, rep.size)
         what = "an atomic operation on" if rep.atomic else "a read of"
-        msg = (f"uninitialized shared memory: {me} of {block_txt} performed {what} {where} at "
-               f"{at(rep.pc)}, but no thread of this block wrote this element before the read"
-               f"{_element_against_extent(build, rep.offset, rep.size, session)}. Shared memory starts with "
-               "garbage on a GPU (the CPU executor fills it with NaN). If the index runs past the "
-               "data written (a loop bound such as seq_len, a padded size), bound the read by it; "
-               "if another thread writes the element, put a __syncthreads() between that write and "
-               "this read.")
-        return UninitializedReadError(msg, block=blk, threads=(rep.tid,), lines=(line,),
-                                      address=rep.addr, variable=where)
+        name = f"element {element[1]} of __shared__ `{element[0]}`" if element else where
+        msg = (f"uninitialized shared memory: no thread wrote this element. {me} of {block_txt} "
+               f"performed {what} {name} at {at(rep.pc)}, and no thread of this block had "
+               "written it. Shared memory starts with garbage on a GPU (the CPU executor fills it with "
+               "NaN). If the index is past the elements the kernel fills (a loop bound such as "
+               "seq_len), bound this read by the same limit; if another thread writes the element, "
+               "put a __syncthreads() between that write and this read.")
+        return UninitializedReadError(msg, block=blk, threads=(rep.tid,), lines=(line,), address=rep.addr,
+                                      variable=where, array=element and element[0],
+                                      index=element and element[1])
     if rep.kind == REP_OOB_SHARED:
         name = build.dyn_arrays[rep.other_tid].name if 0 <= rep.other_tid < len(build.dyn_arrays) else "?"
         msg = (f"out-of-bounds shared memory access: {me} of {block_txt} {verb} {rep.size} bytes at "
