@@ -1,7 +1,11 @@
 """Each planted bug in a copy of solutions/paged_attention_v2.cu is caught by a Task 14 check.
 
-The mutated kernel file is graded as a submission folder; at least one check must fail, with a
-message that names the rule (and, for the bugs listed in MESSAGES, says what went wrong).
+The mutated kernel file is a submission folder; Task 14's public checks run on it in order, each
+driven and judged in this process against the committed trusted record, and the first that fails
+must name the rule (and, for the bugs listed in MESSAGES, say what went wrong). In-process is
+safe here: every launch runs in the Python-free kernel runner, so a crashing mutant ends that
+process, not pytest. The graded path (a check child per task) is run on Task 14 by
+test_every_check_fails_on_the_untouched_exercise below and by tests/test_grading_real.py.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from pagedlab import checks
+from pagedlab.checks import framework, golden, judge
 from pagedlab.loader import ROOT
 
 SOLUTION = (ROOT / "solutions" / "paged_attention_v2.cu").read_text()
@@ -47,10 +52,16 @@ MESSAGES = {
 }
 
 
+def _trusted(c):
+    return framework.expected_stream(c, 0) if c.expected is not None else golden.record(c.key)
+
+
 def first_failure(folder):
-    for result in checks.results("task14", str(folder)):
-        if not result.passed:
-            return result.name, result.message
+    """(name, message) of the first Task 14 check that fails on `folder`, or None."""
+    for c in framework.checks_of("task14", hidden=False):
+        verdict = judge.judge(_trusted(c), framework.drive(c, str(folder), 0))
+        if not verdict.passed:
+            return c.name, verdict.message
     return None
 
 
