@@ -296,6 +296,27 @@ def test_a_kernel_that_does_not_compile_shows_the_compiler_error(tmp_path):
     assert "CompileError" in message and "paged_attention.cu" in message
 
 
+def test_a_kernel_that_failed_to_compile_is_not_compiled_again_by_the_next_check(monkeypatch):
+    from pagedlab.cuda import compiler
+
+    code = "extern \"C\" __global__ void k(float* out) { out[0] = 1.0f }\n"  # the missing ';'
+    with pytest.raises(cuda.CompileError) as first:
+        compiler.build(code, "broken.cu")
+    calls = []
+
+    def compiler_run(*args, **kwargs):  # counts compiles; fails so that nothing is cached
+        calls.append(args)
+        raise cuda.CompileError("compiled again")
+
+    monkeypatch.setattr(compiler, "_run", compiler_run)
+    with pytest.raises(cuda.CompileError) as again:
+        compiler.build(code, "broken.cu")
+    assert str(again.value) == str(first.value) and "broken.cu" in str(again.value) and calls == []
+    with pytest.raises(cuda.CompileError, match="compiled again"):  # changed text: compiled anew
+        compiler.build(code.replace("1.0f", "2.0f"), "broken.cu")
+    assert any("compiling broken.cu" in what for _, what, *_ in calls)
+
+
 # --- on a GPU (skipped on machines without CuPy and a device) ----------------------------------
 
 needs_gpu = pytest.mark.skipif(not cuda.cupy_available(), reason="needs CuPy and a CUDA GPU")

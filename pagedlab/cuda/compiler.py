@@ -424,6 +424,8 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
             pass
         return result
 
+    if target.name in _FAILED:  # the same text failed before: its errors, without a second compile
+        raise CompileError(_FAILED[target.name])
     pre = precompiled_prelude(cxx, flags) if not _defines(options) else HERE
 
     def compile_into(tmp: str) -> None:
@@ -446,9 +448,18 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
             _run(cmd, f"compiling {filename} for the CPU executor",
                  {str(pre / "prelude.h"): "prelude.h", str(pre) + "/": ""}, cwd=d)
 
-    _atomic_build(target, compile_into)
+    try:
+        _atomic_build(target, compile_into)
+    except CompileError as exc:
+        _FAILED[target.name] = str(exc)
+        raise
     _prune(out_dir)
     return result
+
+
+# Builds that failed in this process, by target name (a hash of everything the compile reads):
+# a file with a syntax error is compiled once, not again for each check that launches it.
+_FAILED: dict[str, str] = {}
 
 
 _LEGACY = re.compile(r"\b(__shfl(?:_up|_down|_xor)?|__ballot|__any|__all)\s*\(")
