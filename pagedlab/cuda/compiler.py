@@ -200,17 +200,27 @@ def precompiled_prelude(cxx: str, flags: list[str]) -> Path:
     folder = cache_dir() / f"pch_{key}"
     if (folder / "prelude.h.gch").exists():
         return folder
+    tmp = None
     try:
         tmp = Path(tempfile.mkdtemp(prefix="pch_tmp_", dir=cache_dir()))
         shutil.copy(PRELUDE, tmp / "prelude.h")
         shutil.copy(ABI, tmp / "pl_abi.h")
-        _run([cxx, *pch_flags, f"-I{INCLUDE}", "-x", "c++-header", "prelude.h", "-o", "prelude.h.gch"],
+        # -I. as well: headers under include/ name "pl_abi.h", which sits beside the prelude.
+        _run([cxx, *pch_flags, "-I.", f"-I{INCLUDE}", "-x", "c++-header", "prelude.h", "-o", "prelude.h.gch"],
              "precompiling the prelude", {}, cwd=tmp)
         try:
             os.rename(tmp, folder)
-        except OSError:  # another process won the race: use theirs
+        except OSError:  # another process won the race: use theirs, unless theirs is broken
+            if not (folder / "prelude.h.gch").exists():
+                shutil.rmtree(folder, ignore_errors=True)
+                try:
+                    os.rename(tmp, folder)
+                except OSError:
+                    pass
             shutil.rmtree(tmp, ignore_errors=True)
     except (CompileError, OSError):
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
         return HERE
     return folder if (folder / "prelude.h.gch").exists() else HERE
 
