@@ -3,7 +3,7 @@ environment every user can execute, a student course folder elsewhere, and real 
 
 Built once per test process (seconds with uv from bootstrap's cache, 2-3 minutes with pip) and
 shared by the installed-library and JupyterHub tests, which `./course test` runs on one worker
-(the "users" xdist group, conftest.py); removed at exit.
+(the "installed-venv" xdist group, conftest.py); removed at exit.
 """
 
 from __future__ import annotations
