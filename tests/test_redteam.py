@@ -228,10 +228,10 @@ def sandbox(sandbox_user, monkeypatch):
 @pytest.mark.integration
 @pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
 def test_sandboxed_solutions_still_earn_full_marks(sandbox, tmp_path):
-    """Every check module's child runs as the sandbox user with solutions/ and expected.json
-    private. Each HW3 task (cheap, each its own checks), one torch task and one kernel task: Tasks
-    7-9 run Task 6's module and child, Task 14 Task 10's runner; the solutions earn their full
-    marks there unsandboxed in tests/test_grading_real.py."""
+    """The tasks' children run as the sandbox user, solutions/ and expected.json private: each HW3
+    task (cheap, each its own checks), one torch and one kernel task. Tasks 7-9 share Task 6's
+    check module and child, Task 14 Task 10's kernel runner; every task's full marks on the
+    solutions, unsandboxed: tests/test_grading_real.py."""
     sub = tmp_path / "sub"
     shutil.copytree(ROOT / "solutions", sub)
     tasks = [r.id for r in manifest.TABLE if r.id not in SAME_MACHINERY]
