@@ -8,10 +8,13 @@ names into a third group that serialises nothing):
 
     @pytest.mark.xdist_group("users")      # or pytestmark = [...] for a whole module
 
-"users"        creates a system user, switches to one (runuser, PAGEDLAB_GRADE_USER, `nobody`) or
-               builds/uses tests/installed_env.py's venv: the grader kills every process of its
-               sandbox uid between tasks, so two such tests at once would kill each other's work,
-               and the installed venv is built once per worker that asks for it.
+"users"        runs a grade whose child switches to a sandbox user (PAGEDLAB_GRADE_USER: the
+               red team's created users, `nobody`) or makes the checkout's solutions/ private
+               for one: the grader kills every process of its sandbox uid between tasks, so two
+               such tests at once would kill each other's work.
+"installed-venv" builds or uses tests/installed_env.py's venv (test_installed, the JupyterHub),
+               built once per worker that asks for it; each test there creates its own student
+               users, none a sandbox user, so it runs beside "users".
 "course-venv"  runs tools/bootstrap.py or `./course open` on the checkout's own .venv (the
                browser test too): bootstrap rewrites the venv's JupyterLab settings.
 
@@ -28,11 +31,12 @@ from __future__ import annotations
 import pytest
 
 USERS = "users"
+INSTALLED_VENV = "installed-venv"
 COURSE_VENV = "course-venv"
 
 # Started first (longest first, measured in docs/testing.md) so the short tests fill the other
 # workers around them instead of one long group starting last.
-LONGEST_FIRST = (USERS, "release-clone", "nbval-08_cuda_kernel", "graded-class", COURSE_VENV,
+LONGEST_FIRST = (INSTALLED_VENV, USERS, "release-clone", "nbval-08_cuda_kernel", "graded-class", COURSE_VENV,
                  "nbval-10_swap_and_v2", "nbval-09_prefix_caching_and_utilization", "notebook-cuts")
 
 

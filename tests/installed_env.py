@@ -3,7 +3,7 @@ environment every user can execute, a student course folder elsewhere, and real 
 
 Built once per test process (seconds with uv from bootstrap's cache, 2-3 minutes with pip) and
 shared by the installed-library and JupyterHub tests, which `./course test` runs on one worker
-(the "users" xdist group, conftest.py); removed at exit.
+(the "installed-venv" xdist group, conftest.py); removed at exit.
 """
 
 from __future__ import annotations
@@ -36,10 +36,18 @@ def _world_executable(path: Path) -> bool:
     return all(os.stat(p).st_mode & 0o001 for p in [path, *path.parents])
 
 
+def _in_roots_home(path: Path) -> bool:
+    # The red team (group "users", which runs beside this one) makes root's home traversable
+    # while it runs: a Python found there now would be locked away from the students later.
+    return Path(pwd.getpwuid(0).pw_dir).resolve() in path.resolve().parents
+
+
 def base_python() -> str:
     """A Python >= 3.10 that users other than root may run (a pyenv under /root is not one)."""
     for candidate in (getattr(sys, "_base_executable", sys.executable), shutil.which("python3"), "/usr/bin/python3"):
         if not candidate or not Path(candidate).exists() or not _world_executable(Path(candidate)):
+            continue
+        if _in_roots_home(Path(candidate)):
             continue
         ok = subprocess.run([candidate, "-c", "import sys, venv, ensurepip; assert sys.version_info >= (3, 10)"],
                             capture_output=True)

@@ -26,8 +26,8 @@ from installed_env import (
     user_env,
 )
 
-# Creates a user and builds the installed venv (shared with test_jupyterhub): conftest.py.
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("users")]
+# Builds the installed venv (shared with test_jupyterhub) and creates its own user: conftest.py.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("installed-venv")]
 STUDENT = "pagedlab-colab"
 
 

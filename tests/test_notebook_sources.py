@@ -5,7 +5,6 @@ The committed pairs are in sync and clean; an edit on either side (the .py in an
 other cells or the outputs nbval checks; and the problems the check reports are real ones.
 """
 
-import os
 import re
 import shutil
 from pathlib import Path
@@ -133,67 +132,6 @@ def test_a_jupyterlab_save_after_a_tag_is_added_and_removed_syncs_clean(tmp_path
     after = path.read_bytes(), path.with_suffix(".py").read_bytes()
     notebooks.sync(path)
     assert (path.read_bytes(), path.with_suffix(".py").read_bytes()) == after
-
-
-@pytest.mark.integration
-def test_a_notebook_saved_by_the_real_jupyterlab_server_after_a_tag_add_and_remove_syncs_clean(tmp_path):
-    """`./course open` serves a copy of the notebooks; the notebook is saved through the server's
-    contents API the way JupyterLab's front end saves it: once with a tag added, once with the
-    tag removed (the save then carries `"tags": []`). Sync makes the pair check clean."""
-    import json
-    import signal
-    import socket
-    import subprocess
-    import time
-    import urllib.request
-
-    folder = tmp_path / "notebooks"
-    shutil.copytree(ROOT / "notebooks", folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    token = "pagedlab-instructor-sync"
-    env = {**os.environ, "PAGEDLAB_NOTEBOOKS": str(folder), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws")}
-    log = open(tmp_path / "jupyterlab.log", "w")
-    server = subprocess.Popen([str(ROOT / "course"), "open", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-                               f"--IdentityProvider.token={token}"], stdout=log, stderr=subprocess.STDOUT,
-                              env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/api/contents/06_paged_kv_cache.ipynb?token={token}"
-
-    def call(method, body=None):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return json.load(r)
-
-    try:
-        deadline = time.time() + 120
-        while True:
-            assert server.poll() is None, (tmp_path / "jupyterlab.log").read_text()
-            try:
-                model = call("GET")
-                break
-            except OSError:
-                assert time.time() < deadline, "JupyterLab did not answer within 120 s"
-                time.sleep(0.5)
-        nb = model["content"]
-        cell = next(c for c in nb["cells"] if c["cell_type"] == "code" and not c["source"].startswith(notebooks.CHECK))
-        cell["metadata"]["tags"] = ["a-tag"]
-        call("PUT", {"type": "notebook", "format": "json", "content": nb})
-        cell["metadata"]["tags"] = []  # JupyterLab keeps the empty list once the last tag is removed
-        cell["metadata"]["collapsed"] = False
-        nb["metadata"]["language_info"] = {"name": "python", "version": "3.11.7"}
-        call("PUT", {"type": "notebook", "format": "json", "content": nb})
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
-        log.close()
-    path = folder / "06_paged_kv_cache.ipynb"
-    saved = nbformat.read(path, as_version=4)
-    assert any(c.metadata.get("tags") == [] for c in saved.cells), "the server saved the empty tags"
-    notebooks.sync(path)
-    assert notebooks.problems(path) == []
 
 
 def test_the_check_reports_unsynced_and_unclean_pairs(tmp_path):

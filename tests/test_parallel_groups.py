@@ -28,6 +28,11 @@ GROUPED = textwrap.dedent('''
         _record(f"user{i}")
 
     @pytest.mark.parametrize("i", range(6))
+    @pytest.mark.xdist_group("installed-venv")
+    def test_venv(i):
+        _record(f"venv{i}")
+
+    @pytest.mark.parametrize("i", range(6))
     def test_free(i):
         _record(f"free{i}")
 ''')
@@ -50,6 +55,7 @@ def test_groups_and_notebook_cells_stay_on_one_worker(tmp_path):
                            "test_grouped.py", "chain.ipynb"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "19 passed" in proc.stdout, proc.stdout[-1000:]  # 12 tests and the notebook's 7 cells
+    assert "25 passed" in proc.stdout, proc.stdout[-1000:]  # 18 tests and the notebook's 7 cells
     seen = dict(json.loads(line) for line in (tmp_path / "workers.jsonl").read_text().splitlines())
     assert len({seen[f"user{i}"] for i in range(6)}) == 1, f"the 'users' group ran on several workers: {seen}"
+    assert len({seen[f"venv{i}"] for i in range(6)}) == 1, f"the 'installed-venv' group ran on several workers: {seen}"

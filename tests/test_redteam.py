@@ -176,10 +176,14 @@ def test_an_output_flood_fails_its_task_and_leaves_the_grader_alone(tmp_path):
 # Sandboxed: as on Gradescope
 # ---------------------------------------------------------------------------------------------
 SANDBOX_USER = "pagedlab-sandbox-rt"
+# Graded by the same check module and child as a task kept in the sandboxed full-marks test.
+SAME_MACHINERY = ("task7", "task8", "task9", "task14")
 
 
-@pytest.fixture
-def sandbox(monkeypatch):
+@pytest.fixture(scope="module")
+def sandbox_user():
+    """The sandbox user, able to run the grader's Python: created and probed once per module (the
+    probe imports torch as that user, seconds each time), not once per test."""
     if os.geteuid() != 0:
         pytest.skip("the sandboxed red team needs root to create a user and switch to it "
                     "(CI runs as root; run `sudo pytest tests/test_redteam.py` to include it)")
@@ -187,7 +191,6 @@ def sandbox(monkeypatch):
         pwd.getpwnam(SANDBOX_USER)
     except KeyError:
         subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", SANDBOX_USER], check=True)
-    monkeypatch.setenv("PAGEDLAB_GRADE_USER", SANDBOX_USER)
     # The grader's interpreter must be one the user may run (Gradescope's is /usr/bin/python3 in
     # /autograder/venv). Here it may live under /root (pyenv): let the user traverse, not list.
     opened = []
@@ -196,32 +199,45 @@ def sandbox(monkeypatch):
         if not mode & 0o001:
             folder.chmod(mode | 0o001)
             opened.append((folder, mode))
-    entry = pwd.getpwnam(SANDBOX_USER)
-    probe = subprocess.run([sys.executable, "-c", "import numpy, torch, pagedlab"], user=entry.pw_uid,
-                           group=entry.pw_gid, extra_groups=[], capture_output=True, text=True, cwd="/",
-                           env={**os.environ, "HOME": "/tmp"})
-    if probe.returncode != 0:
+    try:
+        entry = pwd.getpwnam(SANDBOX_USER)
+        probe = subprocess.run([sys.executable, "-c", "import numpy, torch, pagedlab"], user=entry.pw_uid,
+                               group=entry.pw_gid, extra_groups=[], capture_output=True, text=True, cwd="/",
+                               env={**os.environ, "HOME": "/tmp"})
+        if probe.returncode != 0:
+            pytest.fail(f"the sandbox user cannot run the grader's Python: {probe.stderr[-500:]}")
+        yield SANDBOX_USER
+    finally:
         for folder, mode in opened:
             folder.chmod(mode)
-        pytest.fail(f"the sandbox user cannot run the grader's Python: {probe.stderr[-500:]}")
+
+
+@pytest.fixture
+def sandbox(sandbox_user, monkeypatch):
+    monkeypatch.setenv("PAGEDLAB_GRADE_USER", sandbox_user)
+    # Private while a sandboxed test runs (chmod is cheap), the checkout as it was afterwards.
     private = [ROOT / "solutions", ROOT / "pagedlab" / "checks" / "expected.json"]
     modes = {p: p.stat().st_mode for p in private}
     for p in private:
         p.chmod(0o700 if p.is_dir() else 0o600)
-    yield SANDBOX_USER
+    yield sandbox_user
     for p, mode in modes.items():
         p.chmod(mode)
-    for folder, mode in opened:
-        folder.chmod(mode)
 
 
 @pytest.mark.integration
 @pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
 def test_sandboxed_solutions_still_earn_full_marks(sandbox, tmp_path):
+    """The tasks' children run as the sandbox user, solutions/ and expected.json private: each HW3
+    task (cheap, each its own checks), one torch and one kernel task. Tasks 7-9 share Task 6's
+    check module and child, Task 14 Task 10's kernel runner; every task's full marks on the
+    solutions, unsandboxed: tests/test_grading_real.py."""
     sub = tmp_path / "sub"
     shutil.copytree(ROOT / "solutions", sub)
-    results = _grade(sub)
-    assert results["score"] == manifest.MAX_SCORE, _scores(results)
+    tasks = [r.id for r in manifest.TABLE if r.id not in SAME_MACHINERY]
+    results = _grade(sub, tasks=tasks)
+    assert sorted(_scores(results)) == sorted(t.removeprefix("task") for t in tasks), _scores(results)
+    assert results["score"] == sum(r.points for r in manifest.TABLE if r.id in tasks), _scores(results)
 
 
 @pytest.mark.integration
