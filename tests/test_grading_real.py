@@ -195,7 +195,9 @@ def _engine_mutants():
 
 def test_engine_mutants_lose_exactly_the_points_of_the_tasks_they_break(tmp_path):
     """Every engine mutant fails the task whose fence it edits (or a task calling that helper),
-    costs exactly those tasks' points, and leaves every other HW3 task at full marks."""
+    costs exactly those tasks' points, and leaves every other HW3 task at full marks. Public checks
+    only: each hidden check would add a reference run per task and mutant, and grading with hidden
+    checks is shown by the solutions and stubs tests above."""
     path = SOLUTIONS / points.MEMORY_MANAGER
     fenced = _fenced_function_tasks(path)
     mutants = _engine_mutants()
@@ -207,7 +209,7 @@ def test_engine_mutants_lose_exactly_the_points_of_the_tasks_they_break(tmp_path
     def one(mutant):
         name, old, new = mutant
         sub = broken_copy(tmp_path / name, points.MEMORY_MANAGER, old, new)
-        return name, old, quiet(sub, HW3)
+        return name, old, quiet(sub, HW3, hidden=False)
 
     problems = []
     with ThreadPoolExecutor(2) as pool:
@@ -237,14 +239,15 @@ def _kernel_mutants():
 
 def test_kernel_mutants_lose_exactly_task10s_points(tmp_path):
     """Each planted kernel bug costs Task 10's points, as a kernel bug (not a grader problem);
-    the unmutated kernel, graded the same way, earns them."""
+    the unmutated kernel, graded the same way, earns them. Public checks only, as for the engine
+    mutants."""
     tasks = tasks_reading(points.KERNEL)
     assert tasks == ["task10"]
 
     def one(item):
         name, (old, new) = item
         folder = tmp_path / re.sub(r"\W", "_", name)
-        return name, quiet(broken_copy(folder, points.KERNEL, old, new, once=False), tasks)
+        return name, quiet(broken_copy(folder, points.KERNEL, old, new, once=False), tasks, hidden=False)
 
     items = [("(no mutation)", (None, None))] + _kernel_mutants()
     with ThreadPoolExecutor(2) as pool:
@@ -274,7 +277,8 @@ def test_attention_mutants_cost_their_own_task(tmp_path):
     for name, (task, old, new) in ((n, test_attention.PY_MUTANTS[n]) for n in chosen):
         if (SOLUTIONS / points.PAGED_ATTENTION).read_text().count(old) != 1:
             continue  # test_attention asserts its own mutants apply
-        results = quiet(broken_copy(tmp_path / re.sub(r"\W", "_", name), points.PAGED_ATTENTION, old, new), tasks)
+        results = quiet(broken_copy(tmp_path / re.sub(r"\W", "_", name), points.PAGED_ATTENTION, old, new), tasks,
+                        hidden=False)
         failed = failed_tasks(results)
         allowed = _tasks_reaching(path, _function_at(path, old)) | {task}
         if task not in failed or not failed <= allowed:

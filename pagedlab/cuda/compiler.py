@@ -420,6 +420,8 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
             pass
         return result
 
+    if target in _FAILED:  # the same source and flags: the compiler would say the same again
+        raise CompileError(_FAILED[target])
     pre = precompiled_prelude(cxx, flags) if not _defines(options) else HERE
 
     def compile_into(tmp: str) -> None:
@@ -442,9 +444,18 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
             _run(cmd, f"compiling {filename} for the CPU executor",
                  {str(pre / "prelude.h"): "prelude.h", str(pre) + "/": ""}, cwd=d)
 
-    _atomic_build(target, compile_into)
+    try:
+        _atomic_build(target, compile_into)
+    except CompileError as exc:
+        _FAILED[target] = str(exc)
+        raise
     _prune(out_dir)
     return result
+
+
+# Builds that failed in this process, by target: every check of a task builds the same kernel,
+# and a compile error would otherwise cost one compiler run per check (seconds each).
+_FAILED: dict[Path, str] = {}
 
 
 _LEGACY = re.compile(r"\b(__shfl(?:_up|_down|_xor)?|__ballot|__any|__all)\s*\(")
