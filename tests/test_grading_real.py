@@ -231,16 +231,23 @@ def test_engine_mutants_lose_exactly_the_points_of_the_tasks_they_break(tmp_path
     assert not problems, "\n".join(problems)
 
 
+# One kernel mutant per way a kernel bug reaches the grader: a wrong value, a race, an
+# out-of-bounds read, output never written, a schedule-dependent barrier bug. The other planted
+# kernel bugs are wrong values too: test_kernel.test_kernel_checks_catch_planted_bug catches each.
+KERNEL_MUTANTS_GRADED = ["scale not applied", "barrier after loading q missing", "loop bound t <= seq_len",
+                         "only half of out written", "barrier before the softmax sum missing"]
+
+
 def _kernel_mutants():
     import test_kernel  # the kernel suite's planted bugs (KERNEL_MUTANTS)
 
-    return sorted(test_kernel.KERNEL_MUTANTS.items())
+    return [(name, test_kernel.KERNEL_MUTANTS[name]) for name in KERNEL_MUTANTS_GRADED]
 
 
 def test_kernel_mutants_lose_exactly_task10s_points(tmp_path):
-    """Each planted kernel bug costs Task 10's points, as a kernel bug (not a grader problem);
-    the unmutated kernel, graded the same way, earns them. Public checks only, as for the engine
-    mutants."""
+    """A planted kernel bug of each kind costs Task 10's points, as a kernel bug (not a grader
+    problem); the unmutated kernel, graded the same way, earns them. Public checks only, as for the
+    engine mutants."""
     tasks = tasks_reading(points.KERNEL)
     assert tasks == ["task10"]
 
@@ -267,7 +274,8 @@ def test_kernel_mutants_lose_exactly_task10s_points(tmp_path):
 def test_attention_mutants_cost_their_own_task(tmp_path):
     """A Part B mutant (test_attention proves each is caught) fails the task it is written for;
     only tasks calling the broken function (gather_kv calls slot_mapping) may fail with it, and
-    the score drops by exactly the failed tasks' points."""
+    the score drops by exactly the failed tasks' points. Public checks only, as for the engine
+    mutants."""
     import test_attention
 
     path = SOLUTIONS / points.PAGED_ATTENTION
