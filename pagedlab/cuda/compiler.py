@@ -132,7 +132,10 @@ def _run(cmd: list[str], what: str, shown: dict[str, str], cwd=None) -> None:
                  if not re.match(r"(In file included from|\s+from) \S*_pagedlab_glue", ln)]
         if len(lines) > 80:
             lines = lines[:80] + [f"... ({len(lines) - 80} more lines)"]
-        raise CompileError(f"{what} failed:\n" + "\n".join(lines))
+        error = CompileError(f"{what} failed:\n" + "\n".join(lines))
+        # Killed by a signal (out of memory?), itself or the compiler proper: worth another try.
+        error.killed = proc.returncode < 0 or "signal terminated program" in proc.stderr
+        raise error
 
 
 def _atomic_build(target: Path, build) -> None:
@@ -447,7 +450,8 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
     try:
         _atomic_build(target, compile_into)
     except CompileError as exc:
-        _FAILED[target] = str(exc)
+        if not getattr(exc, "killed", False):
+            _FAILED[target] = str(exc)
         raise
     _prune(out_dir)
     return result
