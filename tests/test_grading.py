@@ -20,7 +20,7 @@ import pytest
 
 from pagedlab import cli
 from pagedlab.grading import grade, points
-from pagedlab.grading.notebooks import notebook_paths, run_notebook
+from pagedlab.grading.notebooks import NotebookOutcome, notebook_paths, run_notebook
 from pagedlab.sandbox.runner import CheckOutcome, TaskOutcome
 
 FAKE_CHECKS = Path(__file__).parent / "submissions" / "fake_checks.py"
@@ -281,17 +281,31 @@ def test_each_notebook_is_run_under_nbval_with_the_submission(tmp_path):
 
 
 def test_notebook_entries_in_results_json(tmp_path, monkeypatch):
+    """Each notebook gets an entry worth no points, passed or failed. Its outcome is faked here:
+    that run_notebook really runs nbval is the test above (a Jupyter kernel costs seconds)."""
     from pagedlab.grading import cli as grade_cli
 
     folder = tmp_path / "notebooks"
     folder.mkdir()
-    _notebook(folder / "01_a.ipynb", "x = 1")
+    for name in ("01_a.ipynb", "02_b.ipynb"):
+        (folder / name).write_text("{}")
     monkeypatch.setattr(grade_cli, "notebook_paths", lambda: sorted(folder.glob("*.ipynb")))
-    results = quiet_grade(submission(tmp_path / "sub"), tasks=["1"], notebooks=True)
+    ran = []
+
+    def fake_run(path, impl, sandbox=None):
+        ran.append((path.name, impl))
+        return NotebookOutcome(path.name, path.name.startswith("01"), "cell 3 failed", 1.0)
+
+    monkeypatch.setattr(grade_cli, "run_notebook", fake_run)
+    sub = submission(tmp_path / "sub")
+    results = quiet_grade(sub, tasks=["1"], notebooks=True)
     assert_gradescope_shape(results)
-    entry = results["tests"][-1]
-    assert entry["name"].startswith("Notebook 01_a.ipynb") and entry["status"] == "passed"
-    assert entry["max_score"] == 0 and results["score"] == points.BY_TASK["task1"].points
+    assert [name for name, _ in ran] == ["01_a.ipynb", "02_b.ipynb"]
+    passed, failed = results["tests"][-2:]
+    assert passed["name"].startswith("Notebook 01_a.ipynb") and passed["status"] == "passed"
+    assert failed["name"].startswith("Notebook 02_b.ipynb") and failed["status"] == "failed"
+    assert passed["max_score"] == failed["max_score"] == 0
+    assert results["score"] == points.BY_TASK["task1"].points  # a failed notebook costs nothing
 
 
 def test_feedback_only_checks_are_shown_but_earn_and_cost_nothing(tmp_path, monkeypatch):

@@ -195,7 +195,9 @@ def _engine_mutants():
 
 def test_engine_mutants_lose_exactly_the_points_of_the_tasks_they_break(tmp_path):
     """Every engine mutant fails the task whose fence it edits (or a task calling that helper),
-    costs exactly those tasks' points, and leaves every other HW3 task at full marks."""
+    costs exactly those tasks' points, and leaves every other HW3 task at full marks. Public checks
+    only: each hidden check would add a reference run per task and mutant, and grading with hidden
+    checks is shown by the solutions and stubs tests above."""
     path = SOLUTIONS / points.MEMORY_MANAGER
     fenced = _fenced_function_tasks(path)
     mutants = _engine_mutants()
@@ -207,7 +209,7 @@ def test_engine_mutants_lose_exactly_the_points_of_the_tasks_they_break(tmp_path
     def one(mutant):
         name, old, new = mutant
         sub = broken_copy(tmp_path / name, points.MEMORY_MANAGER, old, new)
-        return name, old, quiet(sub, HW3)
+        return name, old, quiet(sub, HW3, hidden=False)
 
     problems = []
     with ThreadPoolExecutor(2) as pool:
@@ -229,22 +231,30 @@ def test_engine_mutants_lose_exactly_the_points_of_the_tasks_they_break(tmp_path
     assert not problems, "\n".join(problems)
 
 
+# One kernel mutant per way a kernel bug reaches the grader: a wrong value, a race, an
+# out-of-bounds read, output never written, a schedule-dependent barrier bug. The other planted
+# kernel bugs are wrong values too: test_kernel.test_kernel_checks_catch_planted_bug catches each.
+KERNEL_MUTANTS_GRADED = ["scale not applied", "barrier after loading q missing", "loop bound t <= seq_len",
+                         "only half of out written", "barrier before the softmax sum missing"]
+
+
 def _kernel_mutants():
     import test_kernel  # the kernel suite's planted bugs (KERNEL_MUTANTS)
 
-    return sorted(test_kernel.KERNEL_MUTANTS.items())
+    return [(name, test_kernel.KERNEL_MUTANTS[name]) for name in KERNEL_MUTANTS_GRADED]
 
 
 def test_kernel_mutants_lose_exactly_task10s_points(tmp_path):
-    """Each planted kernel bug costs Task 10's points, as a kernel bug (not a grader problem);
-    the unmutated kernel, graded the same way, earns them."""
+    """A planted kernel bug of each kind costs Task 10's points, as a kernel bug (not a grader
+    problem); the unmutated kernel, graded the same way, earns them. Public checks only, as for the
+    engine mutants."""
     tasks = tasks_reading(points.KERNEL)
     assert tasks == ["task10"]
 
     def one(item):
         name, (old, new) = item
         folder = tmp_path / re.sub(r"\W", "_", name)
-        return name, quiet(broken_copy(folder, points.KERNEL, old, new, once=False), tasks)
+        return name, quiet(broken_copy(folder, points.KERNEL, old, new, once=False), tasks, hidden=False)
 
     items = [("(no mutation)", (None, None))] + _kernel_mutants()
     with ThreadPoolExecutor(2) as pool:
@@ -264,7 +274,8 @@ def test_kernel_mutants_lose_exactly_task10s_points(tmp_path):
 def test_attention_mutants_cost_their_own_task(tmp_path):
     """A Part B mutant (test_attention proves each is caught) fails the task it is written for;
     only tasks calling the broken function (gather_kv calls slot_mapping) may fail with it, and
-    the score drops by exactly the failed tasks' points."""
+    the score drops by exactly the failed tasks' points. Public checks only, as for the engine
+    mutants."""
     import test_attention
 
     path = SOLUTIONS / points.PAGED_ATTENTION
@@ -274,7 +285,8 @@ def test_attention_mutants_cost_their_own_task(tmp_path):
     for name, (task, old, new) in ((n, test_attention.PY_MUTANTS[n]) for n in chosen):
         if (SOLUTIONS / points.PAGED_ATTENTION).read_text().count(old) != 1:
             continue  # test_attention asserts its own mutants apply
-        results = quiet(broken_copy(tmp_path / re.sub(r"\W", "_", name), points.PAGED_ATTENTION, old, new), tasks)
+        results = quiet(broken_copy(tmp_path / re.sub(r"\W", "_", name), points.PAGED_ATTENTION, old, new), tasks,
+                        hidden=False)
         failed = failed_tasks(results)
         allowed = _tasks_reaching(path, _function_at(path, old)) | {task}
         if task not in failed or not failed <= allowed:

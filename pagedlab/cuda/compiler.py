@@ -136,7 +136,10 @@ def _run(cmd: list[str], what: str, shown: dict[str, str], cwd=None) -> None:
                  if not re.match(r"(In file included from|\s+from) \S*_pagedlab_glue", ln)]
         if len(lines) > 80:
             lines = lines[:80] + [f"... ({len(lines) - 80} more lines)"]
-        raise CompileError(f"{what} failed:\n" + "\n".join(lines))
+        error = CompileError(f"{what} failed:\n" + "\n".join(lines))
+        # Killed by a signal (out of memory?), itself or the compiler proper: worth another try.
+        error.killed = proc.returncode < 0 or "signal terminated program" in proc.stderr
+        raise error
 
 
 def _atomic_build(target: Path, build) -> None:
@@ -434,8 +437,8 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
             pass
         return result
 
-    if target.name in _FAILED:  # the same text failed before: its errors, without a second compile
-        raise CompileError(_FAILED[target.name])
+    if target in _FAILED:  # the same source and flags: the compiler would say the same again
+        raise CompileError(_FAILED[target])
     pre = precompiled_prelude(cxx, flags) if not _defines(options) else HERE
 
     def compile_into(tmp: str) -> None:
@@ -461,15 +464,16 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
     try:
         _atomic_build(target, compile_into)
     except CompileError as exc:
-        _FAILED[target.name] = str(exc)
+        if not getattr(exc, "killed", False):
+            _FAILED[target] = str(exc)
         raise
     _prune(out_dir)
     return result
 
 
-# Builds that failed in this process, by target name (a hash of everything the compile reads):
-# a file with a syntax error is compiled once, not again for each check that launches it.
-_FAILED: dict[str, str] = {}
+# Builds that failed in this process, by target: every check of a task builds the same kernel,
+# and a compile error would otherwise cost one compiler run per check (seconds each).
+_FAILED: dict[Path, str] = {}
 
 
 _LEGACY = re.compile(r"\b(__shfl(?:_up|_down|_xor)?|__ballot|__any|__all)\s*\(")

@@ -5,7 +5,7 @@ built at test time from the current solutions/exercises by substitutions asserte
 the class never goes stale. Try it by hand:
 
     python tests/submissions/classroom.py /tmp/class
-    pagedlab grade-class /tmp/class --out /tmp/class-out --tasks 1,6,10,11,13 --no-hidden
+    pagedlab grade-class /tmp/class --out /tmp/class-out --tasks 1,11,12,13 --no-hidden
 """
 
 from __future__ import annotations
@@ -21,17 +21,18 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SOLUTIONS, EXERCISES = ROOT / "solutions", ROOT / "exercises"
 FILES = SUBMISSION_FILES  # every task's files, from the manifest
-# One task per Part, each reading a different file: what the test grades (keeps it quick).
-TASKS = ["1", "6", "10", "11", "13"]
+# Four tasks, each reading a different file, none needing torch or a kernel build: grade-class
+# runs the same `pagedlab grade` per student whatever the task (torch and kernel tasks are graded
+# end to end in test_grading_real), so the class costs seconds per student, not half a minute.
+TASKS = ["1", "11", "12", "13"]
 
 STUB_TASK1 = '    # YOUR CODE HERE (Task 1: llm_init)\n    raise NotImplementedError("Task 1: llm_init")\n'
 
-# student -> (file, old text in solutions/, new text): one planted bug per Part.
+# student -> (file, old text in solutions/, new text): one planted bug per graded task.
 MUTANTS = {
     "dan_mutant_a": ("memory_manager.py", "engine.total_local_blocks = pool_size // BLOCK_SIZE",
                      "engine.total_local_blocks = -(-pool_size // BLOCK_SIZE)"),
-    "erin_mutant_b": ("paged_attention.py", "positions % block_size", "positions % 16"),
-    "frank_mutant_c": ("paged_attention.cu", "logits[t] = dot * scale;", "logits[t] = dot;"),
+    "erin_mutant_b": ("buddy.py", "buddy = offset ^ (1 << order)", "buddy = offset + (1 << order)"),
     "grace_mutant_d": ("prefix_cache.py", "for i in range((len(prompt) - 1) // size):",
                        "for i in range(len(prompt) // size):"),
     "heidi_mutant_e": ("swap.py", "            dst.ref_count[moved[block]] += 1\n",
