@@ -4,8 +4,9 @@ The student's kernel text runs unchanged on pagedlab's CPU executor, under sever
 schedules (a missing barrier often hides under one order and shows under another). The output
 is filled with NaN before every launch and unused cache slots are NaN too, so an element the
 kernel never writes, or a slot it should not read, cannot pass. The driver records every output
-in full; the judge compares it with dense attention in float64 (`pagedlab.reference`), computed
-in its own process: float32 kernels must agree within 2e-5 relative error.
+in full; the judge compares it with dense attention in float64 (`pagedlab.kernel_batch`),
+computed in its own process. Inputs and answer are numpy: neither process imports torch.
+float32 kernels must agree within 2e-5 relative error.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 import hashlib
 import os
 
+from ..kernel_batch import make_kernel_batch
 from ..kernels import KERNEL_FILE, OUTPUT_TOL, decode_on_executor
-from ..reference import make_paged_batch
 from .framework import check
 
 RULE = "notebook 08, Task 10 · the kernel: paged_attention_v1 equals dense attention over each sequence's tokens"
@@ -52,7 +53,7 @@ def drive_kernel(run, cases, schedules=None) -> None:
     source = hashlib.sha256(run.kernel_source(KERNEL_FILE).encode()).hexdigest()
     first_schedule = (schedules or check_schedules())[0]
     for context, kwargs, scale in cases:
-        batch = make_paged_batch(**kwargs)
+        batch = make_kernel_batch(**kwargs)
         args = batch.numpy()
         for schedule in schedules or check_schedules():
             label = kernel_label(context, schedule)
@@ -96,7 +97,7 @@ def expected_outputs(cases, schedules=None):
     def expected(run):
         found = []
         for context, kwargs, scale in cases(run) if callable(cases) else cases:
-            want = make_paged_batch(**kwargs).expected(scale).numpy()
+            want = make_kernel_batch(**kwargs).expected(scale)
             found += [(kernel_label(context, s), want, TOL) for s in schedules or check_schedules()]
         return found
     return expected

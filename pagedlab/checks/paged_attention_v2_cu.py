@@ -4,7 +4,7 @@ The student's kernel and reduce kernel run unchanged on pagedlab's CPU executor 
 thread schedule, the first of them with the sanitizer on (as for Task 10: a missing barrier or an
 unclamped partition end is reported with its line). `out` and all three temporaries are filled
 with the unwritten-NaN pattern before each launch and unused cache slots are NaN. The driver records every output in full; the
-judge compares it with dense attention in float64 (`pagedlab.reference`) computed in its own
+judge compares it with dense attention in float64 (`pagedlab.kernel_batch`) computed in its own
 process, within 2e-5 relative error as for Task 10. Lengths sit on partition edges
 (k * P - 1, k * P, k * P + 1) because that is where a split-K kernel goes wrong; contexts reach
 8192 tokens. One check also reads the temporaries: each partition's max, exp-sum and
@@ -17,10 +17,9 @@ import hashlib
 import math
 
 import numpy as np
-import torch
 
+from ..kernel_batch import make_kernel_batch
 from ..kernels import PARTITION_SIZE, V2_KERNEL_FILE, decode_v2_on_executor, unwritten, v2_workspace
-from ..reference import make_paged_batch
 from .framework import check, expect
 from .paged_attention_cu import SANITIZER, check_schedules
 
@@ -69,7 +68,7 @@ def _launch(run, batch_args, scale, partition_size, schedule, workspace=None, sa
 def drive_v2(run, cases, schedules=None) -> None:
     schedules = schedules or check_schedules()
     for context, kwargs, scale, partition_size in cases:
-        args = make_paged_batch(**kwargs).numpy()
+        args = make_kernel_batch(**kwargs).numpy()
         for schedule in schedules:
             # The sanitizer's report does not depend on the schedule: one checked launch per case.
             out, ws = _launch(run, args, scale, partition_size, schedule, sanitize=schedule == schedules[0])
@@ -83,7 +82,7 @@ def expected_v2(cases, schedules=None):
     def expected(run):
         found = []
         for context, kwargs, scale, _ in cases:
-            want = make_paged_batch(**kwargs).expected(scale).numpy()
+            want = make_kernel_batch(**kwargs).expected(scale)
             found += [(_label(context, s), want, TOL) for s in schedules or check_schedules()]
         return found
     return expected
@@ -136,7 +135,7 @@ def _temp_labels(s):
 
 
 def _drive_temporaries(run):
-    batch = make_paged_batch(**TEMP_BATCH)
+    batch = make_kernel_batch(**TEMP_BATCH)
     num_seqs, num_heads, head_size = batch.q.shape
     ws = v2_workspace(num_seqs, num_heads, head_size, TEMP_ROOM * TEMP_P, TEMP_P)
     out, ws = _launch(run, batch.numpy(), None, TEMP_P, TEMP_SCHEDULE, workspace=ws, sanitize=True)
@@ -157,25 +156,25 @@ def _drive_temporaries(run):
 
 
 def _expected_temporaries(run):
-    batch = make_paged_batch(**TEMP_BATCH)
-    found = [(_label(TEMP_CONTEXT, TEMP_SCHEDULE), batch.expected().numpy(), TOL)]
+    batch = make_kernel_batch(**TEMP_BATCH)
+    found = [(_label(TEMP_CONTEXT, TEMP_SCHEDULE), batch.expected(), TOL)]
     head_size = batch.q.shape[-1]
     scale = 1.0 / math.sqrt(head_size)
     for s, n in enumerate(TEMP_LENS):
-        k, v = batch.keys[s].double(), batch.values[s].double()
+        k, v = batch.keys[s].astype(np.float64), batch.values[s].astype(np.float64)
         parts = -(-n // TEMP_P)
         m = np.zeros((2, parts))
         sums = np.zeros((2, parts))
         outs = np.zeros((2, parts, head_size))
         for h in range(2):
-            q = batch.q[s, h].double()
+            q = batch.q[s, h].astype(np.float64)
             for p in range(parts):
                 tokens = slice(p * TEMP_P, min((p + 1) * TEMP_P, n))
                 logits = (k[tokens, 0] @ q) * scale   # one kv head serves both query heads
                 top = logits.max()
-                e = torch.exp(logits - top)
+                e = np.exp(logits - top)
                 m[h, p], sums[h, p] = float(top), float(e.sum())
-                outs[h, p] = (e @ v[tokens, 0]).numpy()
+                outs[h, p] = e @ v[tokens, 0]
         labels = _temp_labels(s)
         found += [(labels["max_logits"], m, TOL), (labels["exp_sums"], sums, TOL), (labels["tmp_out"], outs, TOL)]
     return found

@@ -44,10 +44,10 @@ def _label(context: str) -> str:
 
 
 def _expected(run):
+    from ..kernel_batch import make_kernel_batch
     from ..kernels import OUTPUT_TOL
-    from ..reference import make_paged_batch
 
-    return [(_label(c), make_paged_batch(**kw).expected(scale).numpy(), OUTPUT_TOL) for c, kw, scale in _cases()]
+    return [(_label(c), make_kernel_batch(**kw).expected(scale), OUTPUT_TOL) for c, kw, scale in _cases()]
 
 
 NAME = "the same kernel on the GPU (CuPy RawKernel)"
@@ -56,15 +56,15 @@ NAME = "the same kernel on the GPU (CuPy RawKernel)"
 def register() -> None:
     @check("task10", NAME, rule=RULE, expected=_expected)
     def kernel_on_gpu(run):
+        from ..kernel_batch import make_kernel_batch
         from ..kernels import OUTPUT_TOL, paged_attention_decode
-        from ..reference import make_paged_batch
 
         if not gpu_usable():
             raise CheckFailure("no usable GPU: CuPy cannot launch kernels on this grader", rule=RULE,
                                hint=f"unset {FORCE_ENV} on machines without an NVIDIA GPU")
         for context, kwargs, scale in _cases():
             try:
-                out = paged_attention_decode(*make_paged_batch(**kwargs).numpy(), scale=scale, impl=run.impl,
+                out = paged_attention_decode(*make_kernel_batch(**kwargs).numpy(), scale=scale, impl=run.impl,
                                              backend="cupy")
                 out = out.get() if hasattr(out, "get") else out
             except Exception as exc:  # noqa: BLE001 - compile or launch errors of the student's kernel
