@@ -141,8 +141,8 @@ def serve(with_torch: bool) -> None:
 class CheckServer:
     """One server process; `grade` sends a folder and returns {(task, check name): (passed, message)}."""
 
-    def __init__(self, *, torch: bool = False):
-        env = dict(os.environ, OMP_NUM_THREADS="1", PAGEDLAB_IMPL="solutions")
+    def __init__(self, *, torch: bool = False, env: dict | None = None):
+        env = dict(os.environ, OMP_NUM_THREADS="1", PAGEDLAB_IMPL="solutions", **(env or {}))
         self.proc = subprocess.Popen([sys.executable, __file__, *(["--torch"] if torch else [])], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, cwd=ROOT, env=env)
 
