@@ -1,22 +1,16 @@
 """Planted bugs in copies of solutions/memory_manager.py: the HW3 graded checks must catch each.
 
 A mutant is a text substitution on the solution, so the suite follows the solution as it
-changes; `apply` refuses a substitution that no longer matches exactly once. Run directly,
-
-    python tests/engine_mutants.py --run FOLDER
-
-runs every HW3 graded check on FOLDER/memory_manager.py and prints one JSON line
-(`{"failed": [...], "passed": n}`); the pytest side runs that in a subprocess per mutant, so a
-mutant that crashes the interpreter (a segfault through ctypes) counts as caught.
+changes; `apply` refuses a substitution that no longer matches exactly once. The tests grade
+each mutant through tests/forked_checks.py, where a mutant that crashes its process (a segfault
+through ctypes) fails the check it crashed in.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
-# tests/ is on sys.path, under pytest and as `python tests/engine_mutants.py`
+# tests/ is on sys.path under pytest
 from mutation import apply
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,21 +117,3 @@ def write_mutant(name: str, folder: Path) -> Path:
     path.write_text(apply(SOLUTION.read_text(), spec[2], spec[3], name))
     return path
 
-
-def run_checks(folder: str) -> dict:
-    from pagedlab import checks
-
-    failed, passed = [], 0
-    for task in ("task1", "task2", "task3", "task4", "task5"):
-        for r in checks.results(task, folder):
-            if r.passed:
-                passed += 1
-            else:
-                failed.append(f"{task}: {r.name}")
-    return {"failed": failed, "passed": passed}
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "--run":
-        sys.exit("usage: engine_mutants.py --run FOLDER")
-    print(json.dumps(run_checks(sys.argv[2])))

@@ -6,6 +6,8 @@ should never be read. Tolerances are stated where used.
 
 import math
 import shutil
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +23,9 @@ from pagedlab.reference import (
     make_paged_batch,
     max_relative_error,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from forked_checks import CheckServer  # noqa: E402
 
 
 def naive_attention(q, k, v, scale, causal=True):
@@ -223,27 +228,40 @@ PY_MUTANTS = {
 }
 
 
+@pytest.fixture(scope="module")
+def server():
+    """The planted bugs go through one check server (tests/forked_checks.py): torch and the checks
+    imported once, each mutant's drivers in a fork of it, judged by the real judge."""
+    found = CheckServer(torch=True)
+    yield found
+    found.close()
+
+
 @pytest.mark.parametrize("name", sorted(PY_MUTANTS))
-def test_graded_checks_catch_planted_bug(name, tmp_path):
+def test_graded_checks_catch_planted_bug(name, tmp_path, server):
     task, old, new = PY_MUTANTS[name]
     text = (ROOT / "solutions" / "paged_attention.py").read_text()
     assert text.count(old) >= 1, f"mutation {name!r} no longer applies to solutions/paged_attention.py"
     (tmp_path / "paged_attention.py").write_text(text.replace(old, new))
-    failed = [r for r in checks.results(task, tmp_path) if not r.passed]
+    failed = [message for passed, message in server.grade(tmp_path, [task]).values() if not passed]
     assert failed, f"no {task} check catches: {name}"
-    assert all("not implemented" not in r.message for r in failed)
+    assert all("not implemented" not in message for message in failed)
 
 
-def test_checks_pass_on_solutions_copied_to_a_folder(tmp_path):
+def test_checks_pass_on_solutions_copied_to_a_folder(tmp_path, server):
     shutil.copy(ROOT / "solutions" / "paged_attention.py", tmp_path)
-    for task in ("task6", "task7", "task8", "task9"):
-        assert all(r.passed for r in checks.results(task, tmp_path)), task
+    graded = server.grade(tmp_path, ["task6", "task7", "task8", "task9"])
+    assert {task for task, _ in graded} == {"task6", "task7", "task8", "task9"}
+    assert all(passed for passed, _ in graded.values()), graded
 
 
-def test_failure_message_names_rule_expected_and_actual(tmp_path):
+def test_failure_message_names_rule_expected_and_actual(tmp_path, server):
+    """Through the real runner; the server gives the same verdicts and messages."""
     task, old, new = PY_MUTANTS["slot ignores the table"]
     text = (ROOT / "solutions" / "paged_attention.py").read_text().replace(old, new)
     (tmp_path / "paged_attention.py").write_text(text)
-    message = next(r.message for r in checks.results(task, tmp_path) if not r.passed)
+    real = checks.results(task, tmp_path)
+    message = next(r.message for r in real if not r.passed)
     assert "rule:" in message and "expected:" in message and "yours:" in message
     assert "physical block" in message
+    assert server.grade(tmp_path, [task]) == {(task, r.name): (r.passed, r.message) for r in real}

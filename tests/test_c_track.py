@@ -11,13 +11,13 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import c_mutants  # noqa: E402
+from forked_checks import CheckServer  # noqa: E402
 
 from pagedlab import assign, checks, cmem, cnative, ctrack, load  # noqa: E402
 from pagedlab.harness import hw3  # noqa: E402
@@ -132,16 +132,23 @@ def test_at_least_12_distinct_c_mutants():
     assert len(set(names)) == len(names) >= 12
 
 
-def _grade_mutant(args):
-    mutant, folder = args
-    path = c_mutants.write_mutant(mutant, folder)
-    return checks.results(mutant.task, str(folder)), path.read_text()
+@pytest.fixture(scope="module")
+def server():
+    """The C mutants go through one check server (tests/forked_checks.py): the checks imported
+    once, each mutant's drivers in a fork of it, judged by the real judge."""
+    found = CheckServer(env={ctrack.TIMEOUT_ENV: "1"})  # the endless loop: 1 s per call
+    yield found
+    found.close()
 
 
-def test_every_c_mutant_is_caught(tmp_path, monkeypatch):
+def test_every_c_mutant_is_caught(tmp_path, server):
     jobs = [(m, tmp_path / m.name) for m in c_mutants.MUTANTS]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        outcomes = list(pool.map(_grade_mutant, jobs))
+    outcomes = []
+    for mutant, folder in jobs:
+        text = c_mutants.write_mutant(mutant, folder).read_text()
+        found = [checks.Result(mutant.task, name, passed, message)
+                 for (_, name), (passed, message) in server.grade(folder, [mutant.task]).items()]
+        outcomes.append((found, text))
     problems = []
     for (mutant, _), (found, text) in zip(jobs, outcomes, strict=True):
         failed = [r for r in found if r.passed is False and mutant.must_fail in r.name]

@@ -95,19 +95,34 @@ def test_assign_check_without_solutions_is_an_error(tmp_path):
     assert "it needs solutions/" in proc.stderr and "up to date" not in proc.stdout
 
 
-def test_doctor_names_the_course_folder_and_the_implementation(tmp_path):
+def _doctor_in(cwd, monkeypatch, capsys, **env) -> tuple[int, str]:
+    """`pagedlab doctor` run from `cwd`, in this process (as _cli's environment: no course or
+    implementation variable unless given); its imports are paid once per worker, and the
+    command line itself is run by tests/test_doctor.py."""
+    from pagedlab import doctor
+
+    monkeypatch.delenv(course.ENV_VAR, raising=False)
+    monkeypatch.delenv(loader.ENV_VAR, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(cwd)
+    code = doctor.main()
+    return code, capsys.readouterr().out
+
+
+def test_doctor_names_the_course_folder_and_the_implementation(tmp_path, monkeypatch, capsys):
     home = make_course(tmp_path / "student")
-    proc = _cli("doctor", cwd=home / "notebooks")
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("course folder"))
+    _, out = _doctor_in(home / "notebooks", monkeypatch, capsys)
+    line = next(x for x in out.splitlines() if x.startswith("course folder"))
     assert str(home.resolve()) in line and "student edition" in line
-    impl = next(x for x in proc.stdout.splitlines() if x.startswith("implementation"))
+    impl = next(x for x in out.splitlines() if x.startswith("implementation"))
     assert str(home.resolve() / "exercises") in impl
 
 
-def test_doctor_says_plainly_when_there_is_no_course_folder(tmp_path):
-    proc = _cli("doctor", cwd=tmp_path, PAGEDLAB_COURSE=str(tmp_path / "gone"))
-    assert proc.returncode == 1
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("course folder"))
+def test_doctor_says_plainly_when_there_is_no_course_folder(tmp_path, monkeypatch, capsys):
+    code, out = _doctor_in(tmp_path, monkeypatch, capsys, PAGEDLAB_COURSE=str(tmp_path / "gone"))
+    assert code == 1
+    line = next(x for x in out.splitlines() if x.startswith("course folder"))
     assert "MISSING" in line and "PAGEDLAB_COURSE" in line
 
 

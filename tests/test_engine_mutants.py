@@ -1,24 +1,33 @@
 """Every planted bug in tests/engine_mutants.py is caught by the HW3 graded checks.
 
-Each mutant runs in its own interpreter (a ctypes segfault or a hang must not take pytest down,
-and counts as caught); two run at a time.
+The mutants go through one check server (tests/forked_checks.py): the real drivers and judge,
+imported once, each mutant's drivers in a fork of it, so a ctypes segfault or a hang ends that
+fork only and fails the check it happened in. One mutant is also graded through the real
+runner, which must give the same verdicts.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import engine_mutants  # noqa: E402
+from forked_checks import CheckServer  # noqa: E402
 
-RUNNER = Path(engine_mutants.__file__)
-TIMEOUT_S = 60
+from pagedlab import checks  # noqa: E402
+
+TASKS = ["task1", "task2", "task3", "task4", "task5"]
+
+
+@pytest.fixture(scope="module")
+def server():
+    found = CheckServer()
+    yield found
+    found.close()
 
 
 @pytest.mark.parametrize("name", [m[0] for m in engine_mutants.MUTANTS])
@@ -34,35 +43,34 @@ def test_at_least_15_distinct_mutants():
     assert len(set(names)) == len(names) >= 15
 
 
-def _run(folder: Path) -> tuple[str, dict | None]:
-    try:
-        proc = subprocess.run([sys.executable, str(RUNNER), "--run", str(folder)], capture_output=True,
-                              text=True, timeout=TIMEOUT_S, cwd=engine_mutants.ROOT)
-    except subprocess.TimeoutExpired:
-        return "timeout", None
-    if proc.returncode != 0:
-        return f"crashed (exit {proc.returncode}): {proc.stderr.strip()[-300:]}", None
-    return "ran", json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def test_solution_passes_in_the_runner(tmp_path):
+def test_solution_passes_in_the_server(server, tmp_path):
     (tmp_path / "memory_manager.py").write_text(engine_mutants.SOLUTION.read_text())
-    how, result = _run(tmp_path)
-    assert how == "ran" and result["failed"] == [] and result["passed"] > 30, (how, result)
+    graded = server.grade(tmp_path, TASKS)
+    assert len(graded) > 30 and all(passed for passed, _ in graded.values()), graded
 
 
-def test_every_mutant_is_caught(tmp_path):
-    folders = {}
+def test_the_server_and_the_real_runner_agree_on_a_segfault(server, tmp_path):
+    """A segfault in student code kills the checks' child process only: the run goes on, and the
+    checks that segfaulted fail, the same ones whether graded by the server or the real runner."""
+    folder = tmp_path / "wild_write_segfaults"
+    engine_mutants.write_mutant("wild_write_segfaults", folder)
+    served = {name: passed for (_, name), (passed, _) in server.grade(folder, ["task4"]).items()}
+    real = {r.name: r.passed for r in checks.results("task4", str(folder))}
+    assert set(served) == set(real), (served, real)
+    ran = {name: passed for name, passed in real.items() if passed is not None}
+    assert ran and not any(ran.values()) and all(served[name] == passed for name, passed in ran.items()), (served, real)
+    # The real runner gives up after three identical crashes ("not run"); the server runs every
+    # check, in a new fork after each crash, and the checks that never append pass.
+    assert any(served.values()), served
+
+def test_every_mutant_is_caught(server, tmp_path):
+    outcomes = {}
     for name, *_ in engine_mutants.MUTANTS:
-        folders[name] = tmp_path / name
-        engine_mutants.write_mutant(name, folders[name])
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        outcomes = dict(zip(folders, pool.map(_run, folders.values()), strict=True))
-    # A segfault in student code kills the checks' child process only: the run goes on, and the
-    # checks that segfaulted fail.
-    how, result = outcomes["wild_write_segfaults"]
-    assert how == "ran" and any(f.startswith("task4") for f in result["failed"]), outcomes["wild_write_segfaults"]
-    survivors = [name for name, (how, result) in outcomes.items() if how == "ran" and not result["failed"]]
-    report = {name: (how if result is None else result["failed"][:2]) for name, (how, result) in outcomes.items()}
-    print(json.dumps(report, indent=1))
+        folder = tmp_path / name
+        engine_mutants.write_mutant(name, folder)
+        outcomes[name] = [f"{task}: {check}" for (task, check), (passed, _) in server.grade(folder, TASKS).items()
+                          if not passed]
+    assert any(f.startswith("task4") for f in outcomes["wild_write_segfaults"]), outcomes["wild_write_segfaults"]
+    print(json.dumps({name: failed[:2] for name, failed in outcomes.items()}, indent=1))
+    survivors = [name for name, failed in outcomes.items() if not failed]
     assert not survivors, f"mutants not caught by any graded check: {survivors}"

@@ -2,8 +2,9 @@
 the ✗ names the function that holds the bug and the rule that it broke, cited by notebook (the
 students' text), never by a section of a document they do not have.
 
-Each case runs the way a graded cell does: the checks' drivers in a child process, the verdict
-and its message from the judge.
+Each case runs the checks' real drivers in a child process and takes the verdict and its
+message from the real judge, through one check server (tests/forked_checks.py: torch and the
+checks imported once, each case in a fork); the last test here goes through the real runner.
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ import test_v2_mutants  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "submissions"))
 import broken  # noqa: E402  (copies solutions/ for planted-bug submissions)
+from forked_checks import CheckServer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def server():
+    found = CheckServer(torch=True)
+    yield found
+    found.close()
 
 
 def _engine(name):
@@ -85,16 +94,16 @@ def test_every_task_has_a_feedback_case():
 @pytest.mark.slow
 @pytest.mark.task_wide
 @pytest.mark.parametrize("task", sorted(manifest.TASKS, key=lambda t: int(t[4:])))
-def test_the_explanation_names_the_function_and_the_rule(task, tmp_path):
+def test_the_explanation_names_the_function_and_the_rule(task, tmp_path, server):
     (filename, old, new), function = _case(task)
     broken.copy_solutions(tmp_path)
     text = (tmp_path / filename).read_text()
     assert old in text, f"{task}: the planted bug no longer applies to solutions/{filename}"
     (tmp_path / filename).write_text(text.replace(old, new, 1))
-    failed = [r for r in checks.results(task, tmp_path) if not r.passed]
+    failed = [message for passed, message in server.grade(tmp_path, [task]).values() if not passed]
     assert failed, f"{task}: the planted bug was not caught"
     row = manifest.task(task)
-    message = failed[0].message
+    message = failed[0]
     assert function in message, f"{task}: the explanation does not name {function}:\n{message}"
     assert f"rule:     notebook {row.notebook_number}" in message, f"{task}: no notebook rule:\n{message}"
     assert "§" not in message, message

@@ -3,7 +3,10 @@
 Through a real Jupyter kernel: for each student module of Parts A, B and D, a submission whose
 first graded function hangs, segfaults, calls os._exit or sys.exit, allocates 20 GB or recurses
 without end. The graded cell must report a failed check naming the student's file and line within
-the task's time limit + 5 s, and the next cell in the same kernel must still run.
+the task's time limit + 5 s, and the next cell in the same kernel must still run. For the torch
+module (each of its cases starts a task process importing torch) only the attacks torch can
+change are run: its threads under a hang or a segfault, its address space under the memory
+limit; os._exit, sys.exit and the recursion bomb end a process the same way with or without it.
 """
 
 from __future__ import annotations
@@ -79,9 +82,13 @@ def planted(tmp_path: Path, filename: str, attack: str) -> tuple[Path, str, int]
     return folder, task, line
 
 
+SAME_WITH_TORCH = {"os._exit", "sys.exit", "recursion bomb"}
+CASES = [(filename, attack) for filename in sorted(TARGETS) for attack in sorted(ATTACKS)
+         if not (filename == "paged_attention.py" and attack in SAME_WITH_TORCH)]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("attack", sorted(ATTACKS))
-@pytest.mark.parametrize("filename", sorted(TARGETS))
+@pytest.mark.parametrize("filename, attack", CASES, ids=[f"{f}-{a}" for f, a in CASES])
 def test_a_broken_submission_fails_the_graded_cell_and_the_kernel_lives(kernel, tmp_path, filename, attack):
     folder, task, _ = planted(tmp_path, filename, attack)
     limit = manifest.task(task).time_limit * SCALE

@@ -8,6 +8,7 @@ never reach. Grading uses a fixed hidden seed so the test is reproducible; any s
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -54,10 +55,13 @@ def _overfit(tmp_path: Path, task: str) -> Path:
 @pytest.mark.parametrize("task", sorted(OVERFITS, key=lambda t: int(t[4:])))
 def test_an_overfit_submission_passes_the_public_checks_and_loses_the_task(task, tmp_path):
     sub = _overfit(tmp_path, task)
-    public = grade(str(sub), tasks=[task], hidden=False, echo=lambda *a: None)
-    assert public["score"] == manifest.task(task).points, public["tests"][0]["output"]
     graded = grade(str(sub), tasks=[task], hidden_seed=HIDDEN_SEED, echo=lambda *a: None)
     entry = next(t for t in graded["tests"] if t["number"] == task[4:])
+    # One grade shows both: the task's entry lists the public checks, every one passed ...
+    passed = re.search(r"^(\d+) of (\d+) checks passed", entry["output"], re.M)
+    assert passed and passed[1] == passed[2] and "✗" not in entry["output"], entry["output"]
+    assert entry["output"].count("✓") == int(passed[2]) > 0, entry["output"]
+    # ... and the hidden scenarios take the task's points all the same.
     assert graded["score"] == 0, entry["output"]
     assert "hidden checks: 0 of" in entry["output"] or "hidden checks:" in entry["output"], entry["output"]
     details = next(t for t in graded["tests"] if t["number"] == f"{task[4:]}h")

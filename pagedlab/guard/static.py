@@ -10,6 +10,7 @@ libraries, starts processes or walks frames and modules (`pythonapi`, `CDLL`, `s
 from __future__ import annotations
 
 import ast
+import functools
 import threading
 from pathlib import Path
 
@@ -127,20 +128,27 @@ class _Reader(ast.NodeVisitor):
 
 def check_source(text: str, filename: str) -> list[str]:
     """Every student-API violation in `text` (the source of `filename`), one line each."""
+    return list(_findings(text, filename))
+
+
+# A check process loads the student's file again for every check (each load is checked): the
+# same text is parsed once.
+@functools.lru_cache(maxsize=16)
+def _findings(text: str, filename: str) -> tuple[str, ...]:
     try:
         with _PARSE_LOCK:
             tree = ast.parse(text, filename=filename)
     except SyntaxError:
-        return []  # a syntax error is reported when the file is loaded, with its own message
+        return ()  # a syntax error is reported when the file is loaded, with its own message
     except (RecursionError, MemoryError, ValueError, SystemError):
         # Nesting deep enough to exhaust the parser is no student's code: refuse it, never crash.
-        return [f"{filename}: nested too deeply to be checked (the student API refuses it)"]
+        return (f"{filename}: nested too deeply to be checked (the student API refuses it)",)
     reader = _Reader(filename)
     try:
         reader.visit(tree)
     except RecursionError:
-        return [f"{filename}: nested too deeply to be checked (the student API refuses it)"]
-    return reader.findings
+        return (f"{filename}: nested too deeply to be checked (the student API refuses it)",)
+    return tuple(reader.findings)
 
 
 def check_file(path: Path) -> list[str]:
