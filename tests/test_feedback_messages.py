@@ -106,8 +106,8 @@ def test_buddy_splits_that_keep_the_upper_half_cite_the_split_rule(tmp_path):
     from pagedlab.checks import framework
 
     for c in framework.checks_of("task12"):
-        if c.name.startswith(("freeing everything", "agrees with the simulator")):
-            continue  # merging and the reference model: not about one split
+        if c.name.startswith(("freeing everything", "random traces of alloc and free")):
+            continue  # merging, and random traces judged call by call against the reference record
         message = _verdict("task12", c.name, sub)
         rule = message.split("rule:")[1].split("\n")[0]
         assert "keeps the lower half" in rule or "keep the lower half" in rule, (c.name, message)
