@@ -40,6 +40,9 @@ def _student_env(home: Path) -> dict:
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if p and Path(p).resolve() != Path(venv_bin).resolve())
     env["JUPYTER_RUNTIME_DIR"] = str(home / "jupyter-runtime")
+    # The clone's few processes never repay bootstrap's minute of bytecode compiling (the
+    # checkout's own venv, built by the same bootstrap, shows the step).
+    env["PAGEDLAB_COMPILE_BYTECODE"] = "0"
     return env
 
 

@@ -187,3 +187,13 @@ def test_course_jupyterlab_fetches_no_news_and_checks_no_updates(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def test_the_course_venv_holds_torchs_bytecode():
+    """Where Python may not write bytecode (PYTHONDONTWRITEBYTECODE, or a venv its user cannot
+    write), bootstrap compiles it: without it every check process compiled torch anew."""
+    import torch
+
+    cached = Path(torch.__file__).parent / "__pycache__"
+    assert cached.is_dir() and any(cached.glob("__init__.*.pyc")), f"no bytecode in {cached}"
+    assert 'PAGEDLAB_COMPILE_BYTECODE="${PAGEDLAB_COMPILE_BYTECODE:-1}"' in (ROOT / "grading" / "setup.sh").read_text()
