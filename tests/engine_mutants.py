@@ -8,6 +8,8 @@ through ctypes) fails the check it crashed in.
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 # tests/ is on sys.path under pytest
@@ -117,3 +119,45 @@ def write_mutant(name: str, folder: Path) -> Path:
     path.write_text(apply(SOLUTION.read_text(), spec[2], spec[3], name))
     return path
 
+
+# ---- which tasks a mutated function can cost (read off the solution's fences and calls)
+
+def fenced_function_tasks(path: Path) -> dict[str, str]:
+    """Top-level function -> the task of the SOLUTION fence inside it."""
+    tree = ast.parse(path.read_text())
+    lines = path.read_text().splitlines()
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            body = "\n".join(lines[node.lineno - 1:node.end_lineno])
+            found = re.search(r"BEGIN SOLUTION Task (\d+)", body)
+            if found:
+                out[node.name] = f"task{found.group(1)}"
+    return out
+
+
+def tasks_reaching(path: Path, function: str) -> set[str]:
+    """Tasks whose graded (public) functions call `function`, directly or through others."""
+    tree = ast.parse(path.read_text())
+    calls = {node.name: {c.func.id for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+             for node in tree.body if isinstance(node, ast.FunctionDef)}
+    fenced = fenced_function_tasks(path)
+    reaching = set()
+    for public in (name for name in calls if not name.startswith("_")):
+        seen, todo = set(), [public]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            todo += [c for c in calls.get(name, ()) if c in calls]
+        if function in seen and public in fenced:
+            reaching.add(fenced[public])
+    return reaching
+
+
+def function_at(path: Path, old: str) -> str:
+    text = path.read_text()
+    line = text[:text.index(old)].count("\n") + 1
+    tree = ast.parse(text)
+    return next(n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.lineno <= line <= n.end_lineno)

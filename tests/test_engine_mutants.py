@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import engine_mutants  # noqa: E402
 from forked_checks import CheckServer  # noqa: E402
 
-from pagedlab import checks  # noqa: E402
+from pagedlab import checks, manifest  # noqa: E402
 
 TASKS = ["task1", "task2", "task3", "task4", "task5"]
 
@@ -74,3 +74,16 @@ def test_every_mutant_is_caught(server, tmp_path):
     print(json.dumps({name: failed[:2] for name, failed in outcomes.items()}, indent=1))
     survivors = [name for name, failed in outcomes.items() if not failed]
     assert not survivors, f"mutants not caught by any graded check: {survivors}"
+    # Each costs only tasks that reach the function it edits: its own fence's task, or a task
+    # whose functions call it (first-fit is called by create, fork and append).
+    path = engine_mutants.SOLUTION
+    fenced = engine_mutants.fenced_function_tasks(path)
+    strays = []
+    for name, _, old, _ in engine_mutants.MUTANTS:
+        function = engine_mutants.function_at(path, old)
+        allowed = engine_mutants.tasks_reaching(path, function) | ({fenced[function]} if function in fenced else set())
+        failed = {task for task, check in (f.split(": ", 1) for f in outcomes[name])
+                  if not manifest.BY_ID[task].is_feedback(check)}  # feedback-only checks cost nothing
+        if not failed <= allowed:
+            strays.append(f"{name} (in {function}): failed {sorted(failed)}, only {sorted(allowed)} reach it")
+    assert not strays, "\n".join(strays)

@@ -9,7 +9,6 @@ reads nothing but the files the points table lists, so the tasks left out cannot
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import shutil
@@ -146,65 +145,35 @@ def test_a_broken_submission_fails_only_the_affected_task_within_the_limits(tmp_
 # ---------------------------------------------------------------- mutants
 
 
-def _fenced_function_tasks(path: Path) -> dict[str, str]:
-    """Top-level function -> the task of the SOLUTION fence inside it."""
-    tree = ast.parse(path.read_text())
-    lines = path.read_text().splitlines()
-    out = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            body = "\n".join(lines[node.lineno - 1:node.end_lineno])
-            found = re.search(r"BEGIN SOLUTION Task (\d+)", body)
-            if found:
-                out[node.name] = f"task{found.group(1)}"
-    return out
-
-
-def _tasks_reaching(path: Path, function: str) -> set[str]:
-    """Tasks whose graded (public) functions call `function`, directly or through others."""
-    tree = ast.parse(path.read_text())
-    calls = {node.name: {c.func.id for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
-             for node in tree.body if isinstance(node, ast.FunctionDef)}
-    fenced = _fenced_function_tasks(path)
-    reaching = set()
-    for public in (name for name in calls if not name.startswith("_")):
-        seen, todo = set(), [public]
-        while todo:
-            name = todo.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            todo += [c for c in calls.get(name, ()) if c in calls]
-        if function in seen and public in fenced:
-            reaching.add(fenced[public])
-    return reaching
-
-
-def _function_at(path: Path, old: str) -> str:
-    text = path.read_text()
-    line = text[:text.index(old)].count("\n") + 1
-    tree = ast.parse(text)
-    return next(n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.lineno <= line <= n.end_lineno)
+# Through the real grader: one mutant per HW3 task's own fence, plus one in a shared helper (the
+# first-fit scan, called by create, fork and append) and the segfaulting one. Every mutant's
+# failed tasks are checked against the same rule in tests/test_engine_mutants.py, through the
+# real drivers and judge.
+GRADED_ENGINE_MUTANTS = ("break_at_null_l1", "last_fit", "skip_cow_copy", "l2_before_oom_check",
+                         "wild_write_segfaults")
 
 
 def _engine_mutants():
     import engine_mutants  # the engine suite's planted bugs (tests/engine_mutants.py)
 
-    return [(name, old, new) for name, _, old, new in engine_mutants.MUTANTS]
+    return [(name, old, new) for name, _, old, new in engine_mutants.MUTANTS if name in GRADED_ENGINE_MUTANTS]
 
 
 def test_engine_mutants_lose_exactly_the_points_of_the_tasks_they_break(tmp_path):
-    """Every engine mutant fails the task whose fence it edits (or a task calling that helper),
-    costs exactly those tasks' points, and leaves every other HW3 task at full marks. Public checks
-    only: each hidden check would add a reference run per task and mutant, and grading with hidden
-    checks is shown by the solutions and stubs tests above."""
+    """Engine mutants graded by `pagedlab grade`: each fails the task whose fence it edits (or a
+    task calling that helper), costs exactly those tasks' points, and leaves every other HW3 task
+    at full marks. Public checks only: each hidden check would add a reference run per task and
+    mutant, and grading with hidden checks is shown by the solutions and stubs tests above."""
+    from engine_mutants import fenced_function_tasks, function_at, tasks_reaching
+
     path = SOLUTIONS / points.MEMORY_MANAGER
-    fenced = _fenced_function_tasks(path)
+    fenced = fenced_function_tasks(path)
     mutants = _engine_mutants()
+    assert len(mutants) == len(GRADED_ENGINE_MUTANTS), "a chosen mutant was renamed in tests/engine_mutants.py"
     # Parsed before the grading threads start: CPython 3.11's ast.parse is not safe while another
     # thread parses (gh-106905), and the grader parses each submission at intake.
-    where = {old: _function_at(path, old) for _, old, _ in mutants}
-    reach = {function: _tasks_reaching(path, function) for function in set(where.values())}
+    where = {old: function_at(path, old) for _, old, _ in mutants}
+    reach = {function: tasks_reaching(path, function) for function in set(where.values())}
 
     def one(mutant):
         name, old, new = mutant
@@ -277,6 +246,7 @@ def test_attention_mutants_cost_their_own_task(tmp_path):
     the score drops by exactly the failed tasks' points. Public checks only, as for the engine
     mutants."""
     import test_attention
+    from engine_mutants import function_at, tasks_reaching
 
     path = SOLUTIONS / points.PAGED_ATTENTION
     tasks = tasks_reading(points.PAGED_ATTENTION)
@@ -288,7 +258,7 @@ def test_attention_mutants_cost_their_own_task(tmp_path):
         results = quiet(broken_copy(tmp_path / re.sub(r"\W", "_", name), points.PAGED_ATTENTION, old, new), tasks,
                         hidden=False)
         failed = failed_tasks(results)
-        allowed = _tasks_reaching(path, _function_at(path, old)) | {task}
+        allowed = tasks_reaching(path, function_at(path, old)) | {task}
         if task not in failed or not failed <= allowed:
             problems.append(f"{name}: failed {sorted(failed)}, expected {task} (allowed {sorted(allowed)})")
         elif results["score"] != sum(full(t) for t in set(tasks) - failed):
