@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pagedlab.checks.framework import check, see
-from pagedlab.checks.prefix_cache import _state, random_ops
+from pagedlab.checks.prefix_cache import _state, random_ops, stream_calls
 
 RULE = "the same rules as the public checks, on request streams drawn at grading time"
 
@@ -24,20 +24,8 @@ def stream_random(run):
     for pool, (num_blocks, block_size) in enumerate(((run.rng.randrange(5, 9), run.rng.choice([1, 2])),
                                                      (run.rng.randrange(12, 24), run.rng.choice([3, 4, 5])))):
         mgr = m.PrefixCacheManager(num_blocks, block_size)
-        admitted = set()
         ops = _planned(run.rng, block_size) + random_ops(run.seed + pool, steps=120)
-        for n, (op, rid, arg) in enumerate(ops):
-            if op == "allocate":
-                got = mgr.allocate(rid, arg)
-                if got is not None:
-                    admitted.add(rid)
-            elif rid not in admitted:
-                continue
-            elif op == "append":
-                got = mgr.append_token(rid, arg)
-            else:
-                got = mgr.free(rid)
-                admitted.discard(rid)
+        for n, op, rid, _arg, got in stream_calls(ops, mgr):
             where = f"pool {pool} ({num_blocks} blocks of {block_size}), op {n}"
             see(f"{where}: {op}(request {rid}) returned", got)
             see(f"{where}: pool state", _state(mgr))

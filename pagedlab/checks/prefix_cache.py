@@ -322,23 +322,34 @@ def random_ops(seed, steps=250):
     return ops
 
 
+def stream_calls(ops, manager, free="free"):
+    """Run an op stream on `manager` (methods looked up at each call, as a student's code would
+    see them); yields (n, op, rid, arg, returned value) per call. `free` names the free method.
+
+    One admission rule for the public checks, the hidden ones and the model: a request refused
+    at `allocate` (pool full) gets no later call, and a freed one is forgotten.
+    """
+    admitted = set()
+    for n, (op, rid, arg) in enumerate(ops):
+        if op == "allocate":
+            got = manager.allocate(rid, arg)
+            if got is not None:
+                admitted.add(rid)
+        elif rid not in admitted:
+            continue
+        elif op == "append":
+            got = manager.append_token(rid, arg)
+        else:
+            got = getattr(manager, free)(rid)
+            admitted.discard(rid)
+        yield n, op, rid, arg, got
+
+
 def replay(m, seed, num_blocks=12, block_size=3):
     """Run `random_ops(seed)` on the manager of module `m`; yields (call, what, value) for every
     observation. The judge compares them with the reference solution's run of the same stream."""
     mgr = m.PrefixCacheManager(num_blocks, block_size)
-    admitted = set()
-    for n, (op, rid, arg) in enumerate(random_ops(seed)):
-        if op == "allocate":
-            got = mgr.allocate(rid, arg)
-            if got is not None:
-                admitted.add(rid)
-        elif rid not in admitted:
-            continue  # the request was never admitted (pool full): nothing to do
-        elif op == "append":
-            got = mgr.append_token(rid, arg)
-        else:
-            got = mgr.free(rid)
-            admitted.discard(rid)
+    for n, op, rid, arg, got in stream_calls(random_ops(seed), mgr):
         call = f"op {n}: {op}(request {rid}{', ' + repr(arg) if arg is not None else ''})"
         yield call, "returned value", got
         yield call, "pool state", _state(mgr)

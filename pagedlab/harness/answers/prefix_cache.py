@@ -7,7 +7,7 @@ the tests replay the checks' random streams through both.
 
 from __future__ import annotations
 
-from ...checks.prefix_cache import random_ops
+from ...checks.prefix_cache import random_ops, stream_calls
 
 
 class ReferenceCache:
@@ -84,19 +84,7 @@ def observations(seed, num_blocks=12, block_size=3):
     """What the Task 11 random-stream check records for a correct cache, as
     (call, what, value): the same stream as `pagedlab.checks.prefix_cache.replay`, from the model."""
     model = ReferenceCache(num_blocks, block_size)
-    admitted = set()
-    for n, (op, rid, arg) in enumerate(random_ops(seed)):
-        if op == "allocate":
-            got = model.allocate(rid, arg)
-            if got is not None:
-                admitted.add(rid)
-        elif rid not in admitted:
-            continue  # never admitted (pool full): nothing to do
-        elif op == "append":
-            got = model.append_token(rid, arg)
-        else:
-            got = model.free_request(rid)
-            admitted.discard(rid)
+    for n, op, rid, arg, got in stream_calls(random_ops(seed), model, free="free_request"):
         call = f"op {n}: {op}(request {rid}{', ' + repr(arg) if arg is not None else ''})"
         yield call, "returned value", got
         yield call, "pool state", model.state()
