@@ -62,6 +62,20 @@ class KernelBatch:
                          for s, (k, v) in enumerate(zip(self.keys, self.values, strict=True))])
 
 
+def block_plan(seq_lens, block_size: int, shared_blocks: int, spare_blocks: int):
+    """(lengths, blocks each sequence needs, blocks each owns, cache blocks in all) of a paged
+    batch where every sequence after the first shares sequence 0's first `shared_blocks`.
+    Shared by this numpy batch and `pagedlab.reference.make_paged_batch` (torch)."""
+    seq_lens = [int(n) for n in seq_lens]
+    if min(seq_lens, default=1) < 1:
+        raise ValueError(f"every sequence needs at least one token, got {seq_lens}")
+    if shared_blocks and seq_lens[0] < shared_blocks * block_size:
+        raise ValueError("sequence 0 must fill the blocks it shares")
+    need = [-(-n // block_size) for n in seq_lens]
+    own = [need[0]] + [max(0, b - shared_blocks) for b in need[1:]]
+    return seq_lens, need, own, sum(own) + spare_blocks
+
+
 def make_kernel_batch(seq_lens, *, num_heads: int = 4, num_kv_heads: int | None = None,
                       head_size: int = 64, block_size: int = 16, shared_blocks: int = 0,
                       spare_blocks: int = 3, extra_table_columns: int = 1, seed: int = 0) -> KernelBatch:
@@ -71,16 +85,9 @@ def make_kernel_batch(seq_lens, *, num_heads: int = 4, num_kv_heads: int | None 
     `spare_blocks` unused blocks stay NaN, and with ``shared_blocks = n`` every sequence after
     the first maps its first `n` logical blocks to sequence 0's (as after a fork).
     """
-    seq_lens = [int(n) for n in seq_lens]
+    seq_lens, need, own, num_blocks = block_plan(seq_lens, block_size, shared_blocks, spare_blocks)
     num_kv_heads = num_kv_heads or num_heads
-    if min(seq_lens, default=1) < 1:
-        raise ValueError(f"every sequence needs at least one token, got {seq_lens}")
-    if shared_blocks and seq_lens[0] < shared_blocks * block_size:
-        raise ValueError("sequence 0 must fill the blocks it shares")
     rng = np.random.default_rng(seed)
-    need = [-(-n // block_size) for n in seq_lens]
-    own = [need[0]] + [max(0, b - shared_blocks) for b in need[1:]]
-    num_blocks = sum(own) + spare_blocks
     order = rng.permutation(num_blocks).tolist()
     tables = np.full((len(seq_lens), max(need) + extra_table_columns), -1, dtype=np.int32)
     shape = (num_blocks, block_size, num_kv_heads, head_size)

@@ -21,6 +21,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .kernel_batch import block_plan
+
 __all__ = ["dense_attention", "causal_mask", "PagedBatch", "make_paged_batch", "max_relative_error"]
 
 
@@ -146,16 +148,9 @@ def make_paged_batch(seq_lens, *, num_heads: int = 4, num_kv_heads: int | None =
     logical blocks to sequence 0's physical blocks and so shares those tokens, as after a fork
     (sequence 0 must hold at least ``n * block_size`` tokens).
     """
-    seq_lens = [int(n) for n in seq_lens]
+    seq_lens, need, own, num_blocks = block_plan(seq_lens, block_size, shared_blocks, spare_blocks)
     num_kv_heads = num_kv_heads or num_heads
-    if min(seq_lens, default=1) < 1:
-        raise ValueError(f"every sequence needs at least one token, got {seq_lens}")
-    if shared_blocks and seq_lens[0] < shared_blocks * block_size:
-        raise ValueError("sequence 0 must fill the blocks it shares")
     gen = torch.Generator().manual_seed(seed)
-    need = [-(-n // block_size) for n in seq_lens]
-    own = [need[0]] + [max(0, b - shared_blocks) for b in need[1:]]
-    num_blocks = sum(own) + spare_blocks
     order = torch.randperm(num_blocks, generator=gen).tolist()
     max_blocks = max(need) + extra_table_columns
     tables = torch.full((len(seq_lens), max_blocks), -1, dtype=torch.int32)
