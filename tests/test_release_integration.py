@@ -180,11 +180,37 @@ def _edition_cells(notebook: Path, tasks: tuple[str, ...]) -> list[str]:
     return ["\n".join(x for x in c.splitlines() if not x.lstrip().startswith(("%", "!"))) for c in chosen]
 
 
-# Runs in the edition's venv, in notebooks/ as Jupyter starts a kernel there; one namespace per
-# notebook, one process for all (a kernel per notebook costs its start-up, not what is tested).
-RUN_CELLS = textwrap.dedent("""
-    import contextlib, io, json, sys, traceback
-    cells, report = json.loads(sys.argv[1]), {}
+# Runs in the edition's venv, in notebooks/ as Jupyter starts a kernel there, in one process (a
+# kernel per notebook would cost its start-up and torch import again, and test neither):
+# 1. what every notebook imports from pagedlab: a module the release leaves out (instructor-only,
+#    or an answer) that a notebook still imports fails only here;
+# 2. the EDITION_CELLS, in a namespace per notebook.
+NOTEBOOK_SIDE = textwrap.dedent("""
+    import ast, contextlib, importlib, io, json, pathlib, sys, traceback
+    missing = []
+    for path in sorted(pathlib.Path(".").glob("[0-9]*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            code = "".join(cell["source"])
+            lines = [x for x in code.splitlines() if not x.lstrip().startswith(("%", "!"))]
+            for node in ast.walk(ast.parse("\\n".join(lines))):
+                if isinstance(node, ast.Import):
+                    wanted = [(a.name, None) for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    wanted = [(node.module, a.name) for a in node.names]
+                else:
+                    continue
+                for module, name in wanted:
+                    if module.split(".")[0] != "pagedlab":
+                        continue  # third-party (cupy behind a guard): the environment's business
+                    try:  # `from pagedlab import viz` needs the submodule, not just the package
+                        found = importlib.import_module(module)
+                        if name and name != "*" and not hasattr(found, name):
+                            importlib.import_module(f"{module}.{name}")
+                    except ImportError as exc:
+                        missing.append(f"{path.name}: {module} {name or ''}: {exc}")
+    cells, ran_cells = json.loads(sys.argv[1]), {}
     for notebook, sources in cells.items():
         namespace, ran = {"__name__": "__main__"}, []
         for source in sources:
@@ -197,46 +223,38 @@ RUN_CELLS = textwrap.dedent("""
             ran.append({"source": source, "stdout": shown.getvalue(), "error": error})
             if error:
                 break
-        report[notebook] = ran
+        ran_cells[notebook] = ran
     with open(sys.argv[2], "w") as out:
-        json.dump(report, out)
+        json.dump({"missing": missing, "cells": ran_cells}, out)
 """)
 
 
-def test_every_notebooks_imports_resolve_in_the_edition(ci_run, clone):
-    """A pagedlab module the release leaves out (instructor-only, or an answer) that a notebook
-    still imports would fail only here: import what every notebook imports, in the clone's venv."""
-    script = textwrap.dedent("""
-        import ast, importlib, json, pathlib, sys
-        missing = []
-        for path in sorted(pathlib.Path("notebooks").glob("[0-9]*.ipynb")):
-            for cell in json.loads(path.read_text())["cells"]:
-                if cell["cell_type"] != "code":
-                    continue
-                code = "".join(cell["source"])
-                lines = [x for x in code.splitlines() if not x.lstrip().startswith(("%", "!"))]
-                for node in ast.walk(ast.parse("\\n".join(lines))):
-                    if isinstance(node, ast.Import):
-                        wanted = [(a.name, None) for a in node.names]
-                    elif isinstance(node, ast.ImportFrom) and node.module:
-                        wanted = [(node.module, a.name) for a in node.names]
-                    else:
-                        continue
-                    for module, name in wanted:
-                        if module.split(".")[0] != "pagedlab":
-                            continue  # third-party (cupy behind a guard): the environment's business
-                        try:  # `from pagedlab import viz` needs the submodule, not just the package
-                            found = importlib.import_module(module)
-                            if name and name != "*" and not hasattr(found, name):
-                                importlib.import_module(f"{module}.{name}")
-                        except ImportError as exc:
-                            missing.append(f"{path.name}: {module} {name or ''}: {exc}")
-        print("\\n".join(missing))
-        sys.exit(1 if missing else 0)
-    """)
-    proc = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", script], cwd=clone,
-                          capture_output=True, text=True, env=_student_env(clone.parent), timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+@pytest.fixture(scope="module")
+def notebook_side(ci_run, clone, tmp_path_factory):
+    """With a correct submission (the instructor's solutions, passed as a folder, as a student's
+    finished exercises/ would be)."""
+    cells = {n: _edition_cells(clone / "notebooks" / f"{n}.ipynb", tasks) for n, tasks in EDITION_CELLS.items()}
+    env = {**_student_env(clone.parent), "PAGEDLAB_IMPL": str(ROOT / "solutions"), "MPLBACKEND": "Agg"}
+    report = tmp_path_factory.mktemp("notebook-side") / "report.json"
+    proc = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", NOTEBOOK_SIDE, json.dumps(cells), str(report)],
+                          cwd=clone / "notebooks", capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(report.read_text())
+
+
+def test_every_notebooks_imports_resolve_in_the_edition(notebook_side):
+    assert not notebook_side["missing"], "\n".join(notebook_side["missing"])
+
+
+def test_the_notebooks_run_in_the_student_edition_on_correct_code(notebook_side):
+    """The edition's notebooks load the student's files and the shipped ones, and their graded
+    cells pass: none of it needs the solutions/ folder, the answer models or an instructor
+    module the edition lacks."""
+    for notebook, ran in notebook_side["cells"].items():
+        for cell in ran:
+            assert cell["error"] is None, f"{notebook}: {cell['source']}\n{cell['error']}"
+            if _graded_task(cell["source"]):
+                assert "✓" in cell["stdout"] and "✗" not in cell["stdout"], f"{notebook}: {cell['stdout']}"
 
 
 def test_every_tasks_checks_load_in_the_edition(ci_run, clone):
@@ -249,20 +267,3 @@ def test_every_tasks_checks_load_in_the_edition(ci_run, clone):
                           capture_output=True, text=True, env=_student_env(clone.parent), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == [str(len(manifest.TABLE))]
-
-
-def test_the_notebooks_run_in_the_student_edition_on_correct_code(ci_run, clone, tmp_path):
-    """With a correct submission (the instructor's solutions, passed as a folder) the edition's
-    notebooks load the student's files and the shipped ones, and their graded cells pass: none
-    of it needs the solutions/ folder, the answer models or an instructor module it lacks."""
-    cells = {n: _edition_cells(clone / "notebooks" / f"{n}.ipynb", tasks) for n, tasks in EDITION_CELLS.items()}
-    env = {**_student_env(clone.parent), "PAGEDLAB_IMPL": str(ROOT / "solutions"), "MPLBACKEND": "Agg"}
-    report = tmp_path / "cells.json"
-    proc = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", RUN_CELLS, json.dumps(cells), str(report)],
-                          cwd=clone / "notebooks", capture_output=True, text=True, env=env, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    for notebook, ran in json.loads(report.read_text()).items():
-        for cell in ran:
-            assert cell["error"] is None, f"{notebook}: {cell['source']}\n{cell['error']}"
-            if _graded_task(cell["source"]):
-                assert "✓" in cell["stdout"] and "✗" not in cell["stdout"], f"{notebook}: {cell['stdout']}"
