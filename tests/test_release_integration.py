@@ -1,13 +1,14 @@
 """The student edition from a fresh clone: its two README commands work, its CI passes.
 
 What a class gets: `pagedlab release` into a folder, committed, pushed (here: cloned) and checked
-out by a student with nothing installed. `.ci/run` there bootstraps its own `.venv` (pip's cache
-makes that about a minute), runs the student tests and prints the grade of the untouched
-exercises (0, with a clean note that hidden checks are not part of this edition).
+out by a student with nothing installed. `.ci/run` there bootstraps its own `.venv` (uv, from its
+cache), runs the student tests and prints the grade of the untouched exercises (0, with a clean
+note that hidden checks are not part of this edition). Then what of the notebooks only the
+edition can break runs in that `.venv` on correct code (EDITION_CELLS); every cell of every
+notebook runs under nbval in the instructor's checkout in the same CI run.
 
 Its run time is measured and printed (run with -s), not asserted: timing targets do not belong in
-tests. On the 2-core development machine with pip's cache warm: about 1.5 min for pip, 40 s for
-the tests and the grade; up to 3 min under heavy load.
+tests. About 40 CPU-s for the whole module (half of it the edition's own `.ci/run`).
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ def clone(tmp_path_factory):
 # The edition's .ci/run grades these (PAGEDLAB_QUICK_TASKS): each HW3 task, no torch, no kernel
 # build. The others' stubs score 0 in tests/test_grading_real.py; what only the edition shows
 # for them, that their checks load without solutions/ and the instructor-only modules, is
-# test_every_tasks_checks_load_in_the_edition; their correct code runs in the edition's
-# notebooks (08: Task 10, 10: Tasks 13 and 14) below.
+# test_every_tasks_checks_load_in_the_edition; correct code passes Task 10's graded cell and the
+# HW3 tasks' (1 in C, 11-13) in the edition's notebooks (EDITION_CELLS).
 CI_TASKS = [r.id for r in manifest.TABLE if set(r.files) <= {"memory_manager.py", "prefix_cache.py", "buddy.py", "swap.py"}]
 
 
@@ -171,9 +172,13 @@ def _graded_task(code: str) -> str | None:
     return found.group(1) if found else None
 
 
+def _code_cells(notebook: Path) -> list[str]:
+    return ["".join(c["source"]) for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
+
+
 def _edition_cells(notebook: Path, tasks: tuple[str, ...]) -> list[str]:
     """The set-up cell, the cells reading shipped files and the graded cells of `tasks`, in order."""
-    code = ["".join(c["source"]) for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
+    code = _code_cells(notebook)
     chosen = [c for i, c in enumerate(code) if i == 0 or SHIPPED_FILE in c or _graded_task(c) in tasks]
     assert sorted(filter(None, map(_graded_task, chosen))) == sorted(tasks), f"{notebook.name}: graded cells moved"
     # A line magic (%matplotlib inline) is Jupyter's; a plain Python runs the rest of the cell.
@@ -246,10 +251,12 @@ def test_every_notebooks_imports_resolve_in_the_edition(notebook_side):
     assert not notebook_side["missing"], "\n".join(notebook_side["missing"])
 
 
-def test_the_notebooks_run_in_the_student_edition_on_correct_code(notebook_side):
+def test_the_notebooks_run_in_the_student_edition_on_correct_code(notebook_side, clone):
     """The edition's notebooks load the student's files and the shipped ones, and their graded
     cells pass: none of it needs the solutions/ folder, the answer models or an instructor
     module the edition lacks."""
+    readers = {p.stem for p in (clone / "notebooks").glob("*.ipynb") if any(SHIPPED_FILE in c for c in _code_cells(p))}
+    assert readers <= set(EDITION_CELLS), f"{readers - set(EDITION_CELLS)} read shipped files: add to EDITION_CELLS"
     for notebook, ran in notebook_side["cells"].items():
         for cell in ran:
             assert cell["error"] is None, f"{notebook}: {cell['source']}\n{cell['error']}"
