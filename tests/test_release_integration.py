@@ -186,7 +186,8 @@ def _edition_cells(notebook: Path, tasks: tuple[str, ...]) -> list[str]:
 
 
 # Runs in the edition's venv, in notebooks/ as Jupyter starts a kernel there, in one process (a
-# kernel per notebook would cost its start-up and torch import again, and test neither):
+# Jupyter kernel per notebook would add its start-up and a torch import each; kernels from a venv
+# of the same lock run every notebook under nbval in the checkout):
 # 1. what every notebook imports from pagedlab: a module the release leaves out (instructor-only,
 #    or an answer) that a notebook still imports fails only here;
 # 2. the EDITION_CELLS, in a namespace per notebook.
