@@ -84,6 +84,7 @@ def ci_run(clone):
     return proc, seconds
 
 
+@pytest.mark.task_wide
 def test_student_ci_passes_on_the_untouched_exercises(ci_run, record_property):
     proc, seconds = ci_run
     record_property("student_ci_seconds", round(seconds))
@@ -193,6 +194,7 @@ def test_every_notebooks_imports_resolve_in_the_edition(ci_run, clone):
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
 
 
+@pytest.mark.task_wide
 def test_every_tasks_checks_load_in_the_edition(ci_run, clone):
     """What the grader plans before any child starts: each task's public checks, from the
     edition's own files (a check module needing something the release left out fails here)."""
