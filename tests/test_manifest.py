@@ -94,6 +94,7 @@ def rehearsal(tmp_path_factory):
     return done, record
 
 
+@pytest.mark.xdist_group("new-task-rehearsal")  # both tests share one rehearsal (conftest.py)
 @pytest.mark.slow
 def test_adding_a_task_touches_the_four_places_and_the_task_wide_tests_pass(rehearsal):
     """The README's recipe, step by step, in a copy of the course: a manifest row, the checks
@@ -131,6 +132,7 @@ def _collection_of_the_checkout(tmp_path: Path) -> dict[str, bool]:
     return json.loads(record.read_text())
 
 
+@pytest.mark.xdist_group("new-task-rehearsal")  # both tests share one rehearsal (conftest.py)
 @pytest.mark.slow
 def test_every_test_whose_cases_change_with_a_new_task_is_marked_task_wide(rehearsal, request, tmp_path):
     """A test parametrized by the task list, the totals or the submission files gains a case with
