@@ -81,7 +81,6 @@ TOY_CASES = ("test_check_passes_on_solutions_and_fails_on_exercises[task99/doubl
              "test_the_reference_passes_the_hidden_checks_for_many_seeds[task99]")
 
 
-
 class RecipeError(Exception):
     """A step of the recipe did not do what the README says it does."""
 
