@@ -42,6 +42,7 @@ def autograder():
     shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.task_wide
 def test_the_package_sets_up_and_grades_in_a_temporary_root_as_a_created_user(autograder, tmp_path):
     zip_path = tmp_path / "autograder.zip"
     subprocess.run([sys.executable, "-m", "pagedlab.grading.package", "--out", str(zip_path)],

@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from pagedlab import manifest
 from pagedlab.grading import runner
 
@@ -215,6 +217,7 @@ def _resolves(dotted: str) -> bool:
     return False
 
 
+@pytest.mark.task_wide
 def test_every_pagedlab_path_named_in_a_rule_hint_or_message_exists():
     """Measured before: Task 11's replay hint named pagedlab.checks.prefix.random_ops."""
     import json

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 TRAP = '''import os
@@ -72,6 +74,7 @@ print("listed")
 '''
 
 
+@pytest.mark.task_wide
 def test_the_grader_lists_every_task_but_task9_without_torch(tmp_path):
     """The grader imports each task's check modules (public and hidden) to plan its checks; for
     Tasks 6-8 the child runs torch, but the grader's records are committed or the reference's."""

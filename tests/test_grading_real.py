@@ -266,6 +266,7 @@ def test_attention_mutants_cost_their_own_task(tmp_path):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.task_wide
 def test_feedback_only_entries_name_registered_checks():
     from pagedlab import checks
 

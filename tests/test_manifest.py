@@ -4,14 +4,16 @@ end to end (the recipe in the README's instructor section, followed in a tempora
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import new_task_recipe as recipe
 import pytest
+from record_collection import RECORD_ENV
 
 from pagedlab import manifest
 from pagedlab.checks import framework
@@ -76,131 +78,69 @@ def test_graded_cells_run_exactly_the_manifests_tasks():
         assert called == sorted(numbers), (notebook, called)
 
 
-TOY_SOLUTION = '''\
-"""Task 99: a toy task added through the manifest."""
+# ---- adding a task: tools/rehearse_new_task.py follows the recipe (tests/new_task_recipe.py) with
+# a toy Task 99 in a copy of the course, then runs the task-wide tests there.
 
 
-def double(x):
-    """Twice x."""
-    ### BEGIN SOLUTION Task 99: double
-    return 2 * x
-    ### END SOLUTION
-'''
-TOY_CHECKS = '''\
-from pagedlab.checks.framework import check, expect_equal
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory):
+    """The tool's default run, with the copy kept and its pytest's collection recorded."""
+    folder = tmp_path_factory.mktemp("toy")
+    record = folder / "collected-with-toy.json"
+    env = {**os.environ, RECORD_ENV: str(record)}
+    env.pop(manifest.MANIFEST_ENV, None)
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "rehearse_new_task.py"), "--keep", str(folder / "course")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    return done, record
 
 
-@check("task99", "double doubles", rule="notebook 09, the toy task")
-def doubles(run):
-    toy = run.load("toy")
-    for x in (0, 1, 21, -4):
-        expect_equal(toy.double(x), 2 * x, f"double({x})", rule="notebook 09, the toy task")
-'''
-TOY_HIDDEN = '''\
-from pagedlab.checks.framework import check, see
-
-
-@check("task99", "double on numbers drawn at grading time", rule="notebook 09, the toy task", hidden=True)
-def doubles_drawn(run):
-    toy = run.load("toy")
-    for _ in range(5):
-        x = run.rng.randint(-1000, 1000)
-        see(f"double({x})", toy.double(x))
-'''
-TOY_ROW = '''
-[[task]]
-id = "task99"
-title = "a toy task"
-part = "D"
-notebook = "09_prefix_caching_and_utilization"
-section = "the toy task"
-files = ["toy.py"]
-checks = "toy"
-points = 3
-time_limit = 30
-'''
-NOTEBOOK = "notebooks/09_prefix_caching_and_utilization"
-# What the recipe's four places are, by hand, and what `pagedlab assign` and `notebook sync` write.
-BY_HAND = {"pagedlab/tasks.toml", "solutions/toy.py", "pagedlab/checks/toy.py", "grading/hidden/toy.py",
-           f"{NOTEBOOK}.py", "notebooks/00_welcome.py", "README.md"}
-GENERATED = {"exercises/toy.py", "exercises/.assign-manifest.json", "pagedlab/checks/expected.json",
-             "grading/README.md", f"{NOTEBOOK}.ipynb", "notebooks/00_welcome.ipynb"}
-# The task-wide tests, the toy task's cases only where they are one per task or per file.
-TASK_WIDE = ("-m", "task_wide", "-k",
-             "not (passes_on_solutions or explanation_names or earn_full_marks or many_seeds) or task99 or toy")
-
-
-def _task_wide_files(course: Path) -> list[str]:
-    """The test files holding task-wide tests (collecting only these keeps the run short)."""
-    return sorted(str(p.relative_to(course)) for p in (course / "tests").glob("test_*.py")
-                  if "pytest.mark.task_wide" in p.read_text())
-
-
-def _edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert text.count(old) == 1, f"{path}: {old!r} occurs {text.count(old)} times"
-    path.write_text(text.replace(old, new))
-
-
-def _snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts and ".pytest_cache" not in p.parts}
-
-
+@pytest.mark.xdist_group("new-task-rehearsal")  # both tests share one rehearsal (conftest.py)
 @pytest.mark.slow
-def test_adding_a_task_touches_the_four_places_and_the_task_wide_tests_pass(tmp_path):
+def test_adding_a_task_touches_the_four_places_and_the_task_wide_tests_pass(rehearsal):
     """The README's recipe, step by step, in a copy of the course: a manifest row, the checks
     (and their hidden twin), the solution's fences then `assign`, the notebook's graded cell and
-    rows then `notebook sync`. Only those files change, and the suite's task-wide tests pass."""
-    from pagedlab.grading.package import repository_files
+    rows then `notebook sync`. Only those files change, Task 99 grades, and the suite's
+    task-wide tests pass, the toy's own cases among them."""
+    done, _ = rehearsal
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    assert "==> only the four places changed" in done.stdout and "3/3" in done.stdout
+    assert "==> the task-wide tests pass with Task 99, its own cases included" in done.stdout
 
-    course = tmp_path / "course"
-    for name in repository_files(ROOT):
-        if not name.startswith(("build/", "backups/")):
-            (course / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, course / name)
-    before = _snapshot(course)
-    env = {**os.environ, "PYTHONPATH": str(course), "PAGEDLAB_COURSE": str(course)}
+
+def _collection_of_this_session(session: pytest.Session) -> dict[str, bool] | None:
+    """The checkout's tests/ as this session collected them, if it collected all of them with
+    nothing deselected (a CI run: every xdist worker collects the whole suite), else None."""
+    config = session.config
+    narrowed = any(config.getoption(name, None) for name in
+                   ("keyword", "markexpr", "deselect", "ignore", "ignore_glob", "lf", "stepwise"))
+    here = config.invocation_params.dir
+    whole = any((here / arg.split("::")[0]).resolve() in (ROOT, ROOT / "tests") for arg in config.args)
+    if narrowed or not whole:
+        return None
+    return {item.nodeid: item.get_closest_marker("task_wide") is not None for item in session.items
+            if item.nodeid.startswith("tests/")}
+
+
+def _collection_of_the_checkout(tmp_path: Path) -> dict[str, bool]:
+    record = tmp_path / "collected.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), RECORD_ENV: str(record)}
     env.pop(manifest.MANIFEST_ENV, None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "record_collection",
+                           "--collect-only", "-q", "tests"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(record.read_text())
 
-    def run(*args, timeout=600):
-        return subprocess.run([sys.executable, *args], cwd=course, env=env, capture_output=True,
-                              text=True, timeout=timeout)
 
-    # 1. the manifest row: assign refuses, in one line, until the checks module exists
-    with open(course / "pagedlab" / "tasks.toml", "a") as f:
-        f.write(TOY_ROW)
-    early = run("-m", "pagedlab", "assign")
-    assert early.returncode == 2 and "Traceback" not in early.stderr, early.stderr
-    assert early.stderr.count("\n") == 1 and "pagedlab/checks/toy.py does not exist" in early.stderr
-    # 2. the checks and their hidden twin
-    (course / "pagedlab" / "checks" / "toy.py").write_text(TOY_CHECKS)
-    (course / "grading" / "hidden" / "toy.py").write_text(TOY_HIDDEN)
-    # 3. the fenced solution, then assign
-    (course / "solutions" / "toy.py").write_text(TOY_SOLUTION)
-    done = run("-m", "pagedlab", "assign")
-    assert done.returncode == 0, done.stdout + done.stderr
-    stub = (course / "exercises" / "toy.py").read_text()
-    assert "YOUR CODE HERE" in stub and "return 2 * x" not in stub
-    # 4. the graded cell, the course map's and notebook 00's rows, then sync
-    with open(course / f"{NOTEBOOK}.py", "a") as f:
-        f.write('\n# %%\npagedlab.graded.run("task99")\n')
-    _edit(course / "README.md", "`exercises/buddy.py` | Tasks 11–12 |", "`exercises/buddy.py`, `exercises/toy.py` | Tasks 11–12, 99 |")
-    _edit(course / "notebooks" / "00_welcome.py", "utilization study | 11, 12 |", "utilization study | 11, 12, 99 |")
-    synced = run("-m", "pagedlab", "notebook", "sync", "00", "09")
-    assert synced.returncode == 0, synced.stdout + synced.stderr
-
-    changed = {name for name, data in _snapshot(course).items() if before.get(name) != data}
-    assert changed == BY_HAND | GENERATED, f"unexpected: {changed - BY_HAND - GENERATED}, " \
-                                           f"untouched: {BY_HAND | GENERATED - changed}"
-    graded = run("-m", "pagedlab", "grade", "--impl", "solutions", "--tasks", "99")
-    assert "3/3" in graded.stdout and "Task 99 · a toy task" in graded.stdout, graded.stdout + graded.stderr
-    suite = run("-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", *TASK_WIDE, *_task_wide_files(course),
-                timeout=900)
-    assert suite.returncode == 0, suite.stdout[-4000:] + suite.stderr[-2000:]
-    ran = set(re.findall(r"^PASSED (.+?)\s*$", suite.stdout, re.M))
-    for toy_case in ("test_check_passes_on_solutions_and_fails_on_exercises[task99/double doubles]",
-                     "test_the_explanation_names_the_function_and_the_rule[task99]",
-                     "test_solutions_earn_full_marks_and_each_task_needs_only_its_listed_files[toy.py]",
-                     "test_the_reference_passes_the_hidden_checks_for_many_seeds[task99]"):
-        assert any(name.endswith(toy_case) for name in ran), f"{toy_case} did not run: {sorted(ran)}"
+@pytest.mark.xdist_group("new-task-rehearsal")  # both tests share one rehearsal (conftest.py)
+@pytest.mark.slow
+def test_every_test_whose_cases_change_with_a_new_task_is_marked_task_wide(rehearsal, request, tmp_path):
+    """A test parametrized by the task list, the totals or the submission files gains a case with
+    the toy task; the rehearsal runs only task-wide tests, so each such test must carry the mark."""
+    done, record = rehearsal
+    assert record.is_file(), done.stdout[-3000:] + done.stderr[-3000:]
+    with_toy = json.loads(record.read_text())
+    without = _collection_of_this_session(request.session) or _collection_of_the_checkout(tmp_path)
+    assert set(with_toy) - set(without), "the toy task added no test case: the comparison sees nothing"
+    unmarked = recipe.unmarked_tests_changed_by_the_toy(without, with_toy)
+    assert not unmarked, f"these tests' cases change with a new task; mark them @pytest.mark.task_wide: {unmarked}"

@@ -225,6 +225,7 @@ def sandbox(sandbox_user, monkeypatch):
         p.chmod(mode)
 
 
+@pytest.mark.task_wide
 @pytest.mark.integration
 @pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
 def test_sandboxed_solutions_still_earn_full_marks(sandbox, tmp_path):

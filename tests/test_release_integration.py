@@ -87,6 +87,7 @@ def ci_run(clone):
     return proc, seconds
 
 
+@pytest.mark.task_wide
 def test_student_ci_passes_on_the_untouched_exercises(ci_run, record_property):
     proc, seconds = ci_run
     record_property("student_ci_seconds", round(seconds))
@@ -265,6 +266,7 @@ def test_the_notebooks_run_in_the_student_edition_on_correct_code(notebook_side,
                 assert "✓" in cell["stdout"] and "✗" not in cell["stdout"], f"{notebook}: {cell['stdout']}"
 
 
+@pytest.mark.task_wide
 def test_every_tasks_checks_load_in_the_edition(ci_run, clone):
     """What the grader plans before any child starts: each task's public checks, from the
     edition's own files (a check module needing something the release left out fails here)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pagedlab.grading import submission
 from pagedlab.grading.points import SUBMISSION_FILES
 from pagedlab.loader import ROOT
@@ -15,12 +17,14 @@ def _upload(tmp_path, names):
     return up
 
 
+@pytest.mark.task_wide
 def test_a_python_track_student_never_sees_the_c_file_as_missing(tmp_path):
     _, report = submission.prepare(_upload(tmp_path, SUBMISSION_FILES), tmp_path / "work")
     assert "MISSING" not in report
     assert "llm_memory.c" not in report
 
 
+@pytest.mark.task_wide
 def test_a_c_track_student_sees_the_c_file_standing_in_for_the_python_one(tmp_path):
     names = [n for n in SUBMISSION_FILES if n != "memory_manager.py"] + ["llm_memory.c"]
     _, report = submission.prepare(_upload(tmp_path, names), tmp_path / "work")
@@ -28,6 +32,7 @@ def test_a_c_track_student_sees_the_c_file_standing_in_for_the_python_one(tmp_pa
     assert "llm_memory.c" in report and "stands in for memory_manager.py" in report
 
 
+@pytest.mark.task_wide
 def test_a_student_missing_both_is_told_either_file_will_do(tmp_path):
     names = [n for n in SUBMISSION_FILES if n != "memory_manager.py"]
     _, report = submission.prepare(_upload(tmp_path, names), tmp_path / "work")

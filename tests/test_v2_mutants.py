@@ -87,3 +87,26 @@ def test_at_least_eight_mutants():
 def test_every_check_fails_on_the_untouched_exercise():
     results = checks.results("task14", "exercises")
     assert results and not any(r.passed for r in results), [r.name for r in results if r.passed]
+
+
+PAST_SEQ_LEN = {  # a loop bound one too far, and what the report adds (sequence 0 has seq_len 1)
+    "partition's logits": ("  for (int i = tid; i < end - start; i += NUM_THREADS) {\n    const float e", "i < end", "i <= end",
+                           "partition 0, whose tokens start at t = 0 * 64 = 0; the sequence's seq_len is 1",
+                           "the read was at i = 1: t = 1 >= seq_len = 1, past the sequence's last token"),
+    "reduce's weights": ("    for (int p = 0; p < num_partitions; ++p) {\n      acc += weights[p]", "p < num", "p <= num",
+                         "num_partitions = ceil(1 / 64) = 1",
+                         "the read was at p = 1 >= num_partitions = 1, a partition past seq_len"),
+}
+
+
+@pytest.mark.parametrize("loop", sorted(PAST_SEQ_LEN))
+def test_a_read_past_seq_len_is_shown_against_the_sequences_seq_len(loop, tmp_path):
+    """Issue 26: Task 10's report of an unwritten logit adds the seq_len bound the read crossed;
+    Task 14's does the same for a partition's logits and for the reduce's partition weights."""
+    anchor, old, new, *said = PAST_SEQ_LEN[loop]
+    assert SOLUTION.count(anchor) == 1, f"{loop!r} no longer applies to solutions/paged_attention_v2.cu"
+    (tmp_path / "paged_attention_v2.cu").write_text(SOLUTION.replace(anchor, anchor.replace(old, new)))
+    edges = next(c for c in framework.checks_of("task14", hidden=False) if c.name.startswith("partition edges"))
+    message = judge.judge(_trusted(edges), framework.drive(edges, str(tmp_path), 0)).message
+    assert "UninitializedReadError" in message and "no thread wrote this element" in message, message
+    assert all(words in message for words in said), message

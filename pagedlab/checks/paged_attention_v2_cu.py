@@ -45,9 +45,10 @@ def _label(context, schedule):
     return f"v2 output ({context}, schedule {schedule})"
 
 
-def _launch(run, batch_args, scale, partition_size, schedule, workspace=None, sanitize=False):
+def _launch(run, batch_args, scale, partition_size, schedule, seq_lens, workspace=None, sanitize=False):
     """(out, workspace) or (None, text of the failure). `sanitize`: with the sanitizer on (as
-    Task 10), so a race, an out-of-bounds or an uninitialised read is reported with its line."""
+    Task 10), so a race, an out-of-bounds or an uninitialised read is reported with its line;
+    a read past the sequence's end is shown against its seq_len (`seq_lens`)."""
     from .. import cuda
     from ..cuda import KernelTimeout
 
@@ -59,10 +60,41 @@ def _launch(run, batch_args, scale, partition_size, schedule, workspace=None, sa
             return decode_v2_on_executor(*batch_args, scale=scale, impl=run.impl, partition_size=partition_size,
                                          workspace=workspace, schedule=schedule, timeout=LAUNCH_TIMEOUT)
     except Exception as exc:  # noqa: BLE001 - compile errors, barrier errors, crashes
-        text = f"{type(exc).__name__}: {exc}"
+        text = f"{type(exc).__name__}: {exc}" + unwritten_past_the_end(exc, seq_lens, partition_size)
         if isinstance(exc, KernelTimeout):
             _HUNG[source] = text.splitlines()[0]
         return None, f"the v2 kernels failed to run: {text}"
+
+
+def unwritten_past_the_end(exc, seq_lens, partition_size) -> str:
+    """For an unwritten `logits[i]` (block (head, seq, partition) of paged_attention_v2) or
+    `weights[p]` (block (head, seq) of the reduce): the index against the bound the sequence's
+    seq_len sets, in the notebook's terms, as Task 10's checks do for its logits."""
+    from ..cuda import UninitializedReadError
+
+    if not isinstance(exc, UninitializedReadError) or not exc.block or exc.index is None:
+        return ""
+    head, seq, partition = exc.block[:3]
+    n, i = seq_lens[seq], exc.index
+    if exc.array == "logits":
+        start = partition * partition_size
+        if start + i < n:  # a logit of this partition not yet written: the barrier advice stands
+            return ""
+        return (f"\nIn this case: block ({head}, {seq}, {partition}) is query head {head} of sequence {seq}, "
+                f"partition {partition}, whose tokens start at t = {partition} * {partition_size} = {start}; "
+                f"the sequence's seq_len is {n}. logits[i] holds the score of token t = start + i only for "
+                f"t < end = min(start + partition_size, seq_len) = {min(start + partition_size, n)}, and the "
+                f"read was at i = {i}: t = {start + i} >= seq_len = {n}, past the sequence's last token. "
+                f"Bound the loop by the partition's end (i < end - start).")
+    if exc.array == "weights":
+        parts = -(-n // partition_size)
+        if i < parts:
+            return ""
+        return (f"\nIn this case: block ({head}, {seq}) of the reduce kernel is query head {head} of sequence "
+                f"{seq}, whose seq_len is {n}: it has num_partitions = ceil({n} / {partition_size}) = {parts}, "
+                f"weights[p] is written only for p < num_partitions, and the read was at p = {i} >= "
+                f"num_partitions = {parts}, a partition past seq_len. Bound the loop by p < num_partitions.")
+    return ""
 
 
 def drive_v2(run, cases, schedules=None) -> None:
@@ -71,7 +103,8 @@ def drive_v2(run, cases, schedules=None) -> None:
         args = make_kernel_batch(**kwargs).numpy()
         for schedule in schedules:
             # The sanitizer's report does not depend on the schedule: one checked launch per case.
-            out, ws = _launch(run, args, scale, partition_size, schedule, sanitize=schedule == schedules[0])
+            out, ws = _launch(run, args, scale, partition_size, schedule, kwargs["seq_lens"],
+                              sanitize=schedule == schedules[0])
             if out is None:
                 run.see(_label(context, schedule), "failed to run", shown=ws)
                 continue
@@ -138,7 +171,7 @@ def _drive_temporaries(run):
     batch = make_kernel_batch(**TEMP_BATCH)
     num_seqs, num_heads, head_size = batch.q.shape
     ws = v2_workspace(num_seqs, num_heads, head_size, TEMP_ROOM * TEMP_P, TEMP_P)
-    out, ws = _launch(run, batch.numpy(), None, TEMP_P, TEMP_SCHEDULE, workspace=ws, sanitize=True)
+    out, ws = _launch(run, batch.numpy(), None, TEMP_P, TEMP_SCHEDULE, TEMP_LENS, workspace=ws, sanitize=True)
     expect(out is not None, "the v2 kernels run", rule=R_TEMP, actual=ws)
     run.see_array(_label(TEMP_CONTEXT, TEMP_SCHEDULE), out, tol=TOL, hint=HINT)
     for s, n in enumerate(TEMP_LENS):

@@ -34,6 +34,7 @@ def test_torch_is_the_pinned_cpu_build():
     assert torch.equal(x @ x.T, torch.tensor([[5.0, 14.0], [14.0, 50.0]]))
 
 
+@pytest.mark.task_wide
 @pytest.mark.parametrize("path", sorted((ROOT / "exercises").glob("*.py")), ids=lambda p: p.name)
 def test_each_exercise_file_loads(path):
     """A syntax or import error in your file shows up here first, with its line."""
@@ -107,6 +108,7 @@ def test_the_course_has_its_notebooks_and_marker():
     json.loads((ROOT / "pagedlab" / "checks" / "expected.json").read_text())
 
 
+@pytest.mark.task_wide
 def test_each_task_keeps_its_graded_cell_in_its_notebook():
     """Deleting or editing a graded cell (`pagedlab.graded.run("taskN")`) loses that feedback in
     the notebook; the grader still grades the files. A notebook kept from before the entry point
