@@ -27,6 +27,12 @@ ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "exercises"
 PY_FILES = ("memory_manager.py", "paged_attention.py", "prefix_cache.py", "buddy.py", "swap.py")
 PY_TASKS = [r.id for r in manifest.TABLE if set(r.files) & set(PY_FILES)]
+# Graded by the same check module and child as a task kept (Task 6's for 7-9, Task 10's runner
+# for 14): where an attack gains nothing from them, they are left out.
+SAME_MACHINERY = ("task7", "task8", "task9", "task14")
+# Every kind of child an attack in the Python files reaches. Tasks 10 and 14 would grade the
+# untouched kernel stubs (tests/test_grading_real.py's stubs test); 7-9 are Task 6's machinery.
+ATTACKED_TASKS = [t for t in PY_TASKS if t not in SAME_MACHINERY]
 
 # Appended to every Python exercise: forge a perfect record from the committed expected results
 # (every public check), claim every other check passed, and leave before the driver runs.
@@ -90,14 +96,18 @@ def _grade(sub, **kw) -> dict:
     return grade(str(sub), echo=lambda *a: None, **kw)
 
 
+# Public checks only in the two below: the verdict is the grader's judge with or without hidden
+# checks, and each hidden check would add a reference run per task.
 def test_forged_records_from_the_committed_results_earn_nothing(tmp_path):
-    results = _grade(_submission(tmp_path, FORGE_RECORDS))
+    results = _grade(_submission(tmp_path, FORGE_RECORDS), tasks=ATTACKED_TASKS, hidden=False)
     assert results["score"] == 0, _scores(results)
+    assert sorted(_scores(results)) == sorted(t.removeprefix("task") for t in ATTACKED_TASKS)
 
 
 def test_patching_the_judge_or_the_registry_in_the_child_earns_nothing(tmp_path):
-    results = _grade(_submission(tmp_path, PATCH_JUDGE))
+    results = _grade(_submission(tmp_path, PATCH_JUDGE), tasks=ATTACKED_TASKS, hidden=False)
     assert results["score"] == 0, _scores(results)
+    assert sorted(_scores(results)) == sorted(t.removeprefix("task") for t in ATTACKED_TASKS)
 
 
 def test_tampering_with_the_record_through_gc_earns_nothing(tmp_path):
@@ -161,7 +171,7 @@ def test_an_oversized_or_malformed_record_fails_cleanly(tmp_path):
                     _f.write(chunk)
             _o._exit(0)
     ''')
-    results = _grade(_submission(tmp_path, flood), tasks=["1", "6"])
+    results = _grade(_submission(tmp_path, flood), tasks=["1", "6"], hidden=False)
     assert results["score"] == 0
     assert all("autograder problem" not in t["output"] for t in results["tests"])
 
@@ -176,8 +186,6 @@ def test_an_output_flood_fails_its_task_and_leaves_the_grader_alone(tmp_path):
 # Sandboxed: as on Gradescope
 # ---------------------------------------------------------------------------------------------
 SANDBOX_USER = "pagedlab-sandbox-rt"
-# Graded by the same check module and child as a task kept in the sandboxed full-marks test.
-SAME_MACHINERY = ("task7", "task8", "task9", "task14")
 
 
 @pytest.fixture(scope="module")
@@ -227,17 +235,32 @@ def sandbox(sandbox_user, monkeypatch):
 
 @pytest.mark.integration
 @pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
-def test_sandboxed_solutions_still_earn_full_marks(sandbox, tmp_path):
+def test_sandboxed_solutions_still_earn_full_marks(sandbox, tmp_path, monkeypatch):
     """The tasks' children run as the sandbox user, solutions/ and expected.json private: each HW3
     task (cheap, each its own checks), one torch and one kernel task. Tasks 7-9 share Task 6's
     check module and child, Task 14 Task 10's kernel runner; every task's full marks on the
-    solutions, unsandboxed: tests/test_grading_real.py."""
+    solutions, unsandboxed: tests/test_grading_real.py. The kernel is built in the job's private
+    cache, pagedlab's own programs are not: they come from root's trusted builds."""
+    from pagedlab.grading import cli
+
+    private = {}
+    remove_tree = cli.remove_tree
+
+    def list_then_remove(workdir: Path) -> None:
+        cuda = workdir / "cache" / "cuda"
+        private["cache"] = sorted(os.listdir(cuda)) if cuda.is_dir() else []
+        remove_tree(workdir)
+
+    monkeypatch.setattr(cli, "remove_tree", list_then_remove)
     sub = tmp_path / "sub"
     shutil.copytree(ROOT / "solutions", sub)
     tasks = [r.id for r in manifest.TABLE if r.id not in SAME_MACHINERY]
     results = _grade(sub, tasks=tasks)
     assert sorted(_scores(results)) == sorted(t.removeprefix("task") for t in tasks), _scores(results)
     assert results["score"] == sum(r.points for r in manifest.TABLE if r.id in tasks), _scores(results)
+    built = private["cache"]
+    assert any(name.startswith("k_paged_attention") for name in built), built
+    assert not [name for name in built if name.startswith(("libpagedlab_rt", "pagedlab-runner", "pch_"))], built
 
 
 @pytest.mark.integration
@@ -321,6 +344,62 @@ def test_sandboxed_code_has_no_network_when_asked(sandbox, tmp_path, monkeypatch
         assert connected == reached, (no_network, results["tests"][0]["output"][-400:])
         assert results["score"] == 0
     server.close()
+
+
+# Replaces what it can of root's trusted builds (the runtime every later kernel check of every
+# later submission loads), adds a library beside them and removes one; reports what happened.
+TAMPER_TRUSTED = textwrap.dedent('''
+    import os as _o
+    def llm_init(pool_addr, pool_size):
+        top = _o.environ["PAGEDLAB_TRUSTED_BUILDS"]
+        done = []
+        for name in sorted(_o.listdir(top)):
+            path = _o.path.join(top, name)
+            for target in ([_o.path.join(path, n) for n in _o.listdir(path)] if _o.path.isdir(path) else [path]):
+                for attempt, act in (("wrote", lambda: open(target, "r+b").write(b"planted")),
+                                     ("removed", lambda: _o.unlink(target))):
+                    try:
+                        act()
+                        done.append(f"{attempt} {target}")
+                    except OSError as exc:
+                        done.append(f"{type(exc).__name__}")
+            try:
+                open(_o.path.join(path if _o.path.isdir(path) else top, "planted.so"), "wb").close()
+                done.append(f"added a file in {path}")
+            except OSError as exc:
+                done.append(f"{type(exc).__name__}")
+        raise RuntimeError("tampering: " + ", ".join(sorted(set(done))))
+''')
+
+
+def _listing(top: Path) -> dict:
+    """Every entry's name and content (the grade marks what it uses with a new mtime)."""
+    import hashlib
+
+    return {str(p.relative_to(top)): p.is_file() and hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(top.rglob("*"))}
+
+
+@pytest.mark.integration
+@pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
+def test_sandboxed_code_cannot_change_roots_trusted_builds(sandbox, tmp_path, monkeypatch):
+    """A grade with a kernel task hands its children root's trusted builds folder; the student's
+    code can read it but neither change, add nor remove anything there."""
+    from pagedlab.sandbox import trusted_builds
+
+    sub = _submission(tmp_path, TAMPER_TRUSTED, files=("memory_manager.py",))
+    (sub / "paged_attention.cu").unlink()  # Task 10 only asks for the folder; nothing to build
+    # The student API would refuse the attack before the file system is reached.
+    monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(Path(__file__).parent / "submissions" / "student_api_off.py"))
+    top = trusted_builds.prepare()
+    assert top is not None and trusted_builds.safe(top), f"{trusted_builds.folder()} is not a safe folder"
+    before = _listing(top)
+    results = _grade(sub, tasks=["1", "10"], hidden=False)
+    out = results["tests"][0]["output"]
+    assert "tampering: PermissionError" in out and "wrote" not in out and "removed" not in out \
+        and "added" not in out, out
+    assert _listing(top) == before
+    assert results["score"] == 0
 
 
 # ---------------------------------------------------------------------------------------------
