@@ -4,6 +4,11 @@ did not really do, and the grader must come out of it unharmed.
 In-process variants always run. The sandboxed variants (the exact Gradescope set-up: grader as
 root, the submission's code as an unprivileged user, solutions private) run when the tests run
 as root, with a user created for them; elsewhere they are skipped saying why.
+
+The student API (tests/test_student_api.py) refuses nearly every attack here at intake (they
+import os, sys, json or pagedlab's internals), before the layer the attack is aimed at: the
+judge, the record, the sandbox. So they all run with it off (a grader-side plugin), and each
+attack meets the defence it is written against.
 """
 
 from __future__ import annotations
@@ -77,6 +82,14 @@ GC_TAMPER = textwrap.dedent('''
                 obj.stream.obs[:] = rec["obs"]
         return None
 ''')
+
+
+API_OFF = Path(__file__).parent / "submissions" / "student_api_off.py"
+
+
+@pytest.fixture(autouse=True)
+def student_api_off(monkeypatch):
+    monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(API_OFF))
 
 
 def _submission(tmp_path: Path, extra: str = "", files=PY_FILES, cu_extra: str = "") -> Path:
@@ -177,7 +190,9 @@ def test_an_oversized_or_malformed_record_fails_cleanly(tmp_path):
 
 
 def test_an_output_flood_fails_its_task_and_leaves_the_grader_alone(tmp_path):
-    flood = "\nimport sys as _s, os as _o\nif _o.environ.get('PAGEDLAB_RECORD_FD'):\n    _s.stdout.write('spam' * (1 << 29))\n"
+    # 1 GB in 1 MB writes: four times the cap on what a task's process may write.
+    flood = ("\nimport sys as _s, os as _o\nif _o.environ.get('PAGEDLAB_RECORD_FD'):\n"
+             "    for _ in range(1024):\n        _s.stdout.write('spam' * (1 << 18))\n")
     results = _grade(_submission(tmp_path, flood, files=("memory_manager.py",)), tasks=["1"])
     assert results["score"] == 0
 
@@ -326,8 +341,6 @@ def test_sandboxed_code_has_no_network_when_asked(sandbox, tmp_path, monkeypatch
             return None
     ''')
     sub = _submission(tmp_path, phone_home, files=("memory_manager.py",))
-    # The student API refuses `import socket` first; this test is about the layer beneath it.
-    monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(Path(__file__).parent / "submissions" / "student_api_off.py"))
     for no_network, reached in (("0", True), ("1", False)):
         monkeypatch.setenv("PAGEDLAB_GRADE_NO_NETWORK", no_network)
         results = _grade(sub, tasks=["1"])
@@ -382,15 +395,13 @@ def _listing(top: Path) -> dict:
 
 @pytest.mark.integration
 @pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
-def test_sandboxed_code_cannot_change_roots_trusted_builds(sandbox, tmp_path, monkeypatch):
+def test_sandboxed_code_cannot_change_roots_trusted_builds(sandbox, tmp_path):
     """A grade with a kernel task hands its children root's trusted builds folder; the student's
     code can read it but neither change, add nor remove anything there."""
     from pagedlab.sandbox import trusted_builds
 
     sub = _submission(tmp_path, TAMPER_TRUSTED, files=("memory_manager.py",))
     (sub / "paged_attention.cu").unlink()  # Task 10 only asks for the folder; nothing to build
-    # The student API would refuse the attack before the file system is reached.
-    monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(Path(__file__).parent / "submissions" / "student_api_off.py"))
     top = trusted_builds.prepare()
     assert top is not None and trusted_builds.safe(top), f"{trusted_builds.folder()} is not a safe folder"
     before = _listing(top)
