@@ -253,22 +253,24 @@ def test_kernel_mutants_lose_exactly_task10s_points(tmp_path):
 def test_attention_mutants_cost_their_own_task(tmp_path):
     """A Part B mutant (test_attention proves each is caught) fails the task it is written for;
     only tasks calling the broken function (gather_kv calls slot_mapping) may fail with it, and
-    the score drops by exactly the failed tasks' points. Public checks only, as for the engine
-    mutants."""
+    the score drops by exactly the failed tasks' points. Graded: its own task and every task that
+    must not fail (one calling the broken function may pass or fail: it would prove nothing).
+    Public checks only, as for the engine mutants."""
     import test_attention
     from engine_mutants import function_at, tasks_reaching
 
     path = SOLUTIONS / points.PAGED_ATTENTION
-    tasks = tasks_reading(points.PAGED_ATTENTION)
     problems = []
     chosen = ["slot offset hard-coded to 16"]
     for name, (task, old, new) in ((n, test_attention.PY_MUTANTS[n]) for n in chosen):
         if (SOLUTIONS / points.PAGED_ATTENTION).read_text().count(old) != 1:
             continue  # test_attention asserts its own mutants apply
+        allowed = tasks_reaching(path, function_at(path, old)) | {task}
+        tasks = [t for t in tasks_reading(points.PAGED_ATTENTION) if t == task or t not in allowed]
+        assert len(tasks) > 1, f"{name}: every task calls the broken function; nothing shows it stays put"
         results = quiet(broken_copy(tmp_path / re.sub(r"\W", "_", name), points.PAGED_ATTENTION, old, new), tasks,
                         hidden=False)
         failed = failed_tasks(results)
-        allowed = tasks_reaching(path, function_at(path, old)) | {task}
         if task not in failed or not failed <= allowed:
             problems.append(f"{name}: failed {sorted(failed)}, expected {task} (allowed {sorted(allowed)})")
         elif results["score"] != sum(full(t) for t in set(tasks) - failed):

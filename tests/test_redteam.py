@@ -31,13 +31,13 @@ from pagedlab.grading.cli import grade
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "exercises"
 PY_FILES = ("memory_manager.py", "paged_attention.py", "prefix_cache.py", "buddy.py", "swap.py")
-PY_TASKS = [r.id for r in manifest.TABLE if set(r.files) & set(PY_FILES)]
 # Graded by the same check module and child as a task kept (Task 6's for 7-9, Task 10's runner
 # for 14): where an attack gains nothing from them, they are left out.
 SAME_MACHINERY = ("task7", "task8", "task9", "task14")
-# Every kind of child an attack in the Python files reaches. Tasks 10 and 14 would grade the
-# untouched kernel stubs (tests/test_grading_real.py's stubs test); 7-9 are Task 6's machinery.
-ATTACKED_TASKS = [t for t in PY_TASKS if t not in SAME_MACHINERY]
+# One task per check module an attack in the Python files reaches (the child loads that module's
+# files; the judge is the same for all). Tasks 10 and 14 would grade the untouched kernel stubs
+# (tests/test_grading_real.py's stubs test); Tasks 2-5 share Task 1's module, 7-9 Task 6's.
+ATTACKED_TASKS = ["task1", "task6", "task11", "task12", "task13"]
 
 # Appended to every Python exercise: forge a perfect record from the committed expected results
 # (every public check), claim every other check passed, and leave before the driver runs.
@@ -115,6 +115,11 @@ def test_forged_records_from_the_committed_results_earn_nothing(tmp_path):
     results = _grade(_submission(tmp_path, FORGE_RECORDS), tasks=ATTACKED_TASKS, hidden=False)
     assert results["score"] == 0, _scores(results)
     assert sorted(_scores(results)) == sorted(t.removeprefix("task") for t in ATTACKED_TASKS)
+
+
+def test_the_attacked_tasks_cover_every_python_file():
+    files = {name for row in manifest.TABLE if row.id in ATTACKED_TASKS for name in row.files}
+    assert files >= set(PY_FILES), set(PY_FILES) - files
 
 
 def test_patching_the_judge_or_the_registry_in_the_child_earns_nothing(tmp_path):

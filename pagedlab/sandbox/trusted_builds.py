@@ -76,7 +76,10 @@ def prepare() -> Path | None:
         return None
     if not safe(top):
         return None
-    made = _fill(top)
+    try:
+        made = _fill(top)
+    except Exception:  # noqa: BLE001 - no compiler, a full disk: each child then says so itself
+        return None
     for path in made:
         if not _roots(path):  # planted while the folder was someone else's to write
             return None
