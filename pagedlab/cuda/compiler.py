@@ -96,7 +96,7 @@ def trusted_build(name: str) -> Path | None:
     if not folder:
         return None
     path = Path(folder) / name
-    return path if path.exists() else None
+    return path if os.access(path, os.R_OK) else None
 
 
 def find_compiler() -> str:
