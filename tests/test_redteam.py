@@ -262,6 +262,7 @@ def test_sandboxed_solutions_still_earn_full_marks(sandbox, tmp_path, monkeypatc
     solutions, unsandboxed: tests/test_grading_real.py. The kernel is built in the job's private
     cache, pagedlab's own programs are not: they come from root's trusted builds."""
     from pagedlab.grading import cli
+    from pagedlab.sandbox import trusted_builds
 
     private = {}
     remove_tree = cli.remove_tree
@@ -280,7 +281,9 @@ def test_sandboxed_solutions_still_earn_full_marks(sandbox, tmp_path, monkeypatc
     assert results["score"] == sum(r.points for r in manifest.TABLE if r.id in tasks), _scores(results)
     built = private["cache"]
     assert any(name.startswith("k_paged_attention") for name in built), built
-    assert not [name for name in built if name.startswith(("libpagedlab_rt", "pagedlab-runner", "pch_"))], built
+    own = [name for name in built if name.startswith(("libpagedlab_rt", "pagedlab-runner", "pch_"))]
+    folder = trusted_builds.folder()
+    assert not own, f"built again in the job's cache: {own} ({folder} safe: {trusted_builds.safe(folder)})"
 
 
 @pytest.mark.integration
