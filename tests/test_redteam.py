@@ -4,6 +4,11 @@ did not really do, and the grader must come out of it unharmed.
 In-process variants always run. The sandboxed variants (the exact Gradescope set-up: grader as
 root, the submission's code as an unprivileged user, solutions private) run when the tests run
 as root, with a user created for them; elsewhere they are skipped saying why.
+
+The student API (tests/test_student_api.py) refuses nearly every attack here at intake (they
+import os, sys, json or pagedlab's internals), before the layer the attack is aimed at: the
+judge, the record, the sandbox. So they all run with it off (a grader-side plugin), and each
+attack meets the defence it is written against.
 """
 
 from __future__ import annotations
@@ -26,7 +31,13 @@ from pagedlab.grading.cli import grade
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "exercises"
 PY_FILES = ("memory_manager.py", "paged_attention.py", "prefix_cache.py", "buddy.py", "swap.py")
-PY_TASKS = [r.id for r in manifest.TABLE if set(r.files) & set(PY_FILES)]
+# Graded by the same check module and child as a task kept (Task 6's for 7-9, Task 10's runner
+# for 14): where an attack gains nothing from them, they are left out.
+SAME_MACHINERY = ("task7", "task8", "task9", "task14")
+# One task per check module an attack in the Python files reaches (the child loads that module's
+# files; the judge is the same for all). Tasks 10 and 14 would grade the untouched kernel stubs
+# (tests/test_grading_real.py's stubs test); Tasks 2-5 share Task 1's module, 7-9 Task 6's.
+ATTACKED_TASKS = ["task1", "task6", "task11", "task12", "task13"]
 
 # Appended to every Python exercise: forge a perfect record from the committed expected results
 # (every public check), claim every other check passed, and leave before the driver runs.
@@ -73,6 +84,14 @@ GC_TAMPER = textwrap.dedent('''
 ''')
 
 
+API_OFF = Path(__file__).parent / "submissions" / "student_api_off.py"
+
+
+@pytest.fixture(autouse=True)
+def student_api_off(monkeypatch):
+    monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(API_OFF))
+
+
 def _submission(tmp_path: Path, extra: str = "", files=PY_FILES, cu_extra: str = "") -> Path:
     sub = tmp_path / "submission"
     sub.mkdir()
@@ -90,14 +109,23 @@ def _grade(sub, **kw) -> dict:
     return grade(str(sub), echo=lambda *a: None, **kw)
 
 
+# Public checks only in the two below: the verdict is the grader's judge with or without hidden
+# checks, and each hidden check would add a reference run per task.
 def test_forged_records_from_the_committed_results_earn_nothing(tmp_path):
-    results = _grade(_submission(tmp_path, FORGE_RECORDS))
+    results = _grade(_submission(tmp_path, FORGE_RECORDS), tasks=ATTACKED_TASKS, hidden=False)
     assert results["score"] == 0, _scores(results)
+    assert sorted(_scores(results)) == sorted(t.removeprefix("task") for t in ATTACKED_TASKS)
+
+
+def test_the_attacked_tasks_cover_every_python_file():
+    files = {name for row in manifest.TABLE if row.id in ATTACKED_TASKS for name in row.files}
+    assert files >= set(PY_FILES), set(PY_FILES) - files
 
 
 def test_patching_the_judge_or_the_registry_in_the_child_earns_nothing(tmp_path):
-    results = _grade(_submission(tmp_path, PATCH_JUDGE))
+    results = _grade(_submission(tmp_path, PATCH_JUDGE), tasks=ATTACKED_TASKS, hidden=False)
     assert results["score"] == 0, _scores(results)
+    assert sorted(_scores(results)) == sorted(t.removeprefix("task") for t in ATTACKED_TASKS)
 
 
 def test_tampering_with_the_record_through_gc_earns_nothing(tmp_path):
@@ -161,13 +189,15 @@ def test_an_oversized_or_malformed_record_fails_cleanly(tmp_path):
                     _f.write(chunk)
             _o._exit(0)
     ''')
-    results = _grade(_submission(tmp_path, flood), tasks=["1", "6"])
+    results = _grade(_submission(tmp_path, flood), tasks=["1", "6"], hidden=False)
     assert results["score"] == 0
     assert all("autograder problem" not in t["output"] for t in results["tests"])
 
 
 def test_an_output_flood_fails_its_task_and_leaves_the_grader_alone(tmp_path):
-    flood = "\nimport sys as _s, os as _o\nif _o.environ.get('PAGEDLAB_RECORD_FD'):\n    _s.stdout.write('spam' * (1 << 29))\n"
+    # 1 GB in 1 MB writes: four times the cap on what a task's process may write.
+    flood = ("\nimport sys as _s, os as _o\nif _o.environ.get('PAGEDLAB_RECORD_FD'):\n"
+             "    for _ in range(1024):\n        _s.stdout.write('spam' * (1 << 18))\n")
     results = _grade(_submission(tmp_path, flood, files=("memory_manager.py",)), tasks=["1"])
     assert results["score"] == 0
 
@@ -176,8 +206,6 @@ def test_an_output_flood_fails_its_task_and_leaves_the_grader_alone(tmp_path):
 # Sandboxed: as on Gradescope
 # ---------------------------------------------------------------------------------------------
 SANDBOX_USER = "pagedlab-sandbox-rt"
-# Graded by the same check module and child as a task kept in the sandboxed full-marks test.
-SAME_MACHINERY = ("task7", "task8", "task9", "task14")
 
 
 @pytest.fixture(scope="module")
@@ -228,17 +256,35 @@ def sandbox(sandbox_user, monkeypatch):
 @pytest.mark.task_wide
 @pytest.mark.integration
 @pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
-def test_sandboxed_solutions_still_earn_full_marks(sandbox, tmp_path):
+def test_sandboxed_solutions_still_earn_full_marks(sandbox, tmp_path, monkeypatch):
     """The tasks' children run as the sandbox user, solutions/ and expected.json private: each HW3
     task (cheap, each its own checks), one torch and one kernel task. Tasks 7-9 share Task 6's
     check module and child, Task 14 Task 10's kernel runner; every task's full marks on the
-    solutions, unsandboxed: tests/test_grading_real.py."""
+    solutions, unsandboxed: tests/test_grading_real.py. The kernel is built in the job's private
+    cache, pagedlab's own programs are not: they come from root's trusted builds."""
+    from pagedlab.grading import cli
+    from pagedlab.sandbox import trusted_builds
+
+    private = {}
+    remove_tree = cli.remove_tree
+
+    def list_then_remove(workdir: Path) -> None:
+        cuda = workdir / "cache" / "cuda"
+        private["cache"] = sorted(os.listdir(cuda)) if cuda.is_dir() else []
+        remove_tree(workdir)
+
+    monkeypatch.setattr(cli, "remove_tree", list_then_remove)
     sub = tmp_path / "sub"
     shutil.copytree(ROOT / "solutions", sub)
     tasks = [r.id for r in manifest.TABLE if r.id not in SAME_MACHINERY]
     results = _grade(sub, tasks=tasks)
     assert sorted(_scores(results)) == sorted(t.removeprefix("task") for t in tasks), _scores(results)
     assert results["score"] == sum(r.points for r in manifest.TABLE if r.id in tasks), _scores(results)
+    built = private["cache"]
+    assert any(name.startswith("k_paged_attention") for name in built), built
+    own = [name for name in built if name.startswith(("libpagedlab_rt", "pagedlab-runner", "pch_"))]
+    folder = trusted_builds.folder()
+    assert not own, f"built again in the job's cache: {own} ({folder} safe: {trusted_builds.safe(folder)})"
 
 
 @pytest.mark.integration
@@ -304,8 +350,6 @@ def test_sandboxed_code_has_no_network_when_asked(sandbox, tmp_path, monkeypatch
             return None
     ''')
     sub = _submission(tmp_path, phone_home, files=("memory_manager.py",))
-    # The student API refuses `import socket` first; this test is about the layer beneath it.
-    monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(Path(__file__).parent / "submissions" / "student_api_off.py"))
     for no_network, reached in (("0", True), ("1", False)):
         monkeypatch.setenv("PAGEDLAB_GRADE_NO_NETWORK", no_network)
         results = _grade(sub, tasks=["1"])
@@ -322,6 +366,60 @@ def test_sandboxed_code_has_no_network_when_asked(sandbox, tmp_path, monkeypatch
         assert connected == reached, (no_network, results["tests"][0]["output"][-400:])
         assert results["score"] == 0
     server.close()
+
+
+# Replaces what it can of root's trusted builds (the runtime every later kernel check of every
+# later submission loads), adds a library beside them and removes one; reports what happened.
+TAMPER_TRUSTED = textwrap.dedent('''
+    import os as _o
+    def llm_init(pool_addr, pool_size):
+        top = _o.environ["PAGEDLAB_TRUSTED_BUILDS"]
+        done = []
+        for name in sorted(_o.listdir(top)):
+            path = _o.path.join(top, name)
+            for target in ([_o.path.join(path, n) for n in _o.listdir(path)] if _o.path.isdir(path) else [path]):
+                for attempt, act in (("wrote", lambda: open(target, "r+b").write(b"planted")),
+                                     ("removed", lambda: _o.unlink(target))):
+                    try:
+                        act()
+                        done.append(f"{attempt} {target}")
+                    except OSError as exc:
+                        done.append(f"{type(exc).__name__}")
+            try:
+                open(_o.path.join(path if _o.path.isdir(path) else top, "planted.so"), "wb").close()
+                done.append(f"added a file in {path}")
+            except OSError as exc:
+                done.append(f"{type(exc).__name__}")
+        raise RuntimeError("tampering: " + ", ".join(sorted(set(done))))
+''')
+
+
+def _listing(top: Path) -> dict:
+    """Every entry's name and content (the grade marks what it uses with a new mtime)."""
+    import hashlib
+
+    return {str(p.relative_to(top)): p.is_file() and hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(top.rglob("*"))}
+
+
+@pytest.mark.integration
+@pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
+def test_sandboxed_code_cannot_change_roots_trusted_builds(sandbox, tmp_path):
+    """A grade with a kernel task hands its children root's trusted builds folder; the student's
+    code can read it but neither change, add nor remove anything there."""
+    from pagedlab.sandbox import trusted_builds
+
+    sub = _submission(tmp_path, TAMPER_TRUSTED, files=("memory_manager.py",))
+    (sub / "paged_attention.cu").unlink()  # Task 10 only asks for the folder; nothing to build
+    top = trusted_builds.prepare()
+    assert top is not None and trusted_builds.safe(top), f"{trusted_builds.folder()} is not a safe folder"
+    before = _listing(top)
+    results = _grade(sub, tasks=["1", "10"], hidden=False)
+    out = results["tests"][0]["output"]
+    assert "tampering: PermissionError" in out and "wrote" not in out and "removed" not in out \
+        and "added" not in out, out
+    assert _listing(top) == before
+    assert results["score"] == 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -72,20 +72,25 @@ _PROGRAMS: dict[str, Path] = {}
 _PROGRAM_LOCK = threading.Lock()
 
 
-def program(rt_path: Path) -> Path:
-    """The runner linked against this runtime, built on first use into the build cache."""
+def program(rt_path: Path, copy_from: Path | None = None) -> Path:
+    """The runner linked against this runtime, built on first use beside it (copied from
+    `copy_from` when it has it), or in the build cache when the runtime's folder is not ours to
+    write (the trusted builds of a grading child)."""
     key = str(rt_path)
     with _PROGRAM_LOCK:
         if key not in _PROGRAMS:
             cxx = compiler.find_compiler()
             digest = compiler._digest(*(p.read_bytes() for p in SOURCES), rt_path.name,
                                       compiler.compiler_version(cxx))
-            target = rt_path.parent / f"pagedlab-runner-{digest}"
-            if not target.exists():
-                origin = "@loader_path" if sys.platform == "darwin" else "$ORIGIN"
+            name = f"pagedlab-runner-{digest}"
+            target = rt_path.parent / name
+            if not target.exists() and not os.access(rt_path.parent, os.W_OK):
+                target = compiler.cache_dir() / name
+            if not target.exists() and not compiler.copied(copy_from, target):
                 compiler._atomic_build(target, lambda tmp: compiler._run(
                     [cxx, "-std=c++17", "-O2", "-o", tmp, str(SOURCE), str(rt_path),
-                     f"-Wl,-rpath,{origin}"] + ([] if sys.platform == "darwin" else ["-ldl"]),
+                     *compiler.runtime_rpath(rt_path, target.parent)]
+                    + ([] if sys.platform == "darwin" else ["-ldl"]),
                     "building the pagedlab kernel runner", {}))
                 os.chmod(target, 0o755)
             _PROGRAMS[key] = target

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .. import loader
 from ..checks import framework
+from ..sandbox import trusted_builds
 from ..sandbox.process import isolation_note
 from ..sandbox.runner import printable, run_task
 from ..sandbox.users import sandbox_user
@@ -84,7 +85,9 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
             cache = Path(workdir) / "cache"
             cache.mkdir(mode=0o700)
             sandbox.own(cache)
-            sandbox = dataclasses.replace(sandbox, cache=cache)
+            # pagedlab's own programs come built from root's folder; the student's go in `cache`.
+            trusted = trusted_builds.prepare() if notebooks or trusted_builds.needed(rows) else None
+            sandbox = dataclasses.replace(sandbox, cache=cache, trusted=trusted)
         impl_arg, folder, found = _resolve_impl(impl, Path(workdir), sandbox)
         if sandbox is not None:
             echo(f"(the submission's code runs as user {sandbox.name!r}; {isolation_note()})")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .trusted_builds import CHILD_ENV as TRUSTED_ENV
 from .users import Sandbox
 from .workspace import Workspace, read_back
 
@@ -78,6 +79,7 @@ def minimal_env(env: dict, home: Path) -> dict:
     """What a sandboxed child sees: HOME and TMPDIR in its scratch, the course's variables."""
     kept = {k: v for k, v in env.items() if k in KEEP_ENV or k.startswith("PAGEDLAB_")}
     kept.pop("PAGEDLAB_GRADE_USER", None)
+    kept.pop(TRUSTED_ENV, None)  # only the folder the grader checked (Sandbox.trusted)
     kept.setdefault("PATH", os.defpath)
     kept.setdefault("LANG", "C.UTF-8")
     kept.update(HOME=str(home), TMPDIR=str(home), MPLCONFIGDIR=str(home / ".matplotlib"),
@@ -150,6 +152,8 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
             env = minimal_env(env, space.home)
             if sandbox.cache is not None:
                 env["PAGEDLAB_CACHE"] = str(sandbox.cache)
+            if sandbox.trusted is not None:
+                env[TRUSTED_ENV] = str(sandbox.trusted)
             cmd, as_user = _as_user(cmd, sandbox)
         if record_cap:
             env[RECORD_FD_ENV] = str(record_fd)

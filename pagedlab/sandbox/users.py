@@ -29,6 +29,8 @@ class Sandbox:
     # The kernel compile cache of one grading job, shared by its children (the user's own: a
     # planted build can only mislead this submission's own later checks, which the judge verifies).
     cache: Path | None = None
+    # Root's folder of pagedlab's own builds (sandbox.trusted_builds), read-only for the user.
+    trusted: Path | None = None
 
     def own(self, path: Path) -> None:
         os.chown(path, self.uid, self.gid)
