@@ -1,14 +1,14 @@
 """A graded cell never hangs or kills the Jupyter kernel, and says where the student's code was.
 
 Through a real Jupyter kernel: for each student module of Parts A, B and D, a submission whose
-first graded function hangs, segfaults, raises SystemExit, allocates 20 GB, or imports os or sys
-to call os._exit or recurse without end (the student API refuses both imports, so those two show
-the refusal). The graded cell must report a failed check naming the student's file and a line of
-the planted code (not one the child reached before it, such as `import torch` when the limit
-ran out first) within the task's time limit + 5 s, and the next cell in the same kernel must
-still run. For the torch module (each of its cases starts a task process importing torch) only
+first graded function hangs, segfaults, raises SystemExit or allocates 20 GB. (os._exit and a
+recursion bomb need `import os` / `import sys`, which the student API refuses before they run:
+tests/test_student_api.py.) The graded cell must report a failed check naming the student's file
+and a line of the planted code (not one the child reached before it, such as `import torch` when
+the limit ran out first) within the task's time limit + 5 s, and the next cell in the same kernel
+must still run. For the torch module (each of its cases starts a task process importing torch) only
 the attacks torch can change are run: its threads under a hang or a segfault, its address space
-under the memory limit; os._exit, SystemExit and the recursion bomb end a process the same way with or without it.
+under the memory limit; SystemExit ends a process the same way with or without it.
 """
 
 from __future__ import annotations
@@ -45,10 +45,8 @@ TARGETS = {
 ATTACKS = {
     "infinite loop": "while True:\n    pass",
     "segfault": "import ctypes\nctypes.string_at(0)",
-    "os._exit": "import os\nos._exit(3)",
     "SystemExit": "raise SystemExit(2)",  # sys.exit without sys, which a student file may not import
     "20 GB allocation": "return bytearray(20 * 2**30)",
-    "recursion bomb": "import sys\nsys.setrecursionlimit(10**7)\ndef down(n):\n    return down(n + 1) + 1\nreturn down(0)",
 }
 
 
@@ -94,7 +92,7 @@ def planted(tmp_path: Path, filename: str, attack: str) -> tuple[Path, str, rang
     return folder, task, range(first, first + code.count("\n"))
 
 
-SAME_WITH_TORCH = {"os._exit", "SystemExit", "recursion bomb"}
+SAME_WITH_TORCH = {"SystemExit"}
 CASES = [(filename, attack) for filename in sorted(TARGETS) for attack in sorted(ATTACKS)
          if not (filename == "paged_attention.py" and attack in SAME_WITH_TORCH)]
 
