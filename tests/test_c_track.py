@@ -267,28 +267,6 @@ def test_asan_leaks_are_leaks_the_tracked_heap_reports(tmp_path):
         assert bool(asan.leaks) == bool(tracked.leaks), (source, asan.output[-1500:])
 
 
-def _nbval(impl: str) -> dict:
-    import re
-    import subprocess
-
-    notebook = ROOT / "notebooks" / "02c_hw3_in_c.ipynb"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-cell-timeout=300", "-p",
-                           "no:cacheprovider", "--nbval-sanitize-with", str(ROOT / "notebooks" / "nbval.cfg"),
-                           "-rA", "-q", str(notebook)], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PAGEDLAB_IMPL": impl})
-    found = re.findall(r"^(PASSED|FAILED|ERROR) \S*?02c_hw3_in_c\.ipynb::Cell (\d+)", proc.stdout, re.MULTILINE)
-    return {int(cell): status for status, cell in found}, proc.stdout[-3000:]
-
-
-def test_notebook_02c_runs_on_the_c_reference_and_stops_at_the_graded_cell_on_the_stubs():
-    outcomes, log = _nbval("solutions")
-    assert outcomes and all(s == "PASSED" for s in outcomes.values()), log
-    graded = 4  # the first pagedlab.graded.run cell
-    outcomes, log = _nbval("exercises")
-    assert all(outcomes.get(cell) == "PASSED" for cell in range(graded)), log
-    assert outcomes.get(graded) == "FAILED", log
-
-
 def test_explorer_and_pictures_drive_a_c_engine(tmp_path):
     import matplotlib
 

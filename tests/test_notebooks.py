@@ -1,12 +1,20 @@
-"""Notebooks grade honestly: with the untouched exercises/ every graded notebook fails under
-nbval at its first graded cell, while every cell before it (the explanations) still runs.
+"""Notebooks on the untouched exercises/, as a student first runs them, in one nbval session:
+
+- every graded notebook fails under nbval at its first graded cell, while every cell before it
+  (the explanations) still runs, checked outputs included;
+- in the notebooks whose demos drive the student's code after a `require` cell, every later
+  cell that needs an unfinished task says which task to finish, in one line, instead of a
+  NameError or a stub's NotImplementedError traceback.
 
 The solutions side (each notebook passes top to bottom) is the nbval run of `./course test`
-itself. Here each graded notebook is cut just after its first graded cell and all cuts run in
-one nbval session with PAGEDLAB_IMPL=exercises: the same cells execute in the same order as in
-the full notebook, so the full notebook fails there too.
+itself. Here the demo notebooks run whole and every other graded notebook is cut just after its
+first graded cell (the cells after it prove nothing on stubs); all of them run in one nbval
+session with PAGEDLAB_IMPL=exercises: the same cells execute in the same order as in the full
+notebook, so the full notebook fails there too. A conftest.py beside the copies records each
+cell's nbval outcome and the errors the kernel raised, so both checks read one run.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -17,9 +25,32 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb"))  # 02c_hw3_in_c too
 # pagedlab.graded.run("taskN") (checks.run: a student's notebook saved before the entry point moved)
 GRADED = re.compile(r"^\s*(pagedlab\.)?(graded|checks)\.run\(", re.MULTILINE)
+# The notebooks whose demos drive the student's code after a require (measured before: 02, 04
+# and 06 cascaded into NameErrors, 10 into NotImplementedError tracebacks): they run whole.
+DEMO_NOTEBOOKS = ["02_block_table", "04_fork_cow", "06_paged_kv_cache", "10_swap_and_v2"]
+
+# Loaded by the nbval session from the copies' folder: one JSON line per cell that ran.
+RECORDER = '''
+import json
+import os
+
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if report.when != "call" or not hasattr(item, "cell_num"):
+        return
+    errors = [{"ename": o.get("ename"), "evalue": o.get("evalue"), "lines": len(o.get("traceback") or [])}
+              for o in item.test_outputs or [] if o.get("output_type") == "error"]
+    with open(os.environ["PAGEDLAB_CELL_RECORD"], "a") as f:
+        f.write(json.dumps({"notebook": item.path.name, "cell": item.cell_num, "outcome": report.outcome,
+                            "errors": errors}) + "\\n")
+'''
 
 
 def _code_cells(nb):
@@ -35,7 +66,9 @@ GRADED_NOTEBOOKS = [p for p in NOTEBOOKS if _first_graded(nbformat.read(p, as_ve
 
 def test_the_course_has_its_notebooks():
     # The graded cells are found by their text: when it changes, the tests below must not go empty.
-    assert len(GRADED_NOTEBOOKS) >= 6, [p.name for p in GRADED_NOTEBOOKS]
+    assert len(GRADED_NOTEBOOKS) >= 7, [p.name for p in GRADED_NOTEBOOKS]
+    assert "02c_hw3_in_c.ipynb" in {p.name for p in GRADED_NOTEBOOKS}
+    assert {f"{name}.ipynb" for name in DEMO_NOTEBOOKS} <= {p.name for p in GRADED_NOTEBOOKS}
     names = {p.stem.split("_")[0] for p in NOTEBOOKS}
     assert names >= {f"{n:02d}" for n in range(10)}, f"missing notebooks: {sorted({f'{n:02d}' for n in range(10)} - names)}"
     assert (ROOT / "notebooks" / "00_welcome.ipynb").exists()
@@ -43,39 +76,62 @@ def test_the_course_has_its_notebooks():
 
 @pytest.fixture(scope="module")
 def exercises_run(tmp_path_factory):
-    cut_dir = tmp_path_factory.mktemp("cut")
-    cuts = {}
+    """({notebook: first graded code cell}, {notebook: {cell: record}}, the session's log)."""
+    run_dir = tmp_path_factory.mktemp("on-exercises")
+    graded_cells = {}
     for path in GRADED_NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
-        graded = _first_graded(nb)
-        code_seen, keep = -1, []
-        for cell in nb.cells:
-            keep.append(cell)
-            if cell.cell_type == "code":
-                code_seen += 1
-                if code_seen == graded:
-                    break
-        nb.cells = keep
-        cut = cut_dir / path.name
-        nbformat.write(nb, cut)
-        cuts[path.name] = graded
+        graded = graded_cells[path.name] = _first_graded(nb)
+        if path.stem not in DEMO_NOTEBOOKS:
+            code_seen, keep = -1, []
+            for cell in nb.cells:
+                keep.append(cell)
+                if cell.cell_type == "code":
+                    code_seen += 1
+                    if code_seen == graded:
+                        break
+            nb.cells = keep
+        nbformat.write(nb, run_dir / path.name)
+    (run_dir / "conftest.py").write_text(RECORDER)
+    record = run_dir / "cells.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-cell-timeout=300", "-p", "no:cacheprovider", f"--rootdir={cut_dir}",
-         "--nbval-sanitize-with", str(ROOT / "notebooks" / "nbval.cfg"), "-rA", "-q", *sorted(map(str, cut_dir.glob("*.ipynb")))],
-        cwd=cut_dir, capture_output=True, text=True, timeout=900,
-        env={**os.environ, "PAGEDLAB_IMPL": "exercises"},
+        [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-cell-timeout=300", "-p", "no:cacheprovider", f"--rootdir={run_dir}",
+         "--nbval-sanitize-with", str(ROOT / "notebooks" / "nbval.cfg"), "-rA", "-q", *sorted(map(str, run_dir.glob("*.ipynb")))],
+        cwd=run_dir, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "PAGEDLAB_IMPL": "exercises", "PAGEDLAB_CELL_RECORD": str(record)},
     )
-    outcomes = {}
-    for status, name, cell in re.findall(r"^(PASSED|FAILED|ERROR) \S*?([0-9]{2}_\w+\.ipynb)::Cell (\d+)", proc.stdout, re.MULTILINE):
-        outcomes[(name, int(cell))] = status
-    return cuts, outcomes, proc.stdout[-3000:]
+    cells = {}
+    for line in record.read_text().splitlines() if record.exists() else []:
+        row = json.loads(line)
+        cells.setdefault(row["notebook"], {})[row["cell"]] = row
+    return graded_cells, cells, proc.stdout[-3000:]
 
 
-@pytest.mark.xdist_group("notebook-cuts")  # one worker runs the cuts once for all (conftest.py)
+@pytest.mark.xdist_group("notebook-cuts")  # one worker runs the session once for all (conftest.py)
 @pytest.mark.parametrize("path", GRADED_NOTEBOOKS, ids=lambda p: p.name)
 def test_graded_notebook_fails_on_exercises_only_at_its_graded_cell(path, exercises_run):
-    cuts, outcomes, log = exercises_run
-    graded = cuts[path.name]
-    before = {cell: outcomes.get((path.name, cell)) for cell in range(graded)}
-    assert all(s == "PASSED" for s in before.values()), f"explanatory cells must run on exercises: {before}\n{log}"
-    assert outcomes.get((path.name, graded)) == "FAILED", f"graded cell {graded} must fail on the untouched exercises\n{log}"
+    graded_cells, cells, log = exercises_run
+    graded, ran = graded_cells[path.name], cells.get(path.name, {})
+    before = {cell: ran.get(cell, {}).get("outcome") for cell in range(graded)}
+    assert all(s == "passed" for s in before.values()), f"explanatory cells must run on exercises: {before}\n{log}"
+    assert ran.get(graded, {}).get("outcome") == "failed", f"graded cell {graded} must fail on the untouched exercises\n{log}"
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("notebook-cuts")
+@pytest.mark.parametrize("name", DEMO_NOTEBOOKS)
+def test_demo_cells_on_unfinished_tasks_say_which_task_in_one_line(name, exercises_run):
+    _, cells, log = exercises_run
+    code = _code_cells(nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4))
+    ran = cells.get(f"{name}.ipynb", {})
+    assert sorted(ran) == list(range(len(code))), f"{name}: not every cell ran\n{log}"
+    errors = [(i, e) for i, row in sorted(ran.items()) for e in row["errors"]]
+    assert errors, f"{name}: nothing failed on the untouched exercises (did the run use them?)"
+    required = [i for i, c in enumerate(code) if "graded.require(" in c.source]
+    assert required, f"{name} has no require cell any more"
+    for index, error in errors:
+        where = f"{name} cell {index}: {error['ename']}: {error['evalue'][:200]}"
+        assert error["ename"] not in ("NameError", "NotImplementedError"), where
+        if index >= required[0] and "graded.run(" not in code[index].source:
+            assert error["ename"] == "CheckFailure" and error["lines"] == 1, where
+            assert "needs Task" in error["evalue"] and "to pass first" in error["evalue"], where
