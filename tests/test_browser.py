@@ -2,8 +2,9 @@
 
 nbval runs the notebooks' code, but a widget that renders nothing (or a stale picture) passes
 nbval. This test is the student's view: headless Chromium (Debian's chromium + chromium-driver,
-driven by Selenium) opens notebook 02, runs all cells, clicks the explorer's buttons and checks
-after each click that what the page shows is the engine's state, read from the same kernel:
+driven by Selenium) lands in 00_welcome, double-clicks notebook 02 in the file browser, runs the
+explorer's cell (nbval runs every cell), clicks the explorer's buttons and checks after each
+click that what the page shows is the engine's state, read from the same kernel:
 
 - the explorer's log names the call, marks it ✓ and shows the engine's free-block count;
 - the block-map picture is the engine's current picture, pixel for pixel, and the colour of
@@ -15,8 +16,11 @@ pair on disk carry the edit (with JupyterLab's `"tags": []` and editor flags), a
 `pagedlab notebook sync` they are the committed files but for those two cells' tags, cell ids
 unchanged, the pair clean. After the run it edits a markdown cell, saves with Ctrl+S and checks
 the file on disk and its `.py` pair. The first open must show no notification toast (the
-course ships settings that turn off JupyterLab's news and update checks). A screenshot after
-each step lands in the test's tmp folder (`pytest --basetemp=DIR` keeps it somewhere known).
+course ships settings that turn off JupyterLab's news and update checks). On a failure a
+screenshot lands in the test's tmp folder (`pytest --basetemp=DIR` keeps it somewhere known).
+
+The server is the `course_lab` fixture (tests/course_lab.py), shared with the other Lab-serving
+tests; its CPU and its kernels' are reaped when the worker's session ends.
 
 Enable: `apt-get install -y chromium chromium-driver` (Debian/Ubuntu; .ci/run does it as root).
 """
@@ -267,8 +271,9 @@ def _log_lines(widget) -> list[str]:
 
 
 def _assert_no_toast(driver, shot: Path):
-    driver.save_screenshot(str(shot))
     toasts = [t.text for t in driver.find_elements(By.CSS_SELECTOR, TOAST) if t.is_displayed()]
+    if toasts:
+        driver.save_screenshot(str(shot))
     assert not toasts, f"notification pop-up(s) shown: {toasts} (see {shot})"
 
 
@@ -389,7 +394,6 @@ def test_explorer_clicks_show_the_engine_state_and_a_saved_edit_reaches_disk(bro
         box.click()
         box.send_keys(TAG, Keys.ENTER)
         _wait(browser, f"{TAG} on cell {add}", lambda d: _applied_tags(inspector) == [TAG], 10)
-        browser.save_screenshot(str(tmp_path / "02_tags_edited.png"))
         ActionChains(browser).key_down(Keys.CONTROL).send_keys("s").key_up(Keys.CONTROL).perform()
         expected_tags = [c["metadata"].get("tags", []) for c in committed["cells"]]
         expected_tags[add], expected_tags[remove] = [TAG], []
@@ -461,8 +465,10 @@ def test_explorer_clicks_show_the_engine_state_and_a_saved_edit_reaches_disk(bro
                       _shown_map(widget, len(expected)) == expected, 15)
             except AssertionError:
                 pass  # _check_map says what differs
-            widget.screenshot(str(shot))
-            _check_map(_shown_map(widget, len(expected)), expected, f"{button} (screenshot {shot})")
+            shown = _shown_map(widget, len(expected))
+            if shown != expected:
+                widget.screenshot(str(shot))
+            _check_map(shown, expected, f"{button} (screenshot {shot})")
         assert set(state["seqs"]) == {1, 2, 4}, state["seqs"]
         assert state["owners"], "the engine has no mapped blocks: the clicks did nothing"
 
@@ -482,7 +488,6 @@ def test_explorer_clicks_show_the_engine_state_and_a_saved_edit_reaches_disk(bro
         assert source.rstrip().endswith(MARK), source[-200:]
         if pair_before is not None:  # the jupytext pair (py:percent) is written on the same save
             _wait(browser, "the paired .py on disk", lambda d: MARK in pair.read_text(), 30)
-        browser.save_screenshot(str(tmp_path / "09_after_save.png"))
         _assert_no_toast(browser, tmp_path / "10_end.png")
     finally:
         if kernel is not None:
