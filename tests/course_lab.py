@@ -3,7 +3,7 @@
 Three tests need one (tests/test_browser.py, tests/test_course_script.py and test_setup.py's
 quiet-Lab test). They share the `course_lab` fixture (tests/conftest.py): one server per worker,
 and all three sit in the `course-venv` xdist group, so one server per run instead of one per
-test (a start costs about 3 CPU-s of imports and extension loading).
+test (a start costs about 4.5 CPU-s, half of it jsonschema's import).
 
 The server serves a copy of notebooks/ (`PAGEDLAB_NOTEBOOKS`: the browser test edits and saves
 a notebook) with its own settings, workspaces and runtime folders, so its first page load is
