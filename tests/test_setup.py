@@ -9,12 +9,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -147,46 +144,20 @@ def test_lab_settings_live_in_the_venv_not_in_the_students_home(tmp_path):
     assert not any(home.iterdir()), f"bootstrap wrote into $HOME: {list(home.iterdir())}"
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.xdist_group("course-venv")  # bootstrap on the checkout's .venv (conftest.py)
-def test_course_jupyterlab_fetches_no_news_and_checks_no_updates(tmp_path):
+def test_course_jupyterlab_fetches_no_news_and_checks_no_updates(course_lab):
     """What the browser would get: the server's page config and the notification settings."""
-    port, token = _free_port(), "pagedlab-test"
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "user-settings")}
-    proc = subprocess.Popen([str(ROOT / "course"), "open", "--no-browser", f"--port={port}",
-                             "--ip=127.0.0.1", f"--IdentityProvider.token={token}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while True:
-            assert proc.poll() is None
-            try:
-                with urllib.request.urlopen(f"{base}/lab?token={token}", timeout=5) as r:
-                    page = r.read().decode()
-                break
-            except OSError:
-                assert time.time() < deadline, "JupyterLab did not answer within 90 s"
-                time.sleep(0.5)
-        config = json.loads(re.search(r'id="jupyter-config-data"[^>]*>(.*?)</script>', page, re.S).group(1))
-        assert config["news"] == {"disabled": True}, config.get("news")
-        url = f"{base}/lab/api/settings/@jupyterlab/apputils-extension:notification?token={token}"
-        with urllib.request.urlopen(url, timeout=10) as r:
-            defaults = {k: v.get("default") for k, v in json.load(r)["schema"]["properties"].items()}
-        # overrides.json turns JupyterLab's defaults into the course's (a student's choice still wins)
-        assert defaults["fetchNews"] == "false" and defaults["checkForUpdates"] is False, defaults
-        with urllib.request.urlopen(f"{base}/lab/api/update?token={token}", timeout=10) as r:
-            assert json.load(r)["notification"] is None  # the never-checking update checker
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+    _, page = course_lab.get("lab")
+    config = json.loads(re.search(r'id="jupyter-config-data"[^>]*>(.*?)</script>', page.decode(), re.S).group(1))
+    assert config["news"] == {"disabled": True}, config.get("news")
+    # No page load asks the server whether JupyterLab needs a rebuild (node, 0.8 CPU-s each time).
+    assert config["buildCheck"] is False and config["buildAvailable"] is False, config
+    _, body = course_lab.get("lab/api/settings/@jupyterlab/apputils-extension:notification")
+    defaults = {k: v.get("default") for k, v in json.loads(body)["schema"]["properties"].items()}
+    # overrides.json turns JupyterLab's defaults into the course's (a student's choice still wins)
+    assert defaults["fetchNews"] == "false" and defaults["checkForUpdates"] is False, defaults
+    _, body = course_lab.get("lab/api/update")
+    assert json.loads(body)["notification"] is None  # the never-checking update checker
 
 
 def test_the_course_venv_holds_torchs_bytecode():
