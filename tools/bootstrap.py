@@ -174,13 +174,21 @@ def install(venv: Path, installer: str, uv: str | None) -> str:
     return "pip"
 
 
+# Packages no course process imports (see compile_bytecode), as compileall's -x pattern.
+UNUSED_PACKAGES = r"/site-packages/(sympy|networkx)/"
+
+
 def compile_bytecode(venv: Path) -> None:
     """Compile the venv's packages to bytecode once, when Python may not cache it by itself.
 
     With PYTHONDONTWRITEBYTECODE set (CI images, some lab machines) and a venv installed by uv
     (which writes no .pyc), every process compiled torch's 2,300 modules again: `import torch`
     cost 5.5 CPU-s instead of 2.4, in every check process and notebook kernel. Compiling them
-    once costs about a minute of CPU. PAGEDLAB_COMPILE_BYTECODE=1/0 forces the step on/off.
+    once costs about 40 CPU-s. PAGEDLAB_COMPILE_BYTECODE=1/0 forces the step on/off.
+
+    sympy and networkx are left out (a quarter of that: 12 CPU-s): torch installs them for its
+    graph compiler (torch.compile), which the course never calls; no course process imports
+    them, and one that did would still work, compiling them in memory.
     """
     wanted = os.environ.get("PAGEDLAB_COMPILE_BYTECODE", "")
     if wanted == "0" or (wanted != "1" and not os.environ.get("PYTHONDONTWRITEBYTECODE")):
@@ -190,7 +198,8 @@ def compile_bytecode(venv: Path) -> None:
                              capture_output=True, text=True, check=True).stdout.strip()
     say("compiling the packages to bytecode (Python may not cache it here: PYTHONDONTWRITEBYTECODE)")
     # Not check=True: a few packages ship files for other Python versions that do not compile.
-    subprocess.run([str(py), "-m", "compileall", "-q", "-j", "0", purelib], stdout=subprocess.DEVNULL)
+    subprocess.run([str(py), "-m", "compileall", "-q", "-j", "0", "-x", UNUSED_PACKAGES, purelib],
+                   stdout=subprocess.DEVNULL)
     cache_pytest_plugins(py)
 
 
