@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -201,3 +202,38 @@ def test_the_course_venv_holds_pytests_rewritten_plugins():
 
     cached = Path(hypothesis.__file__).parent / "__pycache__"
     assert any(cached.glob("__init__.*-pytest-*.pyc")), f"no pytest-rewritten bytecode in {cached}"
+
+
+def _ci_run_with_fake_apt(tmp_path, apt_exit: int, apt_seconds: int) -> subprocess.CompletedProcess:
+    """.ci/run in a copy whose PATH has no Chromium, an apt-get taking `apt_seconds` per call
+    whose install exits `apt_exit`, and stand-ins for bootstrap and ./course that only say they
+    ran (bootstrap also whether apt had finished)."""
+    (tmp_path / ".ci").mkdir(parents=True)
+    shutil.copy2(ROOT / ".ci" / "run", tmp_path / ".ci" / "run")
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "bootstrap.py").write_text(
+        "import os\nprint('bootstrap ran', 'after apt' if os.path.exists('apt-done') else 'while apt ran')\n")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    scripts = {"course": "echo course test ran", "bin/id": "echo 0",
+               "bin/apt-get": f'echo "apt-get $*"; sleep {apt_seconds}; [ "$1" = update ] && exit 0; '
+                              f'touch apt-done; [ {apt_exit} = 0 ] || {{ echo "E: apt says {apt_exit}" >&2; exit {apt_exit}; }}'}
+    for name, body in scripts.items():
+        (tmp_path / name).write_text(f"#!/bin/sh\n{body}\n")
+        (tmp_path / name).chmod(0o755)
+    for tool in ("bash", "sh", "cat", "mktemp", "dirname", "sleep"):
+        (fake / tool).symlink_to(shutil.which(tool))
+    env = {"PATH": str(fake), "PYTHON": sys.executable, "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
+    return subprocess.run([str(fake / "bash"), str(tmp_path / ".ci" / "run")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_ci_run_installs_chromium_beside_the_venv_and_stops_when_apt_fails(tmp_path):
+    ok = _ci_run_with_fake_apt(tmp_path / "ok", 0, apt_seconds=1)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "bootstrap ran while apt ran" in ok.stdout, ok.stdout  # side by side, not one after the other
+    assert ok.stdout.index("bootstrap ran") < ok.stdout.index("course test ran"), ok.stdout
+    failed = _ci_run_with_fake_apt(tmp_path / "failed", 100, apt_seconds=0)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "bootstrap ran" in failed.stdout and "course test ran" not in failed.stdout
+    assert "E: apt says 100" in failed.stderr and "installing chromium failed" in failed.stderr
