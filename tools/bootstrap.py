@@ -184,9 +184,9 @@ def compile_bytecode(venv: Path) -> None:
     With PYTHONDONTWRITEBYTECODE set (CI images, some lab machines) and a venv installed by uv
     (which writes no .pyc), every process compiled torch's 2,300 modules again: `import torch`
     cost 5.5 CPU-s instead of 2.4, in every check process and notebook kernel. Compiling them
-    once costs about 40 CPU-s. PAGEDLAB_COMPILE_BYTECODE=1/0 forces the step on/off.
+    once costs under a minute of CPU. PAGEDLAB_COMPILE_BYTECODE=1/0 forces the step on/off.
 
-    sympy and networkx are left out (a quarter of that: 12 CPU-s): torch installs them for its
+    sympy and networkx are left out (12 CPU-s of it): torch installs them for its
     graph compiler (torch.compile), which the course never calls; no course process imports
     them, and one that did would still work, compiling them in memory.
     """
