@@ -28,6 +28,9 @@ def test_doctor_reports_every_piece_on_a_complete_machine():
     for piece in ("Python", "numpy", "torch", "JupyterLab", "ipywidgets", "nbval", "C++20 compiler", "NVRTC", "CuPy"):
         assert piece in proc.stdout
     assert "Everything the course needs is here." in proc.stdout
+    # The course's own venv, installed by ./course from the lock, has drifted from nothing.
+    lock_row = next(line for line in proc.stdout.splitlines() if line.startswith("versions vs requirements.lock"))
+    assert " ok " in lock_row and "every package as locked" in lock_row, lock_row
 
 
 def test_doctor_names_a_missing_compiler_and_the_fix(monkeypatch, capsys):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -25,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import bootstrap  # noqa: E402
 
-from pagedlab import lockcheck  # noqa: E402
+from pagedlab import doctor, lockcheck  # noqa: E402
 
 REGENERATE = "regenerate it: python3 tools/lock.py"
 
@@ -87,35 +88,29 @@ def test_conda_and_the_grader_install_the_same_lock():
     assert "tools/bootstrap.py" in setup and 'usable_python.sh" nobody 3.11' in setup
 
 
-def _doctor(**env):
-    return subprocess.run([sys.executable, "-m", "pagedlab", "doctor"], capture_output=True,
-                          text=True, env={**os.environ, **env}, timeout=120)
+def _lock_row(monkeypatch, lock: Path) -> str:
+    """The doctor's lock row, as `pagedlab doctor` prints it. Built in this process: the row reads
+    only the lock and the installed versions, and the whole command (with this row ok on the
+    course's venv) runs in test_doctor_reports_every_piece_on_a_complete_machine."""
+    monkeypatch.setenv("PAGEDLAB_LOCK", str(lock))
+    row = doctor._lock()
+    # A drift is worth knowing, not a broken machine: the course may well still work.
+    assert row.status != doctor.MISSING, row
+    return doctor.format_table([row]).splitlines()[-1]
 
 
-def _lock_row(out: str) -> str:
-    return next(line for line in out.splitlines() if line.startswith("versions vs requirements.lock"))
-
-
-def test_doctor_names_each_package_that_drifted_from_the_lock(tmp_path):
+def test_doctor_names_each_package_that_drifted_from_the_lock(tmp_path, monkeypatch):
     installed = _lock_pins()["numpy"]
     text = re.sub(r"^numpy==\S+", "numpy==1.0.0", LOCK.read_text(), flags=re.M)
     text = re.sub(r"^pyyaml==\S+", "pyyaml==0.1", text, flags=re.M)
     (tmp_path / "requirements.lock").write_text(text)
-    proc = _doctor(PAGEDLAB_LOCK=str(tmp_path / "requirements.lock"))
-    row = _lock_row(proc.stdout)
+    row = _lock_row(monkeypatch, tmp_path / "requirements.lock")
     if not lockcheck.lock_applies():
         assert "the lock is for CPython 3.11" in row
         return
     assert "drift" in row and "2 differ" in row, row
     assert f"numpy {installed} (lock 1.0.0)" in row and "pyyaml" in row, row
     assert "./course test" in row, "the row must say how to get back to the lock"
-    # A drift is worth knowing, not a broken machine: the course may well still work.
-    assert proc.returncode == 0, proc.stdout
-
-
-def test_doctor_is_quiet_about_the_lock_when_nothing_drifted():
-    row = _lock_row(_doctor().stdout)
-    assert " ok " in row and "every package as locked" in row, row
 
 
 @pytest.mark.xdist_group("course-venv")  # bootstrap on the checkout's .venv (conftest.py)
@@ -168,3 +163,48 @@ def test_the_course_venv_holds_torchs_bytecode():
     cached = Path(torch.__file__).parent / "__pycache__"
     assert cached.is_dir() and any(cached.glob("__init__.*.pyc")), f"no bytecode in {cached}"
     assert 'PAGEDLAB_COMPILE_BYTECODE="${PAGEDLAB_COMPILE_BYTECODE:-1}"' in (ROOT / "grading" / "setup.sh").read_text()
+
+
+def test_the_course_venv_holds_pytests_rewritten_plugins():
+    """pytest reads the plugins it rewrites (hypothesis first) from its own .pyc files; where
+    Python may not write bytecode, bootstrap stores them, or every pytest process (one per notebook
+    in a grade with --notebooks) rewrote them again: 1.1 CPU-s each."""
+    import hypothesis
+
+    cached = Path(hypothesis.__file__).parent / "__pycache__"
+    assert any(cached.glob("__init__.*-pytest-*.pyc")), f"no pytest-rewritten bytecode in {cached}"
+
+
+def _ci_run_with_fake_apt(tmp_path, apt_exit: int, apt_seconds: int) -> subprocess.CompletedProcess:
+    """.ci/run in a copy whose PATH has no Chromium, an apt-get taking `apt_seconds` per call
+    whose install exits `apt_exit`, and stand-ins for bootstrap and ./course that only say they
+    ran (bootstrap also whether apt had finished)."""
+    (tmp_path / ".ci").mkdir(parents=True)
+    shutil.copy2(ROOT / ".ci" / "run", tmp_path / ".ci" / "run")
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "bootstrap.py").write_text(
+        "import os\nprint('bootstrap ran', 'after apt' if os.path.exists('apt-done') else 'while apt ran')\n")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    scripts = {"course": "echo course test ran", "bin/id": "echo 0",
+               "bin/apt-get": f'echo "apt-get $*"; sleep {apt_seconds}; [ "$1" = update ] && exit 0; '
+                              f'touch apt-done; [ {apt_exit} = 0 ] || {{ echo "E: apt says {apt_exit}" >&2; exit {apt_exit}; }}'}
+    for name, body in scripts.items():
+        (tmp_path / name).write_text(f"#!/bin/sh\n{body}\n")
+        (tmp_path / name).chmod(0o755)
+    for tool in ("bash", "sh", "cat", "mktemp", "dirname", "sleep"):
+        (fake / tool).symlink_to(shutil.which(tool))
+    env = {"PATH": str(fake), "PYTHON": sys.executable, "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
+    return subprocess.run([str(fake / "bash"), str(tmp_path / ".ci" / "run")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_ci_run_installs_chromium_beside_the_venv_and_stops_when_apt_fails(tmp_path):
+    ok = _ci_run_with_fake_apt(tmp_path / "ok", 0, apt_seconds=1)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "bootstrap ran while apt ran" in ok.stdout, ok.stdout  # side by side, not one after the other
+    assert ok.stdout.index("bootstrap ran") < ok.stdout.index("course test ran"), ok.stdout
+    failed = _ci_run_with_fake_apt(tmp_path / "failed", 100, apt_seconds=0)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "bootstrap ran" in failed.stdout and "course test ran" not in failed.stdout
+    assert "E: apt says 100" in failed.stderr and "installing chromium failed" in failed.stderr

@@ -27,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +51,7 @@ def run(cmd: list[str], **kw) -> None:
 
 
 # Bumped when the install steps change, so existing venvs get the new step on the next run.
-STEPS = "bytecode-1"
+STEPS = "bytecode-2"
 
 
 def fingerprint(installer: str) -> str:
@@ -173,13 +174,21 @@ def install(venv: Path, installer: str, uv: str | None) -> str:
     return "pip"
 
 
+# Packages no course process imports (see compile_bytecode), as compileall's -x pattern.
+UNUSED_PACKAGES = r"/site-packages/(sympy|networkx)/"
+
+
 def compile_bytecode(venv: Path) -> None:
     """Compile the venv's packages to bytecode once, when Python may not cache it by itself.
 
     With PYTHONDONTWRITEBYTECODE set (CI images, some lab machines) and a venv installed by uv
     (which writes no .pyc), every process compiled torch's 2,300 modules again: `import torch`
     cost 5.5 CPU-s instead of 2.4, in every check process and notebook kernel. Compiling them
-    once costs about a minute of CPU. PAGEDLAB_COMPILE_BYTECODE=1/0 forces the step on/off.
+    once costs under a minute of CPU. PAGEDLAB_COMPILE_BYTECODE=1/0 forces the step on/off.
+
+    sympy and networkx are left out (12 CPU-s of it): torch installs them for its
+    graph compiler (torch.compile), which the course never calls; no course process imports
+    them, and one that did would still work, compiling them in memory.
     """
     wanted = os.environ.get("PAGEDLAB_COMPILE_BYTECODE", "")
     if wanted == "0" or (wanted != "1" and not os.environ.get("PYTHONDONTWRITEBYTECODE")):
@@ -189,7 +198,27 @@ def compile_bytecode(venv: Path) -> None:
                              capture_output=True, text=True, check=True).stdout.strip()
     say("compiling the packages to bytecode (Python may not cache it here: PYTHONDONTWRITEBYTECODE)")
     # Not check=True: a few packages ship files for other Python versions that do not compile.
-    subprocess.run([str(py), "-m", "compileall", "-q", "-j", "0", purelib], stdout=subprocess.DEVNULL)
+    subprocess.run([str(py), "-m", "compileall", "-q", "-j", "0", "-x", UNUSED_PACKAGES, purelib],
+                   stdout=subprocess.DEVNULL)
+    cache_pytest_plugins(py)
+
+
+def cache_pytest_plugins(py: Path) -> None:
+    """Let pytest cache its assertion-rewritten plugins (hypothesis, anyio, xdist, nbval...).
+
+    pytest rewrites every plugin package it loads and keeps the result in its own .pyc, never
+    the one compileall wrote; under PYTHONDONTWRITEBYTECODE it redoes that in every pytest process:
+    1.1 CPU-s each, and a grade with --notebooks starts one per notebook. One pytest run here
+    with bytecode writing on stores them; later runs read them whatever the setting.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    with tempfile.TemporaryDirectory() as empty:
+        ini = Path(empty) / "pytest.ini"
+        ini.write_text("[pytest]\n")  # nothing of the checkout's configuration
+        # Exit code 5 (no tests) is the expected end; a failure only leaves the cache unwritten.
+        subprocess.run([str(py), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                        "-c", str(ini), "--rootdir", empty, empty],
+                       cwd=empty, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def install_lab_settings(venv: Path) -> None:
