@@ -2,7 +2,7 @@
 
 The quick tests cover the intake (a hostile zip, Gradescope's export), grader problems kept
 apart, and the Slurm recipe's merge (results out of order, some missing). The integration test
-grades a generated class of 12 (tests/submissions/classroom.py) with `--jobs 2` on tasks
+grades a generated class of 9 (tests/submissions/classroom.py) with `--jobs 2` on tasks
 1, 11, 12 and 13 (one per file, none needing torch or a kernel build: the batch runs the same
 `pagedlab grade` per student whatever the task), public checks only, interrupted once with SIGINT.
 """
@@ -233,7 +233,7 @@ def test_a_slurm_array_run_out_of_order_with_gaps_merges_into_one_report(tmp_pat
 
 # --- a whole class ----------------------------------------------------------------------------
 
-TIME_SCALE = "0.3"  # the hang costs 0.3 x task 1's 30 s; every task, solution included, fits
+TIME_SCALE = "0.3"  # the hang (asleep) waits 0.3 x task 1's 30 s; every task, solution included, fits
 
 
 def _states(out: Path) -> dict[str, float]:
@@ -294,10 +294,10 @@ def test_class_scores_equal_single_grade_runs(graded_class):
                        env=g["env"], cwd=ROOT, capture_output=True, check=True, timeout=600)
         return json.loads(path.read_text())
 
-    # One student of each kind that scores differently (the hang's single run alone would take its
-    # whole time limit again; its CSV row is checked by the next test).
-    compared = [k for k in rows if k in ("alice_solution", "bob_stub", "dan_mutant_a", "erin_mutant_b",
-                                         "mallory_cheat") or "crash" in k]
+    # Full marks, one task lost, a crash: each takes another way to its score (the stubs score
+    # nothing either way; the hang's single run would wait out its limit again, and its CSV row
+    # is checked by the next test).
+    compared = ["alice_solution", "erin_mutant_b", "ivan_crash"]
     with ThreadPoolExecutor(2) as pool:
         singles = dict(zip(compared, pool.map(single, compared)))
     for key, results in singles.items():
@@ -306,7 +306,6 @@ def test_class_scores_equal_single_grade_runs(graded_class):
         assert rows[key]["total"] == f"{results['score']:g}", key
     full = sum(points.BY_TASK[f"task{t}"].points for t in fake_class.TASKS)
     assert rows["alice_solution"]["total"] == rows["alice_solution"]["max"] == f"{full:g}"
-    assert rows["mallory_cheat"]["total"] == "0"  # the red-team forgery earns nothing here either
 
 
 @pytest.mark.integration
@@ -321,10 +320,9 @@ def test_the_hang_and_the_crash_are_student_failures(graded_class):
         results = json.loads((out / "students" / key / "results.json").read_text())
         assert words in results["tests"][0]["output"]
     assert log == ""  # a clean run: no grader problems at all
-    # Each mutant fails its own task with a real verdict, not "not implemented".
+    # Each planted bug fails its own task with a real verdict, not "not implemented".
     record = {r.key: r for r in class_report.collect(out)}
-    for key, task in (("dan_mutant_a", "task1"), ("erin_mutant_b", "task12"),
-                      ("grace_mutant_d", "task11"), ("heidi_mutant_e", "task13")):
+    for key, task in (("dan_mutant_a", "task1"), ("erin_mutant_b", "task12"), ("nina_copy", "task11")):
         mine = [why for t, _, why in record[key].failures if t == task]
         assert mine and not any("not implemented" in why for why in mine), (key, mine)
 

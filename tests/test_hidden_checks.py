@@ -4,6 +4,9 @@ hidden scenarios (drawn at grading time) go where the public ones do not.
 
 Each "overfit" submission below is the reference with one special case that the public scenarios
 never reach. Grading uses a fixed hidden seed so the test is reproducible; any seed exposes them.
+Whether the checks catch each one is asked in this process, planned, seeded and judged as the
+grader does (two of the four are torch tasks, whose sandboxed grade starts torch twice); one
+overfit goes through `pagedlab grade` to show what the student and Gradescope are told.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ from pathlib import Path
 import pytest
 
 from pagedlab import manifest
+from pagedlab.checks import framework, golden
+from pagedlab.checks.judge import judge
 from pagedlab.grading.cli import grade
+from pagedlab.sandbox.runner import plan_for
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "submissions"))
@@ -40,6 +46,7 @@ OVERFITS = {
                "        self.max_order = {8: 3, 16: 4, 64: 6, 256: 8, 512: 9}.get(total_slots, 9)\n"),
 }
 HIDDEN_SEED = 20261123
+HIDDEN = ROOT / "grading" / "hidden"
 
 
 def _overfit(tmp_path: Path, task: str) -> Path:
@@ -51,9 +58,33 @@ def _overfit(tmp_path: Path, task: str) -> Path:
     return folder
 
 
+def _verdicts(task: str, sub: Path) -> list[tuple[object, bool]]:
+    """(check, passed) for every check of `task`, public and hidden, with the grader's plan (the
+    seeds drawn from HIDDEN_SEED) and its trusted records; the drivers run in this process."""
+    checks, plan = plan_for(manifest.task(task), hidden=True, hidden_seed=HIDDEN_SEED, hidden_from=HIDDEN)
+    found = []
+    for c, (_, seed) in zip(checks, plan, strict=True):
+        if c.expected is not None:
+            want = framework.expected_stream(c, seed)
+        else:
+            want = framework.drive(c, "solutions", seed) if c.hidden else golden.record(c.key)
+        found.append((c, judge(want, framework.drive(c, str(sub), seed)).passed))
+    return found
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("task", sorted(OVERFITS, key=lambda t: int(t[4:])))
-def test_an_overfit_submission_passes_the_public_checks_and_loses_the_task(task, tmp_path):
+def test_an_overfit_submission_passes_the_public_checks_and_fails_a_hidden_one(task, tmp_path):
+    verdicts = _verdicts(task, _overfit(tmp_path, task))
+    public = [(c.name, ok) for c, ok in verdicts if not c.hidden]
+    assert public and all(ok for _, ok in public), [name for name, ok in public if not ok]
+    hidden = [ok for c, ok in verdicts if c.hidden]
+    assert hidden and not all(hidden), f"{task}: every hidden check passed the overfit"
+
+
+@pytest.mark.slow
+def test_graded_an_overfit_shows_every_public_check_passed_and_loses_the_task(tmp_path):
+    task = "task12"
     sub = _overfit(tmp_path, task)
     graded = grade(str(sub), tasks=[task], hidden_seed=HIDDEN_SEED, echo=lambda *a: None)
     entry = next(t for t in graded["tests"] if t["number"] == task[4:])
@@ -71,13 +102,14 @@ def test_an_overfit_submission_passes_the_public_checks_and_loses_the_task(task,
 @pytest.mark.task_wide
 @pytest.mark.parametrize("task", [row.id for row in manifest.TABLE if row.part not in "CE"])
 def test_the_reference_passes_the_hidden_checks_for_many_seeds(task):
-    """Hidden scenarios are drawn freely: the reference must pass whatever the seed.
-    (Kernels, Parts C and E, are covered by the graded-checks test at two seeds.)"""
+    """Hidden scenarios are drawn freely: the reference must pass whatever the seed. Three seeds
+    here and the graded-checks test's two others make five draws per check. (Kernels, Parts C
+    and E, are covered by the graded-checks test at its two seeds.)"""
     from pagedlab.checks import framework, judge
 
     hidden = ROOT / "grading" / "hidden"
     for c in framework.checks_of(task, hidden=True, hidden_from=hidden):
-        for seed in range(5):
+        for seed in range(3):
             trusted = framework.expected_stream(c, seed) if c.expected else framework.drive(c, "solutions", seed)
             assert trusted.status == "completed", (c.key, seed, trusted.error)
             assert judge.judge(trusted, framework.drive(c, "solutions", seed)).passed, (c.key, seed)

@@ -50,9 +50,11 @@ def test_groups_and_notebook_cells_stay_on_one_worker(tmp_path):
     shutil.copy2(ROOT / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_grouped.py").write_text(GROUPED)
     _notebook(tmp_path / "chain.ipynb")
+    # Three interpreters start pytest here: the plugins the grouping never meets stay out (hypothesis
+    # and anyio cost each of them 0.9 CPU-s of imports).
     proc = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder",
-                           "--nbval-lax", "-p", "no:cacheprovider", "-q", f"--rootdir={tmp_path}",
-                           "test_grouped.py", "chain.ipynb"],
+                           "--nbval-lax", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio",
+                           "-q", f"--rootdir={tmp_path}", "test_grouped.py", "chain.ipynb"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "25 passed" in proc.stdout, proc.stdout[-1000:]  # 18 tests and the notebook's 7 cells

@@ -28,15 +28,12 @@ TASKS = ["1", "11", "12", "13"]
 
 STUB_TASK1 = '    # YOUR CODE HERE (Task 1: llm_init)\n    raise NotImplementedError("Task 1: llm_init")\n'
 
-# student -> (file, old text in solutions/, new text): one planted bug per graded task.
+# student -> (file, old text in solutions/, new text): a planted bug in the engine and one in
+# the buddy allocator (the copies below carry a third, in prefix_cache.py).
 MUTANTS = {
     "dan_mutant_a": ("memory_manager.py", "engine.total_local_blocks = pool_size // BLOCK_SIZE",
                      "engine.total_local_blocks = -(-pool_size // BLOCK_SIZE)"),
     "erin_mutant_b": ("buddy.py", "buddy = offset ^ (1 << order)", "buddy = offset + (1 << order)"),
-    "grace_mutant_d": ("prefix_cache.py", "for i in range((len(prompt) - 1) // size):",
-                       "for i in range(len(prompt) // size):"),
-    "heidi_mutant_e": ("swap.py", "            dst.ref_count[moved[block]] += 1\n",
-                       "            dst.ref_count[moved[block]] = 1\n"),
 }
 
 # The copied work: a different bug in prefix_cache.py plus a helper of the first student's own;
@@ -63,9 +60,13 @@ def describe_queue(queue, limit=8):
 RENAMES = {"block": "blk", "blocks": "blks", "queue": "fifo", "shown": "parts", "entry": "item",
            "label": "text", "count": "n_seen", "pool": "allocator"}
 
+# Each student shows one thing: full marks (alice), a stub at the top and one zipped inside
+# exercises/ with macOS junk (bob, carol), a wrong answer in the engine and in the buddy allocator
+# (dan, erin), a crash and a hang that are the student's failures (ivan, judy), and two copies
+# of one prefix_cache.py, one with the names changed, found as the top similar pair (nina, oscar).
 KINDS = {"alice_solution": "solution", "bob_stub": "stub", "carol_stub_nested": "stub",
          **{k: "mutant" for k in MUTANTS}, "ivan_crash": "crash", "judy_hang": "hang",
-         "mallory_cheat": "cheat", "nina_copy": "copy", "oscar_copy": "copy"}
+         "nina_copy": "copy", "oscar_copy": "copy"}
 
 
 def _replace_once(text: str, old: str, new: str, what: str) -> str:
@@ -102,17 +103,9 @@ def make_class(dest: Path) -> dict[str, str]:
     stub = (EXERCISES / "memory_manager.py").read_text()
     _write(_stubs(dest / "ivan_crash"), "memory_manager.py", _replace_once(
         stub, STUB_TASK1, "    import ctypes as _c\n    return _c.string_at(0)  # reads address 0: segfault\n", "crash"))
+    # Asleep, not spinning: the time limit is wall time, so the same cut costs no CPU.
     _write(_stubs(dest / "judy_hang"), "memory_manager.py", _replace_once(
-        stub, STUB_TASK1, "    while True:  # never returns\n        pool_size += 0\n", "hang"))
-    sys.path.insert(0, str(HERE.parent))
-    try:
-        from test_redteam import FORGE_RECORDS
-    finally:
-        sys.path.remove(str(HERE.parent))
-    cheat = _stubs(dest / "mallory_cheat")
-    for name in FILES:
-        if name.endswith(".py"):
-            _write(cheat, name, (EXERCISES / name).read_text() + FORGE_RECORDS)
+        stub, STUB_TASK1, "    import time\n    while True:  # never returns\n        time.sleep(1)\n", "hang"))
     copied = _replace_once((SOLUTIONS / "prefix_cache.py").read_text(), *COPIED_BUG, "copy") + COPIED_HELPER
     _write(_stubs(dest / "nina_copy"), "prefix_cache.py", copied)
     renamed = copied
