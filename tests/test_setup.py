@@ -65,6 +65,17 @@ def test_the_lock_satisfies_every_dependency_in_pyproject():
     assert not wrong, f"requirements.lock is stale for {wrong}; {REGENERATE}"
 
 
+def test_importing_nbformat_builds_no_grammar():
+    """jsonschema 4.25+ imports rfc3987-syntax, which builds Lark parsers: 2.2 CPU-s in every
+    process importing nbformat (each pytest, nbval run, Jupyter server, doctor). constraints.txt
+    holds jsonschema<4.25; this fails if an upgrade or a new dependency brings the parsers back."""
+    import jsonschema  # noqa: F401  (both already loaded by the nbval plugin: free here)
+    import nbformat  # noqa: F401
+
+    loaded = {"rfc3987_syntax", "lark"} & set(sys.modules)
+    assert not loaded, f"importing nbformat loaded {loaded}; see constraints.txt's jsonschema pin"
+
+
 def test_bootstrap_and_doctor_agree_on_the_locks_target():
     assert bootstrap.LOCK_PYTHON == lockcheck.LOCK_PYTHON
     assert bootstrap.LOCK_PLATFORM == lockcheck.LOCK_PLATFORM
