@@ -37,7 +37,7 @@ g++ --version
 # torch's CPU build comes from the PyTorch CPU index (bootstrap adds it: PyPI's is the CUDA build).
 # uv found as ./course finds it (PATH, or the copy bootstrap keeps in ~/.cache/pagedlab/uv), else
 # pip-installed there; a venv of its own only where that fails (about 9 CPU-s more).
-UV="$(cd "$SRC/tools" && python3 -c 'import bootstrap, pathlib, sys; print(bootstrap.find_uv(pathlib.Path(sys.argv[1]), sys.executable) or "")' "$VENV" | tail -n 1)"  # the path: its last line
+UV="$(cd "$SRC/tools" && python3 -c 'import bootstrap, pathlib, sys; print(bootstrap.find_uv(pathlib.Path(sys.argv[1]), sys.executable) or "")' "$VENV" | tail -n 1)" || UV=""
 if [ -z "$UV" ]; then
     python3 -m venv "$AUTOGRADER/uv-tool"
     "$AUTOGRADER/uv-tool/bin/pip" install --quiet uv
