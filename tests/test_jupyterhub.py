@@ -119,7 +119,10 @@ c.JupyterHub.services = [{{"name": "course-test", "api_token": {self.token!r}}}]
 c.JupyterHub.load_roles = [{{"name": "course-test", "services": ["course-test"],
     "scopes": ["admin:users", "admin:servers", "tokens", "access:servers"]}}]
 """)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PAGEDLAB_")}
+        # Without PYTHONDONTWRITEBYTECODE (CI sets it) the hub, root, leaves the bytecode of what it
+        # imports in the venv, as a pip-built hub image ships it: each student's server then
+        # imports jupyterhub's and jupyter_server's shared modules about 1.7 CPU-s faster.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PAGEDLAB_") and k != "PYTHONDONTWRITEBYTECODE"}
         env["PATH"] = f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}"
         self.log = base / "hub.log"
         self.proc = subprocess.Popen([str(bin_dir / "jupyterhub"), "-f", str(config)], cwd=base, env=env,
