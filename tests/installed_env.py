@@ -107,12 +107,18 @@ def _build() -> Path:
     base = Path(tempfile.mkdtemp(prefix="pagedlab-installed-"))
     base.chmod(0o755)
     atexit.register(shutil.rmtree, base, True)
-    wheels = base / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "-w", str(wheels), str(REPO)], check=True, capture_output=True, timeout=300)
+    wheels, env = base / "wheels", base / "env"
+    uv = bootstrap.find_uv(env, sys.executable)
+    # With uv: the same wheel and venv for about 3 CPU-s less each (pip's own start-up; ensurepip).
+    if uv:
+        build = [uv, "build", "--quiet", "--wheel", "--no-build-isolation", "--python", sys.executable, "-o"]
+        create = [uv, "venv", "--quiet", "--seed", "--python", base_python()]  # --seed: _install asks pip
+    else:
+        build = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w"]
+        create = [base_python(), "-m", "venv"]
+    subprocess.run([*build, str(wheels), str(REPO)], check=True, capture_output=True, timeout=300)
     wheel = next(wheels.glob("pagedlab-*.whl"))
-    env = base / "env"
-    subprocess.run([base_python(), "-m", "venv", str(env)], check=True, timeout=300)
+    subprocess.run([*create, str(env)], check=True, timeout=300)
     _install(env, wheel)
     return env / "bin"
 

@@ -66,9 +66,18 @@ def test_doctor_names_the_course_folder(student):
     proc = as_student(student, "pagedlab", "doctor", cwd=course / "notebooks")
     line = next(x for x in proc.stdout.splitlines() if x.startswith("course folder"))
     assert str(course) in line and "student edition" in line, proc.stdout
-    proc = as_student(student, "pagedlab", "doctor", cwd=student[1].pw_dir)  # home, above the course
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("course folder"))
-    assert "MISSING" in line and "PAGEDLAB_COURSE" in line
+
+
+def test_outside_the_course_the_wheel_is_not_taken_for_one(student):
+    # From home, above the course: no folder of the wheel's may stand in for the course. The
+    # doctor's row for this is the same lookup (course.find), and its MISSING wording is
+    # test_course's; a second doctor here cost 9 CPU-s (torch, JupyterLab) to show no more.
+    bin_dir, entry, _ = student
+    proc = as_student(student, str(bin_dir / "python"), "-c", "import pagedlab; pagedlab.load('memory_manager')",
+                      cwd=entry.pw_dir)
+    error = proc.stderr.strip().splitlines()[-1]
+    assert error.startswith("pagedlab.course.NoCourseFolder: no course folder found from"), proc.stderr
+    assert "set PAGEDLAB_COURSE" in error and "site-packages" not in error, proc.stderr
 
 
 def test_load_and_grade_find_the_students_files(student):

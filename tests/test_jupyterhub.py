@@ -1,8 +1,8 @@
 """A class on a real JupyterHub, on loopback: two student accounts, LocalProcessSpawner, the
 student edition pulled into each home by nbgitpuller through the link `pagedlab link` prints,
-the graded cells of notebooks 02 and 08 run by both at once. Graded cells must behave as on
-a laptop: the untouched stubs show the task's "not implemented", a student's finished files show
-every ✓.
+graded cells run by both at once. Graded cells must behave as on a laptop: the untouched stubs
+show the task's "not implemented" (notebook 02), a student's finished files show every ✓
+(notebooks 02 and 08, the kernel built in that student's own home).
 
 Needs root (real users), the `configurable-http-proxy` npm package (installed into a cache
 folder when npm is present) and JupyterHub + nbgitpuller (installed with the wheel).
@@ -49,6 +49,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900), pytest.mark.xdi
 USERS = ["pagedlab-hub1", "pagedlab-hub2"]
 SOLVED = {"pagedlab-hub2"}  # hub1 keeps the stubs
 NOTEBOOKS = ["02_block_table.ipynb", "08_cuda_kernel.ipynb"]
+# The stubs' route through the hub is the same for every task: 02's cells show it. Notebook 08 on
+# the stubs (about 17 CPU-s, most of it building the kernel runtime in a fresh home) showed
+# nothing more; its "never written" message is test_notebooks' and test_grading_real's.
+GRADED = {"pagedlab-hub1": NOTEBOOKS[:1], "pagedlab-hub2": NOTEBOOKS}
 FOLDER = "pagedlab-student"
 
 
@@ -115,7 +119,10 @@ c.JupyterHub.services = [{{"name": "course-test", "api_token": {self.token!r}}}]
 c.JupyterHub.load_roles = [{{"name": "course-test", "services": ["course-test"],
     "scopes": ["admin:users", "admin:servers", "tokens", "access:servers"]}}]
 """)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PAGEDLAB_")}
+        # Without PYTHONDONTWRITEBYTECODE (CI sets it) the hub, root, leaves the bytecode of what it
+        # imports in the venv, as a pip-built hub image ships it: each student's server then
+        # imports jupyterhub's and jupyter_server's shared modules about 1.7 CPU-s faster.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PAGEDLAB_") and k != "PYTHONDONTWRITEBYTECODE"}
         env["PATH"] = f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}"
         self.log = base / "hub.log"
         self.proc = subprocess.Popen([str(bin_dir / "jupyterhub"), "-f", str(config)], cwd=base, env=env,
@@ -222,7 +229,7 @@ def _run_notebooks(user: str, entry, bin_dir: Path, runner: Path) -> list[dict]:
     # Graded cells only: every cell of both notebooks runs under nbval in this CI already; what
     # only a hub shows is the graded cells working for real users on the pulled course.
     cmd = [RUNUSER, "-u", user, "--", str(bin_dir / "python"), str(runner), "--graded-only",
-           *[str(course / "notebooks" / nb) for nb in NOTEBOOKS]]
+           *[str(course / "notebooks" / nb) for nb in GRADED[user]]]
     proc = subprocess.run(cmd, cwd=course / "notebooks", capture_output=True, text=True, timeout=600,
                           env=user_env(bin_dir, entry.pw_dir))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -249,8 +256,9 @@ def test_a_class_on_jupyterhub(hub):
     assert other.returncode != 0, "one student could list another's home"
     with ThreadPoolExecutor(len(USERS)) as pool:
         reports = dict(zip(USERS, pool.map(lambda u: _run_notebooks(u, entries[u], bin_dir, runner), USERS)))
-    print(f"{len(USERS)} students, the graded cells of notebooks 02 and 08 at once: {time.perf_counter() - began:.0f} s from spawn to done")
+    print(f"{len(USERS)} students, their graded cells at once: {time.perf_counter() - began:.0f} s from spawn to done")
     for user, report in reports.items():
+        assert [nb["notebook"] for nb in report] == GRADED[user], report
         for nb in report:
             assert nb["graded"], f"{user}: {nb['notebook']} ran no graded cell"
             for cell in nb["graded"]:
@@ -260,9 +268,10 @@ def test_a_class_on_jupyterhub(hub):
                 else:
                     assert cell["error"] and "✓" not in cell["text"], f"{where}:\n{cell['text']}"
                     assert "not implemented yet" in cell["text"] or "never written" in cell["text"], f"{where}:\n{cell['text']}"
-    for user in USERS:
-        cache = Path(entries[user].pw_dir) / ".cache" / "pagedlab"
+    for user in SOLVED:  # the student who built the kernel built it in their own home
+        cache = Path(entries[user].pw_dir) / ".cache" / "pagedlab" / "cuda"
         assert cache.is_dir() and cache.stat().st_uid == entries[user].pw_uid, f"{user}'s cache: {cache}"
+        assert any(p.name.startswith("k_paged_attention") for p in cache.iterdir()), list(cache.iterdir())
 
 
 def test_link_command_prints_the_same_link():
