@@ -117,8 +117,9 @@ def _collection_of_this_session(session: pytest.Session) -> dict[str, bool] | No
     whole = any((here / arg.split("::")[0]).resolve() in (ROOT, ROOT / "tests") for arg in config.args)
     if narrowed or not whole:
         return None
-    return {item.nodeid: item.get_closest_marker("task_wide") is not None for item in session.items
-            if item.nodeid.startswith("tests/")}
+    # Under `--dist loadgroup` a grouped test's id ends in "@group"; the copy's record has none.
+    return {re.sub(r"@[^\[\]/:]+$", "", item.nodeid): item.get_closest_marker("task_wide") is not None
+            for item in session.items if item.nodeid.startswith("tests/")}
 
 
 def _collection_of_the_checkout(tmp_path: Path) -> dict[str, bool]:
