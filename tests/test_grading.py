@@ -230,9 +230,13 @@ def test_gradescope_mode_without_a_submission_still_writes_results_json(tmp_path
     assert results["score"] == 0 and "No submission to grade" in results["output"]
 
 
+@pytest.mark.task_wide  # its unknown id must stay unknown when a task is added
 def test_unknown_tasks_are_refused(capsys):
-    assert cli.main(["grade", "--tasks", "task99"]) == 2
-    assert "unknown task 'task99'" in capsys.readouterr().err
+    from pagedlab import manifest
+
+    unknown = f"task{max(row.number for row in manifest.TABLE) + 1}"  # not a new task's id (a toy Task 99)
+    assert cli.main(["grade", "--tasks", unknown]) == 2
+    assert f"unknown task '{unknown}'" in capsys.readouterr().err
 
 
 @pytest.mark.task_wide

@@ -11,7 +11,7 @@ on the solutions; then runs
     one case per task or per file only the toy's case): about a minute;
   - with pytest args, `pytest ARGS` in the copy instead;
   - with --whole-suite, the copy's `./course test [ARGS]`: every test and notebook, as CI runs
-    them, in a venv of the copy's own (20-30 minutes on two cores; the instructor's proof before
+    them, in a venv of the copy's own (about 8 minutes on two cores; the instructor's proof before
     publishing a new task, not something to run on every change).
 
 --keep DIR puts the copy in DIR (which must not exist) and leaves it there (`git show --stat`
@@ -104,6 +104,10 @@ def rehearse(course: Path, whole: bool, pytest_args: list[str]) -> int:
 def main(argv: list[str]) -> int:
     whole, keep, pytest_args = parse(argv)
     course = keep if keep else Path(tempfile.mkdtemp(prefix="rehearse-new-task-")) / "course"
+    if not keep:
+        # mkdtemp's folder is root's 0700: the suite's sandbox users (nobody, the red team's) must
+        # reach the copy's venv and pagedlab, as they reach a checkout.
+        course.parent.chmod(0o755)
     if keep:
         course.mkdir(parents=True)  # refuses an existing folder: the copy must start clean
     try:
