@@ -138,8 +138,10 @@ def _runtime_object(cc: str, out: Path) -> Path:
     """pagedlab's C runtime, compiled once per compiler and runtime source: it is the same in every
     student's library and costs twice what a student's file does to compile."""
     digest = hashlib.sha256()
-    for part in [cc.encode(), " ".join(RUNTIME_FLAGS).encode()] + [(INCLUDE / name).read_bytes()
-                                                                  for name in ("hw3.h", "pl_runtime.c")]:
+    # Every file of include/, not only what pl_runtime.c includes today: a header it starts to
+    # include later must not leave a stale runtime in the cache.
+    sources = sorted(p for p in INCLUDE.iterdir() if p.is_file())
+    for part in [cc.encode(), " ".join(RUNTIME_FLAGS).encode()] + [p.name.encode() + p.read_bytes() for p in sources]:
         digest.update(part + b"\0")
     obj = out / f"pl_runtime-{digest.hexdigest()[:20]}.o"
     if not obj.is_file():
