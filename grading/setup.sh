@@ -56,9 +56,9 @@ BASE="$("$SRC/grading/usable_python.sh" nobody 3.11 /usr/bin/python3.11 /usr/loc
 # each check process would compile torch's modules again (5.5 CPU-s per import instead of 2.4).
 PAGEDLAB_COMPILE_BYTECODE="${PAGEDLAB_COMPILE_BYTECODE:-1}" PATH="$(dirname "$UV"):$PATH" \
     "$VENV/bin/python" "$SRC/tools/bootstrap.py" "$VENV"
-# A drift from the lock, if any, into the build log. Not the whole `pagedlab doctor` (10 CPU-s of
-# torch and JupyterLab imports): the smoke grade below proves what a grader needs of this image.
-"$VENV/bin/python" -c 'from pagedlab import lockcheck as lc; d = lc.drift(lc.read_lock(lc.lock_path().read_text())); print("versions vs requirements.lock:", ", ".join(map(str, d)) or "every package as locked")'
+# The doctor's lock row (a drift, if any) into the build log. Not the whole `pagedlab doctor` (10
+# CPU-s of torch and JupyterLab imports): the smoke grade below proves what a grader needs of this image.
+"$VENV/bin/python" -c 'from pagedlab import doctor; print(doctor.format_table([doctor.lock_row()]))'
 
 # Student code runs as this unprivileged user (pagedlab grade switches to it per task), so a
 # submission can neither edit the grader's checks nor read the reference solutions.

@@ -134,7 +134,7 @@ DRIFT = "drift"
 RESYNC = "re-run ./course test (it reinstalls from the lock) or: uv pip install --require-hashes -r requirements.lock"
 
 
-def _lock() -> Row:
+def lock_row() -> Row:
     """Installed versions vs requirements.lock: a drift is reported, not fatal (it may still work)."""
     from . import lockcheck
 
@@ -169,7 +169,7 @@ def rows() -> list[Row]:
         _cupy(),
         *_c_track(),
         *_course(),
-        _lock(),
+        lock_row(),
     ]
 
 

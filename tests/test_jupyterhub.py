@@ -16,7 +16,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from course_lab import free_port
 from installed_env import (
     REPO,
     RUNUSER,
@@ -55,11 +55,6 @@ NOTEBOOKS = ["02_block_table.ipynb", "08_cuda_kernel.ipynb"]
 GRADED = {"pagedlab-hub1": NOTEBOOKS[:1], "pagedlab-hub2": NOTEBOOKS}
 FOLDER = "pagedlab-student"
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _proxy_command() -> str:
@@ -92,7 +87,7 @@ def _student_edition_repo(base: Path) -> Path:
 
 class Hub:
     def __init__(self, base: Path, bin_dir: Path, gitconfig: Path):
-        self.port, self.hub_port, self.api_port = _free_port(), _free_port(), _free_port()
+        self.port, self.hub_port, self.api_port = free_port(), free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = secrets.token_hex(24)
         self.password = secrets.token_hex(16)

@@ -18,7 +18,6 @@ import os
 import re
 import resource
 import signal
-import socket
 import subprocess
 import textwrap
 import time
@@ -26,6 +25,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from course_lab import free_port
 
 from pagedlab import manifest, release
 
@@ -116,14 +116,9 @@ def test_the_clone_has_no_solutions_and_its_venv_serves_the_clone(ci_run, clone)
     assert Path(where) == clone
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def test_course_open_in_the_clone_serves_the_notebooks(ci_run, clone):
-    port, token = _free_port(), "student-edition-test"
+    port, token = free_port(), "student-edition-test"
     proc = subprocess.Popen(
         [str(clone / "course"), "open", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
          f"--IdentityProvider.token={token}"],

@@ -104,7 +104,7 @@ def _lock_row(monkeypatch, lock: Path) -> str:
     only the lock and the installed versions, and the whole command (with this row ok on the
     course's venv) runs in test_doctor_reports_every_piece_on_a_complete_machine."""
     monkeypatch.setenv("PAGEDLAB_LOCK", str(lock))
-    row = doctor._lock()
+    row = doctor.lock_row()
     # A drift is worth knowing, not a broken machine: the course may well still work.
     assert row.status != doctor.MISSING, row
     return doctor.format_table([row]).splitlines()[-1]
