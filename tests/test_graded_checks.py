@@ -9,6 +9,7 @@ instructor's, not a student's); the verdict is the judge's, against the trusted 
 from pathlib import Path
 
 import pytest
+from trusted_records import trusted_record
 
 from pagedlab import manifest
 from pagedlab.checks import framework, golden, judge
@@ -28,14 +29,6 @@ def _all_checks():
     return params
 
 
-def _trusted(c, seed):
-    if c.expected is not None:
-        return framework.expected_stream(c, seed)
-    if not c.hidden:
-        return golden.record(c.key)
-    return framework.drive(c, "solutions", seed)
-
-
 @pytest.mark.task_wide
 @pytest.mark.parametrize("task, key", _all_checks())
 def test_check_passes_on_solutions_and_fails_on_exercises(task, key):
@@ -43,7 +36,7 @@ def test_check_passes_on_solutions_and_fails_on_exercises(task, key):
     c = framework.find(task, key)
     seeds = (0,) if not c.hidden else (1234567, 42)
     for seed in seeds:
-        trusted = _trusted(c, seed)
+        trusted = trusted_record(c, seed)
         assert trusted is not None, f"{key} has no committed record: run `pagedlab assign`"
         ok = judge.judge(trusted, framework.drive(c, "solutions", seed))
         assert ok.passed, f"fails on solutions/ (seed {seed}): {ok.message}"

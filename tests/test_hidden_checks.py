@@ -16,9 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from trusted_records import trusted_record
 
 from pagedlab import manifest
-from pagedlab.checks import framework, golden
+from pagedlab.checks import framework
 from pagedlab.checks.judge import judge
 from pagedlab.grading.cli import grade
 from pagedlab.sandbox.runner import plan_for
@@ -64,11 +65,7 @@ def _verdicts(task: str, sub: Path) -> list[tuple[object, bool]]:
     checks, plan = plan_for(manifest.task(task), hidden=True, hidden_seed=HIDDEN_SEED, hidden_from=HIDDEN)
     found = []
     for c, (_, seed) in zip(checks, plan, strict=True):
-        if c.expected is not None:
-            want = framework.expected_stream(c, seed)
-        else:
-            want = framework.drive(c, "solutions", seed) if c.hidden else golden.record(c.key)
-        found.append((c, judge(want, framework.drive(c, str(sub), seed)).passed))
+        found.append((c, judge(trusted_record(c, seed), framework.drive(c, str(sub), seed)).passed))
     return found
 
 

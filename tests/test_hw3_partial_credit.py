@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from trusted_records import trusted_record
 
 from pagedlab import manifest
 from pagedlab.assign import make_exercise
-from pagedlab.checks import framework, golden
+from pagedlab.checks import framework
 from pagedlab.checks.judge import judge
 from pagedlab.loader import ROOT
 from pagedlab.sandbox.runner import plan_for
@@ -46,8 +47,7 @@ def results(task: str, folder) -> dict[str, tuple[bool, str]]:
     checks, _ = plan_for(manifest.task(task), hidden=False)
     found = {}
     for c in checks:
-        want = framework.expected_stream(c, 0) if c.expected else golden.record(c.key)
-        verdict = judge(want, framework.drive(c, str(folder)))
+        verdict = judge(trusted_record(c), framework.drive(c, str(folder)))
         found[c.name] = (verdict.passed, verdict.message)
     return found
 

@@ -11,9 +11,10 @@ test_every_check_fails_on_the_untouched_exercise below and by tests/test_grading
 from __future__ import annotations
 
 import pytest
+from trusted_records import trusted_record
 
 from pagedlab import checks
-from pagedlab.checks import framework, golden, judge
+from pagedlab.checks import framework, judge
 from pagedlab.loader import ROOT
 
 SOLUTION = (ROOT / "solutions" / "paged_attention_v2.cu").read_text()
@@ -52,14 +53,10 @@ MESSAGES = {
 }
 
 
-def _trusted(c):
-    return framework.expected_stream(c, 0) if c.expected is not None else golden.record(c.key)
-
-
 def first_failure(folder):
     """(name, message) of the first Task 14 check that fails on `folder`, or None."""
     for c in framework.checks_of("task14", hidden=False):
-        verdict = judge.judge(_trusted(c), framework.drive(c, str(folder), 0))
+        verdict = judge.judge(trusted_record(c), framework.drive(c, str(folder), 0))
         if not verdict.passed:
             return c.name, verdict.message
     return None
@@ -107,6 +104,6 @@ def test_a_read_past_seq_len_is_shown_against_the_sequences_seq_len(loop, tmp_pa
     assert SOLUTION.count(anchor) == 1, f"{loop!r} no longer applies to solutions/paged_attention_v2.cu"
     (tmp_path / "paged_attention_v2.cu").write_text(SOLUTION.replace(anchor, anchor.replace(old, new)))
     edges = next(c for c in framework.checks_of("task14", hidden=False) if c.name.startswith("partition edges"))
-    message = judge.judge(_trusted(edges), framework.drive(edges, str(tmp_path), 0)).message
+    message = judge.judge(trusted_record(edges), framework.drive(edges, str(tmp_path), 0)).message
     assert "UninitializedReadError" in message and "no thread wrote this element" in message, message
     assert all(words in message for words in said), message
