@@ -1,220 +1,198 @@
 """Hidden checks for Tasks 1-5 (instructor only: never in the student edition).
 
-Every scenario is drawn from `run.seed`, which the grader picks at grading time, so neither the
-ids, the lengths, the layouts nor the values can be known in advance. The judge compares the
-student's record with the reference solution's record of the same seed.
+Each planner below runs in the grader: it draws a scenario from the grading's seed and returns it
+as data (pool sizes, ids, layouts {logical: block} as pairs, op lists). The sandboxed child runs
+the public driver of the same name in `pagedlab.checks.drawn.memory_manager` on that data only,
+and the judge compares the student's record with the reference solution's on the same data.
+Every class of each task's domain (pagedlab/checks/README.md, "Domains") is planned in every
+grading; the seed draws the values inside each class.
 """
 
 from __future__ import annotations
 
-from pagedlab import cmem
-from pagedlab.checks.framework import check, see
-from pagedlab.harness import hw3
-from pagedlab.pool import Pool
+import random
+
+from pagedlab.checks.drawn import memory_manager as drawn
+from pagedlab.checks.framework import hidden_scenario
 
 RULE = "the same rules as the public checks, on scenarios drawn at grading time"
+INT_MIN, INT_MAX = -2**31, 2**31 - 1
 
 
-def _snap(engine) -> dict:
-    st = hw3.state(engine)
-    return {"free": st.free, "refs": list(st.refs),
-            "seqs": [[s.seq_id, s.kv_count, [list(p) for p in s.mapping], list(s.l2_slots)] for s in st.seqs]}
-
-
-def _heap(since) -> list:
-    changes = cmem.changes_since(since)
-    return [len(changes.allocated), sum(a.size for a in changes.allocated), changes.mallocs, changes.frees]
-
-
-def _engine(run, blocks):
-    pool = Pool(blocks * hw3.BLOCK_SIZE)
-    return pool, hw3.new_engine(pool.addr, pool.size)
-
-
-def _layout(rng, total, count, used, holes=True) -> dict:
-    """{logical: block} for `count` distinct free blocks in random order; sometimes (always when
-    holes == "always") the logical blocks start at a later L1 slot, leaving NULL L1 entries
-    before them."""
+def _blocks(rng, total, used, count) -> list[int]:
+    """`count` distinct blocks nobody uses yet (fewer when the pool runs out), in a drawn order."""
     free = [b for b in range(total) if b not in used]
     rng.shuffle(free)
     picked = free[:count]
     used.update(picked)
+    return picked
+
+
+def _layout(rng, total, count, used, holes=True) -> list:
+    """[[logical, block]] for `count` logical blocks in a row; sometimes (always when holes ==
+    "always") they start at a later L1 slot, leaving NULL L1 entries before them."""
+    picked = _blocks(rng, total, used, count)
     slots_needed = -(-count // 16)
     start = 16 * rng.randrange(1, 16 - slots_needed + 1) if holes == "always" or (holes and rng.random() < 0.4) else 0
-    return {start + i: b for i, b in enumerate(picked)}
+    return [[start + i, b] for i, b in enumerate(picked)]
 
 
-def _kv_for(rng, layout: dict) -> int:
-    return (max(layout) + 1) * 16 - rng.randrange(16)
+def holey_layout(rng, total, used) -> list:
+    """[[logical, block]] over one or two L2 tables (in drawn L1 slots) whose mapped entries start
+    past offset 0 with a hole between the first two: a walk that stops at the first unmapped
+    entry of an L2 table misses blocks."""
+    logicals = []
+    for l1 in sorted(rng.sample(range(16), rng.randrange(1, 3))):
+        first = rng.randrange(1, 8)
+        second = first + rng.randrange(2, 5)
+        more = rng.sample(range(second + 1, 16), rng.randrange(0, min(4, 15 - second) + 1))
+        logicals += [16 * l1 + o for o in sorted([first, second, *more])]
+    return [list(p) for p in zip(logicals, _blocks(rng, total, used, len(logicals)), strict=True)]
 
 
-@check("task1", "llm_init on pool sizes drawn at grading time", rule=RULE, hidden=True)
-def init_random(run):
-    mm = run.load("memory_manager")
-    rng = run.rng
-    # Every class each grading: empty, under one block, exactly one block, a multiple of 64, a
-    # multiple plus a remainder, and more blocks than one sequence can map (256).
+def _kv_for(rng, layout) -> int:
+    """A kv count whose last block (the highest logical one mapped) is partly or exactly full."""
+    return (max(logical for logical, _ in layout) + 1) * 16 - rng.randrange(16)
+
+
+def _seq(sid, kv, layout) -> dict:
+    return {"id": sid, "kv": kv, "layout": layout}
+
+
+@hidden_scenario("task1", "llm_init on pool sizes drawn at grading time", rule=RULE, driver=drawn.init)
+def init_random(seed):
+    rng = random.Random(seed)
+    # Every class: empty, under one block, exactly one block, a multiple of 64, a multiple plus a
+    # remainder, and more blocks than one sequence can map (256).
     sizes = [0, rng.randrange(1, 64), 64, 64 * rng.randrange(2, 200), 64 * rng.randrange(1, 200) + rng.randrange(1, 64),
              64 * rng.randrange(257, 400) + rng.randrange(64)]
     rng.shuffle(sizes)
-    for size in sizes:
-        pool = Pool(max(size, 64))
-        heap = cmem.snapshot()
-        engine = mm.llm_init(pool.addr, size)
-        if engine is None:
-            see(f"llm_init({size} bytes)", None)
-            see(f"heap after llm_init({size} bytes)", _heap(heap))
-            continue
-        see(f"llm_init({size} bytes)", [engine.total_local_blocks, engine.free_local_blocks,
-                                        engine.pool_base_ptr == pool.addr])
-        see(f"ref counts after llm_init({size} bytes)", list(engine.ref_count[0:engine.total_local_blocks]))
-        head = hw3.addr(engine.active_seqs)
-        see("empty list", [cmem.address(engine.active_seqs.next) == head, cmem.address(engine.active_seqs.prev) == head])
-        see(f"heap after llm_init({size} bytes)", _heap(heap))
-        hw3.teardown(engine)
+    return {"sizes": sizes}
 
 
-@check("task2", "create_sequence / free_sequence on a random stream", rule=RULE, hidden=True)
-def create_free_random(run):
-    mm = run.load("memory_manager")
-    rng = run.rng
-    pool, engine = _engine(run, rng.randrange(20, 90))
-    heap = cmem.snapshot()
-    untouched = pool.snapshot()
-    live = []
-    # Each class of the domain once, then drawn steps, in a drawn order: lengths 0, negative,
-    # within a block, one block exactly, one past, one L2 table exactly (256) and one past, the
-    # 4096 maximum and one past; a live id created again; unknown ids freed.
+@hidden_scenario("task2", "create_sequence / free_sequence on a random stream", rule=RULE, driver=drawn.create_free)
+def create_free_random(seed):
+    rng = random.Random(seed)
+    blocks = rng.randrange(40, 90)
+    used: set = set()
+    # Two sequences with L2 tables full of holes, freed by the stream.
+    built = [_seq(sid, _kv_for(rng, layout), layout)
+             for sid in rng.sample(range(1, 10**6), 2) for layout in [holey_layout(rng, blocks, used)]]
+    # Each class once, then drawn steps, in a drawn order: lengths 0, negative, within a block, one
+    # block exactly, one past, one L2 table exactly (256) and one past, the 4096 maximum and one
+    # past; a live id created again; unknown ids freed; the sequences with holes freed.
     lengths = [0, -rng.randrange(1, 9), rng.randrange(1, 16), 16, 17, 256, 257, 4096, 4097]
-    plan = [("create", n) for n in lengths] + [("create again", None), ("free unknown", None)] * 2
-    plan += [rng.choice([("create", rng.randrange(1, 700)), ("free", None)]) for _ in range(40 - len(plan))]
-    rng.shuffle(plan)
-    for step, (op, length) in enumerate(plan):
-        if op.startswith("free"):
-            sid = rng.choice(live) if live and op == "free" else rng.randrange(10**6, 2 * 10**6)
-            got = mm.free_sequence(engine, sid)
-            if got == 0 and sid in live:
-                live.remove(sid)
-            see(f"step {step}: free_sequence({sid})", got)
+    kinds = ([("create", n) for n in lengths] + [("create again", None), ("free unknown", None)] * 2
+             + [("free built", s["id"]) for s in built])
+    kinds += [rng.choice([("create", rng.randrange(1, 700)), ("free", None)]) for _ in range(42 - len(kinds))]
+    rng.shuffle(kinds)
+    steps = []
+    for op, arg in kinds:
+        if op == "create":
+            steps.append({"op": "create", "id": rng.randrange(1, 10**6), "length": arg})
+        elif op == "create again":
+            steps.append({"op": "create", "id": rng.randrange(1, 10**6), "length": rng.randrange(1, 40),
+                          "again": rng.random()})
+        elif op == "free":
+            steps.append({"op": "free", "id": rng.randrange(10**6, 2 * 10**6), "live": rng.random()})
+        elif op == "free unknown":
+            steps.append({"op": "free", "id": rng.randrange(10**6, 2 * 10**6)})
         else:
-            sid = rng.choice(live) if live and op == "create again" else rng.randrange(1, 10**6)
-            length = rng.randrange(1, 40) if length is None else length
-            got = mm.create_sequence(engine, sid, length)
-            if got is not None:
-                live.append(sid)
-            see(f"step {step}: create_sequence({sid}, {length}) returned a Sequence", got is not None)
-        see(f"step {step}: engine state", _snap(engine))
-        see(f"step {step}: pool written", bool(pool.diff(untouched)))
-        see(f"step {step}: live heap blocks", _heap(heap)[:2])
-    hw3.teardown(engine)
+            steps.append({"op": "free", "id": arg})
+    return {"blocks": blocks, "built": built, "steps": steps}
 
 
-@check("task3", "fork_sequence of random parents, valid and invalid ids", rule=RULE, hidden=True)
-def fork_random(run):
-    mm = run.load("memory_manager")
-    rng = run.rng
+@hidden_scenario("task3", "fork_sequence of random parents, valid and invalid ids", rule=RULE, driver=drawn.fork)
+def fork_random(seed):
+    rng = random.Random(seed)
     total = rng.randrange(100, 300)
-    pool, engine = _engine(run, total)
     used: set = set()
-    ids = rng.sample(range(1, 10**5), 4)
-    # Parents of every class: one block, one full L2 table (16), more than one L2 table, and one
-    # whose first L1 entries are NULL.
+    ids = rng.sample(range(1, 10**5), 5)
+    # Parents of every class: one block, one full L2 table (16), more than one L2 table, one whose
+    # first L1 entries are NULL, and one whose L2 tables have holes.
+    built = []
     for sid, (count, holes) in zip(ids, ((1, False), (16, False), (rng.randrange(17, 60), False),
-                                         (rng.randrange(2, 15), "always")), strict=True):
-        hw3.build_sequence(engine, sid, _kv_for(rng, layout := _layout(rng, total, count, used, holes)), layout)
-    heap = cmem.snapshot()
+                                         (rng.randrange(2, 15), "always"), (None, None)), strict=True):
+        layout = holey_layout(rng, total, used) if count is None else _layout(rng, total, count, used, holes)
+        built.append(_seq(sid, _kv_for(rng, layout), layout))
     # Each parent forked, then a fork of a fork, an unknown parent, a new id already in use.
-    plan = [(p, None) for p in ids] + [("fork", None), ("unknown", None), (None, "used")]
-    plan += [(None, None)] * 3
-    for step, (parent, new) in enumerate(plan):
-        parent = {"fork": ids[-1], "unknown": rng.randrange(10**5, 2 * 10**5), None: rng.choice(ids)}.get(parent, parent)
-        new = rng.choice(ids) if new == "used" else rng.randrange(2 * 10**5, 3 * 10**5)
-        got = mm.fork_sequence(engine, parent, new)
-        if got is not None:
-            ids.append(new)
-        see(f"step {step}: fork_sequence({parent}, {new}) returned a Sequence", got is not None)
-        see(f"step {step}: engine state", _snap(engine))
-        see(f"step {step}: heap", _heap(heap))
-    hw3.teardown(engine)
+    forks = [{"parent": sid} for sid in ids] + [{"parent": "last"}, {"parent": rng.randrange(10**5, 2 * 10**5)},
+                                                {"parent": None, "pick_new": rng.random()}]
+    forks += [{"parent": None} for _ in range(3)]
+    for f in forks:
+        f.setdefault("pick", rng.random())
+        f["new"] = rng.randrange(2 * 10**5, 3 * 10**5)
+    return {"blocks": total, "built": built, "forks": forks}
 
 
-@check("task4", "append_kv with random values over forks, CoW and full pools", rule=RULE, hidden=True)
-def append_random(run):
-    mm = run.load("memory_manager")
-    rng = run.rng
-    total = rng.randrange(24, 48)
-    pool, engine = _engine(run, total)
+def _one_free_block(rng) -> dict:
+    """An engine with exactly one free block and a sequence of whole L2 tables (256*k tokens): its
+    next append needs a new L2 table (heap) and one block (the free one), then a sequence whose
+    last block is full asks for a block there is none of."""
+    k = rng.randrange(1, 4)
+    extra = rng.randrange(1, 12)
+    total = 16 * k + extra + 1
+    order = list(range(total))
+    rng.shuffle(order)
+    whole, filler = rng.sample(range(1, 10**5), 2)
+    built = [_seq(whole, 256 * k, [[i, b] for i, b in enumerate(order[:16 * k])]),
+             _seq(filler, 16 * extra, [[i, b] for i, b in enumerate(order[16 * k:16 * k + extra])])]
+    value = lambda: rng.randrange(INT_MIN, INT_MAX + 1)  # noqa: E731
+    return {"blocks": total, "built": built,
+            "appends": [[whole, value()], [whole, value()], [filler, value()], [whole, value()]]}
+
+
+@hidden_scenario("task4", "append_kv with random values over forks, CoW and full pools", rule=RULE, driver=drawn.append)
+def append_random(seed):
+    rng = random.Random(seed)
+    total = rng.randrange(36, 60)
     used: set = set()
-    seqs = {}
-    # Every class each grading: a last block partly full (shared with a twin, so the next append
-    # copies on write), a last block exactly full (the next append maps a new block), a sequence
-    # 1-3 appends short of 256 tokens (the next L2 table), then appends until the pool is full.
-    partly, full, long = rng.sample(range(1, 10**5), 3)
+    # Every class: a last block partly full (shared with a twin, so the next append copies on
+    # write), a last block exactly full (the next append maps a new block), a sequence 1-3
+    # appends short of 256 tokens (the next L2 table), a sequence whose L2 tables have holes, then
+    # appends until the pool is full.
+    partly, full, long, holey = rng.sample(range(1, 10**5), 4)
+    built = []
     for sid, count, kv_short in ((partly, rng.randrange(1, 4), rng.randrange(1, 16)), (full, rng.randrange(1, 4), 0),
                                  (long, 16, rng.randrange(1, 4))):
         layout = _layout(rng, total, count, used, holes=False)
-        kv = (max(layout) + 1) * 16 - kv_short
-        hw3.build_sequence(engine, sid, kv, layout)
-        seqs[sid] = (kv, layout)
-    twin = rng.randrange(10**5, 2 * 10**5)
-    hw3.build_sequence(engine, twin, *seqs[partly])  # a fork: shares every block
-    ids = [s.seq_id for s in hw3.sequences(engine)]
-    plan = [partly, full, long, long, long, long] + [None] * 54
+        built.append(_seq(sid, (max(lg for lg, _ in layout) + 1) * 16 - kv_short, layout))
+    built.append(_seq(rng.randrange(10**5, 2 * 10**5), built[0]["kv"], built[0]["layout"]))  # a fork: shares every block
+    layout = holey_layout(rng, total, used)
+    built.append(_seq(holey, (max(lg for lg, _ in layout) + 1) * 16 - rng.randrange(1, 16), layout))
+    ids = [s["id"] for s in built]
+    plan = [partly, full, long, long, long, long, holey, holey] + [None] * 52
+    appends = []
     for step, sid in enumerate(plan):
         sid = rng.choice(ids + [rng.randrange(3 * 10**5, 4 * 10**5)]) if sid is None else sid
-        value = (-2**31, 2**31 - 1)[step] if step < 2 else rng.randrange(-2**31, 2**31)  # int32 extremes first
-        before = pool.snapshot()
-        got = mm.append_kv(engine, sid, value)
-        see(f"step {step}: append_kv({sid}, {value})", got)
-        see(f"step {step}: pool words written", [[b, w, a] for b, w, _, a in pool.diff(before).words])
-        see(f"step {step}: engine state", _snap(engine))
-    returns = []  # until the pool is full: the append that finds no free block
-    for _ in range(total * 16):
-        returns.append(mm.append_kv(engine, rng.choice(ids), rng.randrange(-2**31, 2**31)))
-        if returns[-1] == -1 and engine.free_local_blocks == 0:
-            break
-    see("appends until the pool is full returned", returns)
-    see("engine state when the pool is full", _snap(engine))
-    # Every grading: the pool full and a last block shared with a fork, so the append needs a
-    # copy-on-write block there is none of: -1, nothing changed (drawn appends reach it by chance).
-    donor = rng.choice([s for s in hw3.state(engine).seqs if s.mapping])
-    layout = dict(donor.mapping)
-    twin = rng.randrange(4 * 10**5, 5 * 10**5)
-    hw3.build_sequence(engine, twin, max(layout) * 16 + rng.randrange(1, 16), layout)
-    value = rng.randrange(-2**31, 2**31)
-    see(f"append_kv({twin}, {value}) to a fork whose partly full last block is shared, the pool full",
-        mm.append_kv(engine, twin, value))
-    see("engine state after that append", _snap(engine))
-    hw3.teardown(engine)
+        value = (INT_MIN, INT_MAX)[step] if step < 2 else rng.randrange(INT_MIN, INT_MAX + 1)  # int32 extremes first
+        appends.append([sid, value])
+    until_full = [[rng.choice(ids), rng.randrange(INT_MIN, INT_MAX + 1)] for _ in range(total * 16)]
+    cow = {"pick": rng.random(), "id": rng.randrange(4 * 10**5, 5 * 10**5), "offset": rng.randrange(1, 16),
+           "value": rng.randrange(INT_MIN, INT_MAX + 1)}
+    return {"blocks": total, "built": built, "appends": appends, "until_full": until_full, "cow_when_full": cow,
+            "one_free": _one_free_block(rng)}
 
 
-@check("task5", "llm_destroy of a random engine leaves nothing behind", rule=RULE, hidden=True)
-def destroy_random(run):
-    mm = run.load("memory_manager")
-    rng = run.rng
-    total = rng.randrange(40, 200)
-    # An engine with no sequence is always destroyed too.
-    empty_pool = Pool(rng.randrange(1, 40) * hw3.BLOCK_SIZE)
-    heap = cmem.snapshot()
-    see("llm_destroy(an engine with no sequences)", mm.llm_destroy(hw3.new_engine(empty_pool.addr, empty_pool.size)))
-    see("heap blocks left after llm_destroy of the empty engine", _heap(heap)[:2])
-    pool = Pool(total * hw3.BLOCK_SIZE)
-    heap = cmem.snapshot()
-    engine = hw3.new_engine(pool.addr, pool.size)
+@hidden_scenario("task5", "llm_destroy of a random engine leaves nothing behind", rule=RULE, driver=drawn.destroy)
+def destroy_random(seed):
+    rng = random.Random(seed)
+    total = rng.randrange(60, 200)
     used: set = set()
-    sids = rng.sample(range(1, 10**5), rng.randrange(2, 6))
-    first = sids[0]
-    for sid in sids:
-        # The first sequence always starts past NULL L1 entries: a teardown that stops at the
-        # first NULL entry leaks in every grading, not only when the seed draws a hole.
-        layout = _layout(rng, total, rng.randrange(1, max(2, min(40, total - len(used)))), used,
-                         holes="always" if sid == first else True)
+    sids = rng.sample(range(1, 10**5), rng.randrange(3, 7))
+    built = []
+    for n, sid in enumerate(sids):
+        # The first sequence always starts past NULL L1 entries, the second has L2 tables with
+        # holes: a teardown that stops at the first NULL or unmapped entry leaks in every grading.
+        if n == 1:
+            layout = holey_layout(rng, total, used)
+        else:
+            layout = _layout(rng, total, rng.randrange(1, max(2, min(40, total - len(used)))), used,
+                             holes="always" if n == 0 else True)
         if not layout:  # the pool is full
             break
-        hw3.build_sequence(engine, sid, _kv_for(rng, layout), layout)
-        if sid == first or rng.random() < 0.5:  # shared blocks: always at least one fork
-            hw3.build_sequence(engine, sid + 10**5, _kv_for(rng, layout), layout)
-    before = pool.snapshot()
-    see("llm_destroy(engine)", mm.llm_destroy(engine))
-    see("heap blocks left after llm_destroy", _heap(heap)[:2])
-    see("pool written by llm_destroy", bool(pool.diff(before)))
+        built.append(_seq(sid, _kv_for(rng, layout), layout))
+        if n == 0 or rng.random() < 0.5:  # shared blocks: always at least one fork
+            built.append(_seq(sid + 10**5, _kv_for(rng, layout), layout))
+    # An engine with no sequence is always destroyed too.
+    return {"empty_blocks": rng.randrange(1, 40), "blocks": total, "built": built}

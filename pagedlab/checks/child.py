@@ -2,7 +2,9 @@
 
     PAGEDLAB_RECORD_FD=N python -m pagedlab.checks.child  < request.json
 
-The request names the task, the implementation, and the checks to run with their seeds. Each
+The request names the task, the implementation, and the checks to run: a public check by its key
+(its scenario is fixed in its public module), a hidden one by its public driver and the scenario
+the grader drew for it, as data. Nothing here sees a hidden seed or imports a hidden check. Each
 driver's record is written to descriptor N (a file the parent opened in a folder of its own) as
 one JSON line, flushed at once, after a `begin` line,
 so when the student's code kills this process the parent knows which check it died in. Nothing
@@ -51,6 +53,18 @@ def _dump_stack_at(seconds: float, real_exit) -> None:
     faulthandler.dump_traceback_later(seconds + C_FALLBACK, exit=True)
 
 
+def _wanted(framework, task: str, item: dict):
+    """(check, scenario data) for one planned check: a drawn scenario's driver is looked up by
+    name in the public drivers; a public check among the task's public checks only."""
+    if "driver" in item:
+        driver = framework.find_scenario_driver(item["driver"])
+        return framework.Check(task, str(item["key"]), driver, hidden=True), item.get("scenario")
+    for c in framework.checks_of(task, hidden=False):
+        if c.key == item["key"]:
+            return c, None
+    raise KeyError(f"no public check {item['key']!r} in {task}")
+
+
 def main() -> int:
     request = json.load(sys.stdin)
     faulthandler.enable(all_threads=True)
@@ -75,15 +89,15 @@ def main() -> int:
     from . import framework
 
     try:
-        wanted = [(framework.find(request["task"], key), seed) for key, seed in request["checks"]]
+        wanted = [_wanted(framework, request["task"], item) for item in request["checks"]]
         student_api.install(impl_dir(impl))  # before any student file loads; cannot be undone
     except Exception as exc:  # noqa: BLE001 - no `start` follows: the parent reports the grader's problem
         print(f"loading the checks failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 3
     _emit(out, event="start")
-    for index, (c, seed) in enumerate(wanted):
+    for index, (c, scenario) in enumerate(wanted):
         _emit(out, event="begin", index=index)
-        stream = framework.drive(c, impl, seed)
+        stream = framework.drive(c, impl, 0, scenario=scenario)
         _emit(out, event="record", index=index, record=stream.to_json())
     _emit(out, event="done")
     out.close()

@@ -25,6 +25,7 @@ import base64
 import hashlib
 import importlib
 import importlib.util
+import json
 import random
 import sys
 import traceback
@@ -75,6 +76,9 @@ class Check:
     # judge's process. None: the expected record comes from the reference solution.
     expected: Callable | None = None
     module: str = ""
+    # Hidden checks: fn(seed) -> JSON data, the scenario, drawn in the grader (root) only. The
+    # driver (a public `@scenario_driver`) then gets the data as `run.scenario`, never the seed.
+    scenario: Callable | None = None
 
     @property
     def key(self) -> str:
@@ -86,20 +90,78 @@ _loaded: set[str] = set()
 
 
 def check(task: str, name: str, rule: str = "", *, hint: str = "", hidden: bool = False,
-          expected: Callable | None = None):
-    """Register a driver ``fn(run)`` as a graded check of `task`."""
+          expected: Callable | None = None, scenario: Callable | None = None):
+    """Register a driver ``fn(run)`` as a graded check of `task`. With `scenario` (hidden checks:
+    ``scenario(seed) -> JSON data``, run in the grader only) the driver must be a public
+    `scenario_driver`, which the sandboxed child runs on the data alone."""
     if task not in manifest.TASKS:
         raise ValueError(f"unknown task {task!r}; known: {', '.join(manifest.TASKS)}")
 
     def register(fn):
         module = getattr(fn, "__module__", "")
-        found = Check(task, name, fn, rule, hint, hidden, expected, module)
+        if scenario is not None and driver_name(fn) is None:
+            raise ValueError(f"{task}/{name}: a check with a scenario needs a @scenario_driver driver")
+        found = Check(task, name, fn, rule, hint, hidden, expected, module, scenario)
         bucket = _REGISTRY.setdefault(task, [])
         bucket[:] = [c for c in bucket if c.key != found.key]  # re-registering replaces
         bucket.append(found)
         return fn
 
     return register
+
+
+def hidden_scenario(task: str, name: str, rule: str = "", *, driver: Callable, hint: str = "",
+                    expected: Callable | None = None):
+    """Register ``fn(seed) -> JSON data`` as the scenario planner of a hidden check of `task`
+    whose driver is the public `driver` (in `pagedlab.checks.drawn`)."""
+    def register(fn):
+        check(task, name, rule, hint=hint, hidden=True, expected=expected, scenario=fn)(driver)
+        return fn
+
+    return register
+
+
+# Drivers that run on scenario data: the only code the child runs for a hidden check. Named
+# "<module>.<function>" after their module in pagedlab.checks.drawn.
+_SCENARIO_DRIVERS: dict[str, Callable] = {}
+DRAWN_PACKAGE = "pagedlab.checks.drawn"
+
+
+def scenario_driver(fn):
+    """Mark `fn(run)` (in `pagedlab.checks.drawn.<module>`) as a driver of drawn scenarios."""
+    module = getattr(fn, "__module__", "")
+    if not module.startswith(DRAWN_PACKAGE + "."):
+        raise ValueError(f"scenario drivers live in {DRAWN_PACKAGE}, not {module}")
+    _SCENARIO_DRIVERS[f"{module.removeprefix(DRAWN_PACKAGE + '.')}.{fn.__name__}"] = fn
+    return fn
+
+
+def driver_name(fn) -> str | None:
+    return next((name for name, known in _SCENARIO_DRIVERS.items() if known is fn), None)
+
+
+def find_scenario_driver(name: str) -> Callable:
+    """The driver called `name` ("memory_manager.create_free"), importing only its public module."""
+    module, _, function = str(name).partition(".")
+    if not (module.isidentifier() and function.isidentifier()):
+        raise KeyError(f"no scenario driver {name!r}")
+    importlib.import_module(f"{DRAWN_PACKAGE}.{module}")
+    if name not in _SCENARIO_DRIVERS:
+        raise KeyError(f"no scenario driver {name!r}")
+    return _SCENARIO_DRIVERS[name]
+
+
+MAX_SCENARIO_BYTES = 4 * 2**20  # what the grader sends the child for one check
+
+
+def scenario_data(c: Check, seed: int):
+    """The scenario of `c` for `seed` as the child receives it: drawn here, through JSON."""
+    if c.scenario is None:
+        return None
+    text = json.dumps(c.scenario(int(seed)), allow_nan=False)
+    if len(text) > MAX_SCENARIO_BYTES:
+        raise ValueError(f"the scenario of {c.key!r} is {len(text)} bytes (at most {MAX_SCENARIO_BYTES})")
+    return json.loads(text)
 
 
 HIDDEN_DIR_ENV = "PAGEDLAB_HIDDEN_CHECKS"
@@ -292,9 +354,10 @@ class Stream:
 class Run:
     """What a driver works with: the implementation, the scenario's seed, and the record."""
 
-    def __init__(self, impl=None, seed: int = 0, params: dict | None = None):
+    def __init__(self, impl=None, seed: int = 0, params: dict | None = None, scenario=None):
         self.impl = impl
         self.seed = int(seed)
+        self.scenario = scenario  # a drawn scenario's data (hidden checks); the seed is then 0
         self.params = dict(params or {})
         self.rng = random.Random(self.seed)
         self._np_rng = None
@@ -393,10 +456,15 @@ def expect_equal(actual, expected, what: str, *, rule: str = "", hint: str = "")
 # ---------------------------------------------------------------------------------------------
 # Running a driver (in whatever process calls this)
 # ---------------------------------------------------------------------------------------------
-def drive(c: Check, impl=None, seed: int = 0) -> Stream:
-    """Run the driver of `c` against `impl` and return its record; never raises for student bugs."""
+def drive(c: Check, impl=None, seed: int = 0, scenario=None) -> Stream:
+    """Run the driver of `c` against `impl` and return its record; never raises for student bugs.
+    A check with a scenario runs on `scenario` (the data the grader drew), or, in a trusted
+    process (tests, the instructor's tools), on the one drawn here from `seed`."""
     global _current
-    run = Run(impl, seed)
+    if c.scenario is not None:
+        run = Run(impl, 0, scenario=scenario_data(c, seed) if scenario is None else scenario)
+    else:
+        run = Run(impl, seed, scenario=scenario)
     previous, _current = _current, run
     try:
         c.driver(run)
@@ -421,9 +489,12 @@ def drive(c: Check, impl=None, seed: int = 0) -> Stream:
     return run.stream
 
 
-def expected_stream(c: Check, seed: int = 0) -> Stream:
+def expected_stream(c: Check, seed: int = 0, scenario=None) -> Stream:
     """For checks with trusted numeric expectations: the record a correct implementation makes."""
-    run = Run(None, seed)
+    if c.scenario is not None:
+        run = Run(None, 0, scenario=scenario_data(c, seed) if scenario is None else scenario)
+    else:
+        run = Run(None, seed)
     for what, array, tol in c.expected(run):
         run.see_array(what, array, tol=tol, rule=c.rule, hint=c.hint)
     return run.stream

@@ -122,9 +122,9 @@ def _child_env(impl: str, env: dict | None) -> dict:
 REPEATS = 3  # consecutive identical deaths after which the remaining checks are not run
 
 
-def _run_children(task: str, impl: str, plan: list[tuple[str, int]], *, limit: float, env: dict | None,
+def _run_children(task: str, impl: str, plan: list[dict], *, limit: float, env: dict | None,
                   sandbox: Sandbox | None, trusted: bool = False) -> tuple[dict, dict, str, str]:
-    """Run `plan` ((check key, seed) pairs) in children, a fresh one after each crash or hang.
+    """Run `plan` (the child's requests, `requests_for`) in children, a fresh one after each crash or hang.
     `trusted`: no student code runs in them (the reference), so a failure to start is the grader's.
 
     Returns (records by index, problems by index, a grader problem, the last output tail).
@@ -228,16 +228,16 @@ def _student_frames(dump: str) -> str:
 REFERENCE_ENV = "PAGEDLAB_REFERENCE"  # another reference implementation (tests of the grader)
 
 
-def _trusted_records(task: str, plan: list[tuple[str, int]], checks: list, *, env: dict | None,
-                     limit: float) -> tuple[dict, str]:
+def _trusted_records(task: str, plan: list[tuple[str, int]], checks: list, requests: list[dict], *,
+                     env: dict | None, limit: float) -> tuple[dict, str]:
     """The expected record of every planned check: computed expectations, committed records of
-    the public checks, or — for hidden checks — the reference solution run now, with the same
-    seeds, in a child of the grader's own (trusted) user."""
+    the public checks, or — for hidden checks — the reference solution run now on the same
+    scenario data, in a child of the grader's own (trusted) user."""
     expected, need_reference = {}, []
-    for index, (c, (_, seed)) in enumerate(zip(checks, plan, strict=True)):
+    for index, (c, (_, seed), request) in enumerate(zip(checks, plan, requests, strict=True)):
         if c.expected is not None:
             try:
-                expected[index] = framework.expected_stream(c, seed)
+                expected[index] = framework.expected_stream(c, seed, scenario=request.get("scenario"))
             except Exception as exc:  # noqa: BLE001 - a broken expectation is the grader's problem
                 return expected, f"computing the expected result of {c.name!r} failed: {type(exc).__name__}: {exc}"
             continue
@@ -256,7 +256,7 @@ def _trusted_records(task: str, plan: list[tuple[str, int]], checks: list, *, en
     except FileNotFoundError:
         return expected, ("the reference solutions are not part of this edition, so these checks "
                           "cannot be judged here")
-    sub_plan = [plan[i] for i in need_reference]
+    sub_plan = [requests[i] for i in need_reference]
     records, problems, grader_problem, _ = _run_children(task, reference, sub_plan, limit=limit, env=env,
                                                          sandbox=None, trusted=True)
     if grader_problem:
@@ -284,6 +284,21 @@ def plan_for(row: manifest.Task, *, hidden: bool, hidden_seed: int | None = None
     return checks, plan
 
 
+def requests_for(checks: list, plan: list[tuple[str, int]]) -> list[dict]:
+    """What the child is sent for each planned check: a public check's key; for a hidden one, the
+    name of its public driver and the scenario drawn here from its seed (data, never the seed)."""
+    requests = []
+    for c, (key, seed) in zip(checks, plan, strict=True):
+        if c.scenario is None:
+            if c.hidden:
+                raise ValueError(f"the hidden check {c.name!r} has no scenario planner (a seed is never sent)")
+            requests.append({"key": key})
+        else:
+            requests.append({"key": key, "driver": framework.driver_name(c.driver),
+                             "scenario": framework.scenario_data(c, seed)})
+    return requests
+
+
 def run_task(row: manifest.Task, impl: str, impl_dir: Path, *, env: dict | None = None,
              sandbox: Sandbox | None = None, hidden: bool = False, hidden_seed: int | None = None,
              hidden_from: Path | None = None, time_limit: float | None = None) -> TaskOutcome:
@@ -296,6 +311,7 @@ def run_task(row: manifest.Task, impl: str, impl_dir: Path, *, env: dict | None 
         return outcome
     try:
         checks, plan = plan_for(row, hidden=hidden, hidden_seed=hidden_seed, hidden_from=hidden_from)
+        requests = requests_for(checks, plan)
     except Exception as exc:  # noqa: BLE001 - a broken check module is the grader's problem
         outcome.grader_error = True
         outcome.problem = f"autograder problem, not your code (tell your instructor): loading the checks failed: {type(exc).__name__}: {exc}"
@@ -310,7 +326,7 @@ def run_task(row: manifest.Task, impl: str, impl_dir: Path, *, env: dict | None 
     trusted_problem = [""]
 
     def reference_with_problem() -> None:
-        found, problem = _trusted_records(row.id, plan, checks, env=env, limit=limit)
+        found, problem = _trusted_records(row.id, plan, checks, requests, env=env, limit=limit)
         trusted.update(found)
         trusted_problem[0] = problem
 
@@ -318,7 +334,7 @@ def run_task(row: manifest.Task, impl: str, impl_dir: Path, *, env: dict | None 
 
     worker = threading.Thread(target=reference_with_problem, daemon=True)
     worker.start()
-    records, problems, grader_problem, output = _run_children(row.id, impl, plan, limit=limit, env=env,
+    records, problems, grader_problem, output = _run_children(row.id, impl, requests, limit=limit, env=env,
                                                               sandbox=sandbox)
     worker.join()
     outcome.seconds = round(time.perf_counter() - began, 2)

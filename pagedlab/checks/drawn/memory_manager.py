@@ -1,0 +1,172 @@
+"""Drivers of the hidden checks of Tasks 1-5 on drawn scenarios (data: pool sizes, layouts
+{logical: block} as pairs, op lists with their ids and values)."""
+
+from __future__ import annotations
+
+from ... import cmem
+from ...harness import hw3
+from ...pool import Pool
+from ..framework import scenario_driver, see
+
+
+def _snap(engine) -> dict:
+    st = hw3.state(engine)
+    return {"free": st.free, "refs": list(st.refs),
+            "seqs": [[s.seq_id, s.kv_count, [list(p) for p in s.mapping], list(s.l2_slots)] for s in st.seqs]}
+
+
+def _heap(since) -> list:
+    changes = cmem.changes_since(since)
+    return [len(changes.allocated), sum(a.size for a in changes.allocated), changes.mallocs, changes.frees]
+
+
+def _engine(blocks):
+    pool = Pool(blocks * hw3.BLOCK_SIZE)
+    return pool, hw3.new_engine(pool.addr, pool.size)
+
+
+def _build(engine, seqs) -> None:
+    """Harness-built sequences: [{"id", "kv", "layout": [[logical, block], ...]}]."""
+    for s in seqs:
+        hw3.build_sequence(engine, s["id"], s["kv"], {logical: block for logical, block in s["layout"]})
+
+
+def _pick(items: list, u: float):
+    """The item a drawn fraction `u` in [0, 1) points at (the list depends on the run so far)."""
+    return items[min(int(u * len(items)), len(items) - 1)]
+
+
+@scenario_driver
+def init(run):
+    mm = run.load("memory_manager")
+    for size in run.scenario["sizes"]:
+        pool = Pool(max(size, 64))
+        heap = cmem.snapshot()
+        engine = mm.llm_init(pool.addr, size)
+        if engine is None:
+            see(f"llm_init({size} bytes)", None)
+            see(f"heap after llm_init({size} bytes)", _heap(heap))
+            continue
+        see(f"llm_init({size} bytes)", [engine.total_local_blocks, engine.free_local_blocks,
+                                        engine.pool_base_ptr == pool.addr])
+        see(f"ref counts after llm_init({size} bytes)", list(engine.ref_count[0:engine.total_local_blocks]))
+        head = hw3.addr(engine.active_seqs)
+        see("empty list", [cmem.address(engine.active_seqs.next) == head, cmem.address(engine.active_seqs.prev) == head])
+        see(f"heap after llm_init({size} bytes)", _heap(heap))
+        hw3.teardown(engine)
+
+
+@scenario_driver
+def create_free(run):
+    """Steps: {"op": "create", "id", "length", "again": pick} | {"op": "free", "id", "live": pick};
+    a pick (a fraction) chooses a live id instead of "id" when some sequence is live."""
+    mm = run.load("memory_manager")
+    sc = run.scenario
+    pool, engine = _engine(sc["blocks"])
+    _build(engine, sc["built"])
+    heap = cmem.snapshot()
+    untouched = pool.snapshot()
+    live = [s["id"] for s in sc["built"]]
+    for step, st in enumerate(sc["steps"]):
+        pick = st.get("live" if st["op"] == "free" else "again")
+        sid = _pick(live, pick) if pick is not None and live else st["id"]
+        if st["op"] == "free":
+            got = mm.free_sequence(engine, sid)
+            if got == 0 and sid in live:
+                live.remove(sid)
+            see(f"step {step}: free_sequence({sid})", got)
+        else:
+            got = mm.create_sequence(engine, sid, st["length"])
+            if got is not None:
+                live.append(sid)
+            see(f"step {step}: create_sequence({sid}, {st['length']}) returned a Sequence", got is not None)
+        see(f"step {step}: engine state", _snap(engine))
+        see(f"step {step}: pool written", bool(pool.diff(untouched)))
+        see(f"step {step}: live heap blocks", _heap(heap)[:2])
+    hw3.teardown(engine)
+
+
+@scenario_driver
+def fork(run):
+    """Forks: {"parent": id | "last" (the newest fork) | None with "pick" (any sequence), "new"}."""
+    mm = run.load("memory_manager")
+    sc = run.scenario
+    pool, engine = _engine(sc["blocks"])
+    _build(engine, sc["built"])
+    ids = [s["id"] for s in sc["built"]]
+    heap = cmem.snapshot()
+    for step, st in enumerate(sc["forks"]):
+        parent = ids[-1] if st["parent"] == "last" else st["parent"]
+        if parent is None:
+            parent = _pick(ids, st["pick"])
+        new = _pick(ids, st["pick_new"]) if st.get("pick_new") is not None else st["new"]
+        got = mm.fork_sequence(engine, parent, new)
+        if got is not None:
+            ids.append(new)
+        see(f"step {step}: fork_sequence({parent}, {new}) returned a Sequence", got is not None)
+        see(f"step {step}: engine state", _snap(engine))
+        see(f"step {step}: heap", _heap(heap))
+    hw3.teardown(engine)
+
+
+def _append(run, mm, engine, pool, label, sid, value) -> None:
+    before = pool.snapshot()
+    got = mm.append_kv(engine, sid, value)
+    see(f"{label}: append_kv({sid}, {value})", got)
+    see(f"{label}: pool words written", [[b, w, a] for b, w, _, a in pool.diff(before).words])
+    see(f"{label}: engine state", _snap(engine))
+
+
+@scenario_driver
+def append(run):
+    """Planned and drawn appends ([id, value]), appends until the pool is full, a copy-on-write
+    append with no free block, then a second engine with exactly one free block."""
+    mm = run.load("memory_manager")
+    sc = run.scenario
+    pool, engine = _engine(sc["blocks"])
+    _build(engine, sc["built"])
+    for step, (sid, value) in enumerate(sc["appends"]):
+        _append(run, mm, engine, pool, f"step {step}", sid, value)
+    returns = []  # until the pool is full: the append that finds no free block
+    for sid, value in sc["until_full"]:
+        returns.append(mm.append_kv(engine, sid, value))
+        if returns[-1] == -1 and engine.free_local_blocks == 0:
+            break
+    see("appends until the pool is full returned", returns)
+    see("engine state when the pool is full", _snap(engine))
+    # The pool full and a last block shared with a fork: copy-on-write needs a block there is none of.
+    last = sc["cow_when_full"]
+    donor = _pick([s for s in hw3.state(engine).seqs if s.mapping], last["pick"])
+    layout = dict(donor.mapping)
+    hw3.build_sequence(engine, last["id"], max(layout) * 16 + last["offset"], layout)
+    see(f"append_kv({last['id']}, {last['value']}) to a fork whose partly full last block is shared, the pool full",
+        mm.append_kv(engine, last["id"], last["value"]))
+    see("engine state after that append", _snap(engine))
+    hw3.teardown(engine)
+    # One free block and an append past a whole L2 table: the new L2 table comes from the heap.
+    one = sc["one_free"]
+    pool, engine = _engine(one["blocks"])
+    _build(engine, one["built"])
+    see("one free block: engine state before", _snap(engine))
+    for step, (sid, value) in enumerate(one["appends"]):
+        _append(run, mm, engine, pool, f"one free block, step {step}", sid, value)
+    hw3.teardown(engine)
+
+
+@scenario_driver
+def destroy(run):
+    mm = run.load("memory_manager")
+    sc = run.scenario
+    empty_pool = Pool(sc["empty_blocks"] * hw3.BLOCK_SIZE)
+    heap = cmem.snapshot()
+    see("llm_destroy(an engine with no sequences)", mm.llm_destroy(hw3.new_engine(empty_pool.addr, empty_pool.size)))
+    see("heap blocks left after llm_destroy of the empty engine", _heap(heap)[:2])
+    pool = Pool(sc["blocks"] * hw3.BLOCK_SIZE)
+    heap = cmem.snapshot()
+    engine = hw3.new_engine(pool.addr, pool.size)
+    _build(engine, sc["built"])
+    see("engine state before llm_destroy", _snap(engine))
+    before = pool.snapshot()
+    see("llm_destroy(engine)", mm.llm_destroy(engine))
+    see("heap blocks left after llm_destroy", _heap(heap)[:2])
+    see("pool written by llm_destroy", bool(pool.diff(before)))
