@@ -1,80 +1,74 @@
 """Hidden checks for Tasks 6-9 (instructor only).
 
-Every grading covers every class of each task's domain (pagedlab/checks/README.md, "Domains"):
-the classes are fixed here, and `run.seed` only draws the values inside each class (which block
-size of the non-powers of two, which lengths past 64 blocks, the data).
+The planners run in the grader and return each scenario as data; the sandboxed child runs the
+public drivers of `pagedlab.checks.drawn.paged_attention` on it. Every grading covers every class
+of each task's domain (pagedlab/checks/README.md, "Domains"): the classes are fixed here, and the
+seed only draws the values inside each class (which block size of the non-powers of two, which
+lengths past 64 blocks, the data). Planning needs no torch.
 """
 
 from __future__ import annotations
 
 import random
 
-from pagedlab.checks.framework import check, see
-from pagedlab.checks.paged_attention import (
-    ATTN_HINT,
-    RULE_ATTN,
-    TOL,
-    drive_attention,
-    expected_attention,
-)
-from pagedlab.lazy import lazy_module
-
-# Imported by the drivers when they run: the grader only lists these checks (see the public module).
-torch = lazy_module("torch")
-reference = lazy_module("pagedlab.reference")
-poison = lazy_module("pagedlab.checks.poison")
+from pagedlab.checks.drawn import paged_attention as drawn
+from pagedlab.checks.framework import hidden_scenario
+from pagedlab.checks.paged_attention import ATTN_HINT, RULE_ATTN, TOL, _attention_label
 
 RULE = "the same rules as the public checks, on scenarios drawn at grading time"
 
 POWERS_OF_TWO = [2, 4, 8, 16, 32, 64, 128]
 NOT_POWERS_OF_TWO = [3, 5, 6, 7, 12, 20, 24, 48, 100]
+F32, F64 = "torch.float32", "torch.float64"
 
 
-def _positions(rng, gen, blocks, block_size, dtype):
+def _data_seed(rng) -> int:
+    """The seed of a batch's tensor values: drawn here, it tells the child nothing else."""
+    return rng.randrange(2**31)
+
+
+def _positions(rng, blocks, block_size):
     """Every block's first and last token, plus random ones, in a random order."""
     edges = [b * block_size for b in range(blocks)] + [b * block_size + block_size - 1 for b in range(blocks)]
-    extra = torch.randint(0, blocks * block_size, (rng.randrange(1, 40),), generator=gen).tolist()
-    chosen = edges + extra
+    chosen = edges + [rng.randrange(blocks * block_size) for _ in range(rng.randrange(1, 40))]
     rng.shuffle(chosen)
-    return torch.tensor(chosen, dtype=dtype)
+    return chosen
 
 
 def slot_cases(seed: int):
-    """(label, block_size, table, positions): one per class of Task 6's domain."""
-    rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
+    """One case per class of Task 6's domain."""
+    rng = random.Random(seed)
     cases = []
     for label, block_size, table_dtype, pos_dtype in (
-            ("block_size 1", 1, torch.int32, torch.int64),
-            ("a power-of-two block size", rng.choice(POWERS_OF_TWO), torch.int64, torch.int32),
-            ("a block size that is not a power of two", rng.choice(NOT_POWERS_OF_TWO), torch.int32, torch.int64)):
+            ("block_size 1", 1, "int32", "int64"),
+            ("a power-of-two block size", rng.choice(POWERS_OF_TWO), "int64", "int32"),
+            ("a block size that is not a power of two", rng.choice(NOT_POWERS_OF_TWO), "int32", "int64")):
         blocks = rng.randrange(2, 12)
-        table = torch.randperm(blocks + 20, generator=gen)[:blocks].to(table_dtype)
-        table = torch.cat([table, torch.full((2,), -1, dtype=table_dtype)])  # -1 padding, never addressed
-        cases.append((label, block_size, table, _positions(rng, gen, blocks, block_size, pos_dtype)))
+        table = rng.sample(range(blocks + 20), blocks) + [-1, -1]  # -1 padding, never addressed
+        cases.append({"label": label, "block_size": block_size, "table": table, "table_dtype": table_dtype,
+                      "positions": _positions(rng, blocks, block_size), "positions_dtype": pos_dtype})
     # Slots past 2**31 from an int32 table: the product must be taken in int64.
     block_size = rng.choice([16, 24, 32])
-    high = torch.tensor([2**31 // block_size + rng.randrange(1, 10**6) for _ in range(3)], dtype=torch.int32)
-    cases.append(("slots past 2**31 (int32 table)", block_size, high, _positions(rng, gen, 3, block_size, torch.int64)))
-    return cases
+    high = [2**31 // block_size + rng.randrange(1, 10**6) for _ in range(3)]
+    cases.append({"label": "slots past 2**31 (int32 table)", "block_size": block_size, "table": high,
+                  "table_dtype": "int32", "positions": _positions(rng, 3, block_size), "positions_dtype": "int64"})
+    return {"cases": cases}
 
 
-@check("task6", "slot mapping for block sizes and tables drawn at grading time", rule=RULE, hidden=True)
-def slots_random(run):
-    pa = run.load("paged_attention")
-    for label, block_size, table, positions in slot_cases(run.seed):
-        got = pa.slot_mapping(table, positions, block_size)
-        see(f"slot_mapping, {label} (block_size {block_size}, {len(positions)} positions)",
-            [str(got.dtype), got.tolist()] if isinstance(got, torch.Tensor) else repr(type(got)))
+@hidden_scenario("task6", "slot mapping for block sizes and tables drawn at grading time", rule=RULE,
+                 driver=drawn.slots)
+def slots_random(seed):
+    return slot_cases(seed)
 
 
 def write_cases(seed: int):
-    """(label, cache shape, dtype, slots): padding -1 and other negatives, slot 0 and the cache's
-    last slot, one kv head and several, both float dtypes, non-power-of-two blocks."""
+    """Padding -1 and other negatives, slot 0 and the cache's last slot, one kv head and several,
+    both float dtypes, non-power-of-two blocks, a batch of padding only."""
     rng = random.Random(seed)
     cases = []
     for label, dtype, block_size, heads in (
-            ("float32, one kv head", torch.float32, rng.choice(POWERS_OF_TWO[:5]), 1),
-            ("float64, several kv heads, block size not a power of two", torch.float64,
+            ("float32, one kv head", "float32", rng.choice(POWERS_OF_TWO[:5]), 1),
+            ("float64, several kv heads, block size not a power of two", "float64",
              rng.choice(NOT_POWERS_OF_TWO[:6]), rng.randrange(2, 5))):
         blocks = rng.randrange(2, 9)
         total = blocks * block_size
@@ -83,85 +77,80 @@ def write_cases(seed: int):
         padding = [-1] + [-rng.randrange(2, total + 5) for _ in range(rng.randrange(1, 6))]
         slots = real + padding
         rng.shuffle(slots)
-        slots = torch.tensor(slots)
-        cases.append((label, (blocks, block_size, heads, rng.choice([8, 24, 64])), dtype, slots))
-    cases.append(("only padding tokens", (2, 4, 1, 8), torch.float32, torch.full((3,), -1)))
-    return cases
+        cases.append({"label": label, "shape": [blocks, block_size, heads, rng.choice([8, 24, 64])], "dtype": dtype,
+                      "slots": slots})
+    cases.append({"label": "only padding tokens", "shape": [2, 4, 1, 8], "dtype": "float32", "slots": [-1, -1, -1]})
+    return {"cases": cases, "values_seed": _data_seed(rng)}
 
 
-@check("task7", "write_kv with sizes, dtypes and padding drawn at grading time", rule=RULE, hidden=True)
-def write_random(run):
-    pa = run.load("paged_attention")
-    gen = torch.Generator().manual_seed(run.seed)
-    for label, shape, dtype, slots in write_cases(run.seed):
-        k_cache, v_cache = (torch.full(shape, float("nan"), dtype=dtype).as_subclass(poison.Tripwire) for _ in range(2))
-        k = torch.randn(len(slots), *shape[2:], generator=gen, dtype=dtype)
-        v = torch.randn(len(slots), *shape[2:], generator=gen, dtype=dtype)
-        pa.write_kv(k_cache, v_cache, k, v, slots)
-        see(f"k_cache after write_kv ({label}, slots {slots.tolist()})", poison.plain(k_cache))
-        see(f"v_cache after write_kv ({label})", poison.plain(v_cache))
+@hidden_scenario("task7", "write_kv with sizes, dtypes and padding drawn at grading time", rule=RULE,
+                 driver=drawn.write)
+def write_random(seed):
+    return write_cases(seed)
 
 
 def gather_cases(seed: int):
-    """(make_paged_batch arguments, table dtype): lengths 1, bs-1, bs, bs+1, a multiple of bs and
-    one past 64 blocks in each batch; block size 1, powers of two and other block sizes; float32
-    and float64; int32 and int64 tables; shared blocks."""
+    """Lengths 1, bs-1, bs, bs+1, a multiple of bs and one past 64 blocks in each batch; block
+    size 1, powers of two and other block sizes; float32 and float64; int32 and int64 tables;
+    shared blocks."""
     rng = random.Random(seed)
     cases = []
     for bs, dtype, kv, shared, table_dtype in (
-            (rng.choice([8, 16, 32]), torch.float32, 1, 0, torch.int32),
-            (rng.choice([3, 5, 6, 12, 24]), torch.float64, rng.choice([2, 4]), 1, torch.int64),
-            (1, torch.float32, rng.choice([1, 2]), 0, torch.int32)):  # one token per block
+            (rng.choice([8, 16, 32]), F32, 1, 0, "int32"),
+            (rng.choice([3, 5, 6, 12, 24]), F64, rng.choice([2, 4]), 1, "int64"),
+            (1, F32, rng.choice([1, 2]), 0, "int32")):  # one token per block
         lens = [1, bs - 1 or 1, bs, bs + 1, bs * rng.randrange(2, 9), bs * rng.randrange(65, 90) + rng.randrange(bs)]
         rng.shuffle(lens)
         if shared:
             lens = [max(lens)] + lens  # sequence 0 fills the block the others share
-        cases.append((dict(seq_lens=lens, num_heads=kv, num_kv_heads=kv, head_size=rng.choice([8, 40]),
-                           block_size=bs, dtype=dtype, shared_blocks=shared, seed=seed + bs), table_dtype))
-    return cases
+        cases.append({"batch": dict(seq_lens=lens, num_heads=kv, num_kv_heads=kv, head_size=rng.choice([8, 40]),
+                                    block_size=bs, dtype=dtype, shared_blocks=shared, seed=_data_seed(rng)),
+                      "table_dtype": table_dtype})
+    return {"cases": cases}
 
 
-@check("task8", "gather_kv of batches drawn at grading time", rule=RULE, hidden=True)
-def gather_random(run):
-    pa = run.load("paged_attention")
-    for i, (kwargs, table_dtype) in enumerate(gather_cases(run.seed)):
-        batch = poison.poisoned(reference.make_paged_batch(**kwargs))
-        tables = batch.block_tables.to(table_dtype)
-        for s, n in enumerate(batch.seq_lens.tolist()):
-            k, v = pa.gather_kv(batch.k_cache, batch.v_cache, tables[s], n)
-            where = f"batch {i} (block_size {kwargs['block_size']}), sequence {s} of {n} tokens"
-            see(f"gathered k of {where}", poison.plain(k))
-            see(f"gathered v of {where}", poison.plain(v))
+@hidden_scenario("task8", "gather_kv of batches drawn at grading time", rule=RULE, driver=drawn.gather)
+def gather_random(seed):
+    return gather_cases(seed)
 
 
 def attention_cases(seed: int):
-    """MHA, GQA and MQA; default and custom scales; both dtypes; power-of-two and other block
-    sizes; lengths at block edges and past 64 blocks; shared blocks; logits large enough that a
-    softmax without its max subtracted overflows."""
+    """MHA, GQA and MQA; default and custom scales; every dtype pair of q and the caches (computed
+    in q's dtype); power-of-two and other block sizes; lengths at block edges and past 64 blocks;
+    shared blocks; logits large enough that a softmax without its max subtracted overflows."""
     rng = random.Random(seed)
     cases = []
-    for i, (kv, group, bs, dtype, shared, q_scale) in enumerate((
-            (rng.choice([2, 4]), 1, rng.choice([8, 16, 32]), torch.float32, 0, 1),
-            (rng.choice([2, 4]), rng.choice([2, 3, 4, 8]), rng.choice([3, 5, 6, 12, 24]), torch.float64, 1, 1),
-            (1, rng.choice([2, 4, 6]), rng.choice([8, 16]), torch.float32, 0, rng.choice([60, 80, 100])))):
-        lens = [1, bs, bs + 1, rng.randrange(2, 200), bs * rng.randrange(65, 80) + rng.randrange(bs)]
+    for i, (kv, group, bs, dtype, q_dtype, shared, q_scale) in enumerate((
+            (rng.choice([2, 4]), 1, rng.choice([8, 16, 32]), F32, F64, 0, 1),
+            (rng.choice([2, 4]), rng.choice([2, 3, 4, 8]), rng.choice([3, 5, 6, 12, 24]), F64, F64, 1, 1),
+            (1, rng.choice([2, 4, 6]), rng.choice([8, 16]), F32, F32, 0, rng.choice([60, 80, 100])),
+            (rng.choice([1, 2]), rng.choice([1, 2]), rng.choice([4, 8, 12]), F64, F32, 0, 1))):
+        lens = ([1, bs, bs + 1, rng.randrange(2, 200)] + ([bs * rng.randrange(65, 80) + rng.randrange(bs)]
+                                                          if i < 3 else []))
         if shared:
             lens = [max(lens)] + lens
         # Case 0 uses the default scale on a head size no public check uses; case 1 a drawn scale.
         scale = None if i != 1 else round(rng.uniform(0.01, 0.5), 3)
-        head_size = rng.choice([16, 24, 40, 48]) if i == 0 else rng.choice([16, 48, 64])
+        head_size = rng.choice([16, 24, 40, 48]) if i in (0, 3) else rng.choice([16, 48, 64])
         heads = kv * group
-        cases.append((f"case {i}: {heads}/{kv} heads, block_size {bs}, lengths {lens}, scale {scale}, {dtype}"
-                      + (f", q scaled by {q_scale}" if q_scale != 1 else ""),
-                      dict(seq_lens=lens, num_heads=heads, num_kv_heads=kv, head_size=head_size,
-                           block_size=bs, dtype=dtype, shared_blocks=shared, seed=seed + i, q_scale=q_scale), scale))
-    return cases
+        batch = dict(seq_lens=lens, num_heads=heads, num_kv_heads=kv, head_size=head_size, block_size=bs,
+                     dtype=dtype, shared_blocks=shared, seed=_data_seed(rng), q_scale=q_scale)
+        if q_dtype != dtype:
+            batch["q_dtype"] = q_dtype
+        cases.append({"context": f"case {i}: {heads}/{kv} heads, block_size {bs}, lengths {lens}, scale {scale}, "
+                                 f"{dtype}" + (f", q in {q_dtype}" if q_dtype != dtype else "")
+                                 + (f", q scaled by {q_scale}" if q_scale != 1 else ""),
+                      "batch": batch, "scale": scale})
+    return {"cases": cases}
 
 
-@check("task9", "paged attention on batches drawn at grading time", rule=RULE_ATTN, hint=ATTN_HINT, hidden=True,
-       expected=lambda run: expected_attention(attention_cases(run.seed))(run))
-def attention_random(run):
-    drive_attention(run, attention_cases(run.seed))
+def expected_attention(run):
+    """The trusted side: float64 dense attention of every case, within q's dtype's tolerance."""
+    return [(_attention_label(c["context"]), drawn.attention_batch(c).expected(c["scale"]).numpy(),
+             TOL[c["batch"].get("q_dtype", c["batch"]["dtype"])]) for c in run.scenario["cases"]]
 
 
-assert TOL  # the same tolerances as the public checks
+@hidden_scenario("task9", "paged attention on batches drawn at grading time", rule=RULE_ATTN, hint=ATTN_HINT,
+                 driver=drawn.attention, expected=expected_attention)
+def attention_random(seed):
+    return attention_cases(seed)
