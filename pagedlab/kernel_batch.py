@@ -78,12 +78,14 @@ def block_plan(seq_lens, block_size: int, shared_blocks: int, spare_blocks: int)
 
 def make_kernel_batch(seq_lens, *, num_heads: int = 4, num_kv_heads: int | None = None,
                       head_size: int = 64, block_size: int = 16, shared_blocks: int = 0,
-                      spare_blocks: int = 3, extra_table_columns: int = 1, seed: int = 0) -> KernelBatch:
+                      spare_blocks: int = 3, extra_table_columns: int = 1, seed: int = 0,
+                      q_scale: float = 1.0) -> KernelBatch:
     """Random float32 sequences scattered over a shuffled paged cache (as `make_paged_batch`).
 
     Physical blocks come in a random order, tables carry `extra_table_columns` of ``-1``, the
     `spare_blocks` unused blocks stay NaN, and with ``shared_blocks = n`` every sequence after
-    the first maps its first `n` logical blocks to sequence 0's (as after a fork).
+    the first maps its first `n` logical blocks to sequence 0's (as after a fork). `q_scale`
+    multiplies q (logits large enough that an exp without the max subtracted overflows).
     """
     seq_lens, need, own, num_blocks = block_plan(seq_lens, block_size, shared_blocks, spare_blocks)
     num_kv_heads = num_kv_heads or num_heads
@@ -111,5 +113,5 @@ def make_kernel_batch(seq_lens, *, num_heads: int = 4, num_kv_heads: int | None 
         v_slots[slots] = v
         keys.append(k)
         values.append(v)
-    q = rng.standard_normal((len(seq_lens), num_heads, head_size)).astype(np.float32)
+    q = (rng.standard_normal((len(seq_lens), num_heads, head_size)) * q_scale).astype(np.float32)
     return KernelBatch(q, k_cache, v_cache, tables, np.array(seq_lens, dtype=np.int32), keys, values)

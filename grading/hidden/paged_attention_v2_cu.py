@@ -1,15 +1,17 @@
-"""Hidden checks for Task 14 (instructor only): v2 launches on batches drawn from `run.seed`,
-lengths near partition edges, judged against float64 dense attention."""
+"""Hidden checks for Task 14 (instructor only): v2 launches on batches the grader draws, lengths
+near partition edges, judged against float64 dense attention; the child runs
+`pagedlab.checks.drawn.paged_attention_cu.v2` on the cases as data."""
 
 from __future__ import annotations
 
 import random
 
-from pagedlab.checks.framework import check
-from pagedlab.checks.paged_attention_v2_cu import HINT, RULE, _case, drive_v2, expected_v2
+from pagedlab.checks.drawn import paged_attention_cu as drawn
+from pagedlab.checks.framework import hidden_scenario
+from pagedlab.checks.paged_attention_v2_cu import HINT, RULE, expected_v2
 
 
-def v2_cases(seed: int):
+def v2_cases(seed: int) -> dict:
     """Partitions of one block, of several blocks and the default 512; block sizes 8, 16, 32 (in
     a drawn order); MHA, GQA and MQA; lengths 1, one partition, k*P-1, k*P, k*P+1 and past 64
     blocks. The seed draws values only."""
@@ -26,17 +28,20 @@ def v2_cases(seed: int):
             lens.append(bs * rng.randrange(65, 70) + rng.randrange(bs))  # past 64 blocks
         hs = rng.choice([16, 48, 64, 128])
         scale = round(rng.uniform(0.01, 0.5), 3) if i == 1 else None
-        cases.append(_case(f"case {i}: {kv * group}/{kv} heads, head_size {hs}, block_size {bs}, partition_size "
-                           f"{partition}, lengths {lens}, scale {scale}", lens, partition, scale,
-                           num_heads=kv * group, num_kv_heads=kv, head_size=hs, block_size=bs, seed=seed + i))
-    return cases
+        cases.append({"context": f"case {i}: {kv * group}/{kv} heads, head_size {hs}, block_size {bs}, partition_size "
+                                 f"{partition}, lengths {lens}, scale {scale}",
+                      "batch": {"seq_lens": lens, "num_heads": kv * group, "num_kv_heads": kv, "head_size": hs,
+                                "block_size": bs, "seed": rng.randrange(2**31)},
+                      "scale": scale, "partition_size": partition})
+    return {"cases": cases, "schedules": ["round_robin", f"random:{rng.randrange(1000)}"]}
 
 
-def _schedules(seed: int):
-    return ("round_robin", f"random:{seed % 1000}")
+def expected_kernel_v2(run):
+    sc = run.scenario
+    return expected_v2(drawn.v2_cases(sc), tuple(sc["schedules"]))(run)
 
 
-@check("task14", "the v2 kernels on batches drawn at grading time", rule=RULE, hint=HINT, hidden=True,
-       expected=lambda run: expected_v2(v2_cases(run.seed), _schedules(run.seed))(run))
-def v2_random(run):
-    drive_v2(run, v2_cases(run.seed), _schedules(run.seed))
+@hidden_scenario("task14", "the v2 kernels on batches drawn at grading time", rule=RULE, hint=HINT, driver=drawn.v2,
+                 expected=expected_kernel_v2)
+def v2_random(seed):
+    return v2_cases(seed)
