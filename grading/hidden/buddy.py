@@ -1,42 +1,24 @@
-"""Hidden checks for Task 12 (instructor only): random traces on a memory of a drawn size."""
+"""Hidden checks for Task 12 (instructor only): traces on a memory of a drawn size; the child
+runs `pagedlab.checks.drawn.buddy.trace` on the trace as data."""
 
 from __future__ import annotations
 
-from pagedlab.checks.buddy import _state
-from pagedlab.checks.framework import check, see
+import random
+
+from pagedlab.checks.drawn import buddy as drawn
+from pagedlab.checks.framework import hidden_scenario
 
 RULE = "the same rules as the public checks, on traces drawn at grading time"
 
 
-@check("task12", "a trace of allocs and frees drawn at grading time", rule=RULE, hidden=True)
-def trace_random(run):
-    rng = run.rng
-    buddy = run.load("buddy")
-    # A one-slot memory: the whole of it, then nothing left.
-    tiny = buddy.BuddyAllocator(1)
-    see("one-slot memory: alloc(1), alloc(1), free, alloc(1)",
-        [tiny.alloc(1), tiny.alloc(1), tiny.free(0), tiny.alloc(1), _state(tiny)])
+@hidden_scenario("task12", "a trace of allocs and frees drawn at grading time", rule=RULE, driver=drawn.trace)
+def trace_random(seed):
+    rng = random.Random(seed)
+    # Always: a one-slot memory, then the whole memory and a request that cannot fit, everything
+    # freed (full merge); the first requests are one slot, a power of two, sizes that round up.
     total = 2 ** rng.randrange(5, 12)
-    a = buddy.BuddyAllocator(total)
-    # The whole memory, then a request that cannot fit, then everything free again.
-    whole = a.alloc(total)
-    see(f"alloc({total}) (the whole memory), then alloc(1)", [whole, a.alloc(1), _state(a)])
-    a.free(whole)
-    see(f"free({whole})", _state(a))
-    live = []
-    # The first requests: one slot, a power of two, sizes that round up.
     sizes = [1, 2 ** rng.randrange(1, 4), rng.choice([3, 5, 6, 7, 9, 12]), 2 ** rng.randrange(2, 5) + 1]
-    for step in range(200):
-        if live and (rng.random() < 0.45 or len(live) > 30) and step >= len(sizes):
-            offset = live.pop(rng.randrange(len(live)))
-            a.free(offset)
-            see(f"step {step}: free({offset})", _state(a))
-        else:
-            n = sizes[step] if step < len(sizes) else rng.randint(1, total // 4)
-            got = a.alloc(n)
-            if got is not None:
-                live.append(got)
-            see(f"step {step}: alloc({n})", [got, _state(a)])
-    for offset in live:  # everything freed: the buddies merge back into one block
-        a.free(offset)
-    see("after freeing every block", _state(a))
+    steps = [["alloc", 0.0, n] for n in sizes]
+    steps += [["free" if rng.random() < 0.45 else "alloc", rng.random(), rng.randint(1, total // 4)]
+              for _ in range(200 - len(sizes))]
+    return {"total": total, "steps": steps}

@@ -1,9 +1,13 @@
-"""Hidden checks for Task 11 (instructor only): random request streams drawn from `run.seed`."""
+"""Hidden checks for Task 11 (instructor only): request streams the grader draws; the child runs
+`pagedlab.checks.drawn.prefix_cache.stream` on them as data."""
 
 from __future__ import annotations
 
-from pagedlab.checks.framework import check, see
-from pagedlab.checks.prefix_cache import _state, random_ops, stream_calls
+import random
+
+from pagedlab.checks.drawn import prefix_cache as drawn
+from pagedlab.checks.framework import hidden_scenario
+from pagedlab.checks.prefix_cache import random_ops
 
 RULE = "the same rules as the public checks, on request streams drawn at grading time"
 
@@ -13,19 +17,17 @@ def _planned(rng, block_size):
     LRU queue), then extended by one token (a hit plus a new block)."""
     prompt = [rng.randrange(1000) for _ in range(2 * block_size)]
     first, second, third = 10**6, 10**6 + 1, 10**6 + 2
-    return [("allocate", first, prompt), ("allocate", second, list(prompt)), ("free", first, None),
-            ("free", second, None), ("allocate", third, prompt + [rng.randrange(4)]), ("free", third, None)]
+    return [["allocate", first, prompt], ["allocate", second, list(prompt)], ["free", first, None],
+            ["free", second, None], ["allocate", third, prompt + [rng.randrange(4)]], ["free", third, None]]
 
 
-@check("task11", "a request stream drawn at grading time, on a pool of a drawn size", rule=RULE, hidden=True)
-def stream_random(run):
-    m = run.load("prefix_cache")
+@hidden_scenario("task11", "a request stream drawn at grading time, on a pool of a drawn size", rule=RULE,
+                 driver=drawn.stream)
+def stream_random(seed):
+    rng = random.Random(seed)
     # A small pool (evictions and refused requests) with small blocks, and a larger one.
-    for pool, (num_blocks, block_size) in enumerate(((run.rng.randrange(5, 9), run.rng.choice([1, 2])),
-                                                     (run.rng.randrange(12, 24), run.rng.choice([3, 4, 5])))):
-        mgr = m.PrefixCacheManager(num_blocks, block_size)
-        ops = _planned(run.rng, block_size) + random_ops(run.seed + pool, steps=120)
-        for n, op, rid, _arg, got in stream_calls(ops, mgr):
-            where = f"pool {pool} ({num_blocks} blocks of {block_size}), op {n}"
-            see(f"{where}: {op}(request {rid}) returned", got)
-            see(f"{where}: pool state", _state(mgr))
+    pools = []
+    for num_blocks, block_size in ((rng.randrange(5, 9), rng.choice([1, 2])), (rng.randrange(12, 24), rng.choice([3, 4, 5]))):
+        ops = _planned(rng, block_size) + [list(op) for op in random_ops(rng.randrange(2**31), steps=120)]
+        pools.append({"blocks": num_blocks, "block_size": block_size, "ops": ops})
+    return {"pools": pools}

@@ -1,68 +1,87 @@
-"""Hidden checks for Task 13 (instructor only): engines, forked groups and swap spaces drawn from
-`run.seed`; the judge compares with the reference solution run on the same seed."""
+"""Hidden checks for Task 13 (instructor only): engines, forked groups, swap spaces and copy lists
+the grader draws; the child runs `pagedlab.checks.drawn.swap` on them as data, and the judge
+compares with the reference solution run on the same data."""
 
 from __future__ import annotations
 
-from pagedlab.checks.framework import check
-from pagedlab.checks.swap import R_COPY, Rig, run_move
-from pagedlab.harness import hw3
+import random
+
+from pagedlab.checks.drawn import swap as drawn
+from pagedlab.checks.framework import hidden_scenario
+from pagedlab.checks.swap import R_COPY
 
 RULE = "the same rules as the public checks, on engines drawn at grading time"
 
 
-def _random_group_engine(rig, rng):
-    """Sequences with scattered blocks on the GPU; about a third share a random subset of an
-    earlier one's blocks (forks after copy-on-write), which also makes chains of siblings."""
-    free = list(range(rig.gpu.total_local_blocks))
+def _random_group_layouts(rng, gpu_blocks):
+    """{seq_id: [blocks]}: sequences with scattered blocks; from the third on, about a third share
+    a random subset of an earlier one's blocks (forks after copy-on-write), which also makes
+    chains of siblings. Sequences 1 and 2 own their blocks: there are always two groups."""
+    free = list(range(gpu_blocks))
     rng.shuffle(free)
     layouts = {}
     for seq_id in range(1, rng.randint(4, 9)):
-        if layouts and rng.random() < 0.35:
+        if seq_id > 2 and rng.random() < 0.35:
             parent = layouts[rng.choice(sorted(layouts))]
-            shared = rng.sample(parent, rng.randint(1, min(3, len(parent))))
-            own = [free.pop() for _ in range(rng.randint(0, 2)) if free]
-            blocks = shared + own
+            blocks = rng.sample(parent, rng.randint(1, min(3, len(parent)))) + [free.pop() for _ in range(rng.randint(0, 2)) if free]
         else:
             blocks = [free.pop() for _ in range(min(len(free), rng.randint(1, 20)))]
         if not blocks:
             break
         layouts[seq_id] = blocks
-        hw3.build_sequence(rig.gpu, seq_id, 16 * (len(blocks) - 1) + rng.randint(1, 16), blocks)
-    return layouts, free
+    return layouts
 
 
-@check("task13", "swap out and back in on engines drawn at grading time", rule=RULE, hidden=True)
-def swap_random(run):
-    rng = run.rng
-    sw = run.load("swap")
-    with Rig(rng.randint(48, 96), rng.randint(8, 64), seed=run.seed) as rig:
-        layouts, _ = _random_group_engine(rig, rng)
-        taken = rng.sample(range(rig.cpu.total_local_blocks), rng.randint(1, rig.cpu.total_local_blocks // 3))
-        # Always a CPU sequence under an id the GPU uses too: that sequence cannot swap out.
-        clash = rng.choice(sorted(layouts))
-        hw3.build_sequence(rig.cpu, clash, 16 * len(taken), taken)
-        order = [s for s in sorted(layouts) if s != clash]
-        rng.shuffle(order)
-        order.insert(rng.randrange(3), clash)
-        for seq_id in order[:3]:
-            run_move(rig, sw, "swap_out", seq_id, f"(drawn engine, sequence {seq_id})")
-        for seq_id in order[:3]:
-            run_move(rig, sw, "swap_in", seq_id, f"(drawn engine, sequence {seq_id} back)")
+def groups(layouts: dict) -> list[tuple[set, set]]:
+    """The sequence groups (sequences joined by shared blocks): (ids, distinct blocks) each."""
+    found: list[tuple[set, set]] = []
+    for seq_id, blocks in layouts.items():
+        ids, mine = {seq_id}, set(blocks)
+        for group in [g for g in found if g[1] & mine]:
+            found.remove(group)
+            ids, mine = ids | group[0], mine | group[1]
+        found.append((ids, mine))
+    return found
 
 
-@check("task13", "copy_blocks on pair lists drawn at grading time", rule=R_COPY, hidden=True)
-def copy_random(run):
-    rng = run.rng
-    sw = run.load("swap")
-    with Rig(32, 1, seed=run.seed) as rig:
-        for _ in range(6):
+@hidden_scenario("task13", "swap out and back in on engines drawn at grading time", rule=RULE, driver=drawn.moves)
+def swap_random(seed):
+    rng = random.Random(seed)
+    gpu_blocks = rng.randint(48, 96)
+    layouts = _random_group_layouts(rng, gpu_blocks)
+    # Always a CPU sequence under an id the GPU uses too: its group cannot swap out. Always a
+    # sequence of another group that fits in the CPU's free blocks, swapped out first or second.
+    clash = rng.choice(sorted(layouts))
+    found = groups(layouts)
+    clash_ids = next(ids for ids, _ in found if clash in ids)
+    fits = rng.choice(sorted(s for s in layouts if s not in clash_ids))
+    need = len(next(blocks for ids, blocks in found if fits in ids))
+    cpu_blocks = max(rng.randint(8, 64), -(-3 * need // 2) + 1)
+    taken = rng.sample(range(cpu_blocks), rng.randint(1, cpu_blocks // 3))  # partly taken swap space
+    order = [s for s in sorted(layouts) if s not in (clash, fits)]
+    rng.shuffle(order)
+    order = [fits] + order
+    order.insert(rng.randrange(2), clash)
+    gpu = [[s, 16 * (len(blocks) - 1) + rng.randint(1, 16), blocks] for s, blocks in layouts.items()]
+    return {"gpu_blocks": gpu_blocks, "cpu_blocks": cpu_blocks, "pool_fill": rng.randrange(2**31), "gpu": gpu,
+            "cpu": [[clash, 16 * len(taken), taken]], "order": order[:3]}
+
+
+@hidden_scenario("task13", "copy_blocks on pair lists drawn at grading time", rule=R_COPY, driver=drawn.copy)
+def copy_random(seed):
+    rng = random.Random(seed)
+    lists = []
+    for n in range(6):
+        if n == 0:  # always a valid copy from and to blocks >= 16 (past a 4-bit id)
+            high = rng.sample(range(16, 32), 2)
+            rest = rng.sample([b for b in range(32) if b not in high], 6)
+            blocks = [high[0], *rest[:3], high[1], *rest[3:]]
+            pairs = [(blocks[i], blocks[4 + i]) for i in range(rng.randint(1, 4))]
+        else:
             blocks = rng.sample(range(32), 8)
             pairs = [(blocks[i], blocks[4 + i]) for i in range(rng.randint(0, 4))]
             if rng.random() < 0.4 and pairs:  # a broken list: destination repeated or also a source
                 pairs.append((pairs[0][0], pairs[0][1]) if rng.random() < 0.5 else (blocks[7], pairs[0][0]))
-            before = rig.gpu_pool.snapshot()
-            got = sw.copy_blocks(rig.gpu, pairs)
-            run.see(f"copy_blocks(gpu, {pairs})", got)
-            run.see(f"pool words changed by copy_blocks(gpu, {pairs})",
-                    [list(w) for w in rig.gpu_pool.diff(before).words])
-            run.see(f"ref counts after copy_blocks(gpu, {pairs})", hw3.ref_counts(rig.gpu))
+        lists.append([list(p) for p in pairs])
+    rng.shuffle(lists)
+    return {"pool_fill": rng.randrange(2**31), "lists": lists}
