@@ -29,7 +29,7 @@ def double(x):
     ### END SOLUTION
 '''
 TOY_CHECKS = '''\
-from pagedlab.checks.framework import check, expect_equal
+from pagedlab.checks.framework import check, expect_equal, scenario_driver, see
 
 
 @check("task99", "double doubles", rule="notebook 09, the toy task")
@@ -37,17 +37,27 @@ def doubles(run):
     toy = run.load("toy")
     for x in (0, 1, 21, -4):
         expect_equal(toy.double(x), 2 * x, f"double({x})", rule="notebook 09, the toy task")
+
+
+@scenario_driver
+def doubles_drawn(run):
+    """The hidden check's driver: it gets the numbers the grader drew, as data."""
+    toy = run.load("toy")
+    for x in run.scenario["numbers"]:
+        see(f"double({x})", toy.double(x))
 '''
 TOY_HIDDEN = '''\
-from pagedlab.checks.framework import check, see
+import random
+
+from pagedlab.checks.framework import hidden_scenario
+from pagedlab.checks.toy import doubles_drawn
 
 
-@check("task99", "double on numbers drawn at grading time", rule="notebook 09, the toy task", hidden=True)
-def doubles_drawn(run):
-    toy = run.load("toy")
-    for _ in range(5):
-        x = run.rng.randint(-1000, 1000)
-        see(f"double({x})", toy.double(x))
+@hidden_scenario("task99", "double on numbers drawn at grading time", rule="notebook 09, the toy task",
+                 driver=doubles_drawn)
+def numbers(seed):
+    rng = random.Random(seed)
+    return {"numbers": [rng.randint(-1000, 1000) for _ in range(5)]}
 '''
 TOY_ROW = '''
 [[task]]

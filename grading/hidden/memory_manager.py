@@ -150,7 +150,7 @@ def append_random(seed):
     # Every class: a last block partly full (shared with a twin, so the next append copies on
     # write), a last block exactly full (the next append maps a new block), a sequence 1-3
     # appends short of 256 tokens (the next L2 table), a sequence whose L2 tables have holes, then
-    # appends until the pool is full.
+    # an unknown id, then appends until the pool is full.
     partly, full, long, holey = rng.sample(range(1, 10**5), 4)
     built = []
     for sid, count, kv_short in ((partly, rng.randrange(1, 4), rng.randrange(1, 16)), (full, rng.randrange(1, 4), 0),
@@ -161,7 +161,8 @@ def append_random(seed):
     layout = holey_layout(rng, total, used)
     built.append(_seq(holey, (max(lg for lg, _ in layout) + 1) * 16 - rng.randrange(1, 16), layout))
     ids = [s["id"] for s in built]
-    plan = [partly, full, long, long, long, long, holey, holey] + [None] * 52
+    unknown = rng.randrange(3 * 10**5, 4 * 10**5)
+    plan = [partly, full, long, long, long, long, holey, holey, unknown] + [None] * 51
     appends = []
     for step, sid in enumerate(plan):
         sid = rng.choice(ids + [rng.randrange(3 * 10**5, 4 * 10**5)]) if sid is None else sid

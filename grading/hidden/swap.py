@@ -14,15 +14,16 @@ RULE = "the same rules as the public checks, on engines drawn at grading time"
 
 
 def _random_group_layouts(rng, gpu_blocks):
-    """{seq_id: [blocks]}: sequences with scattered blocks; from the third on, about a third share
-    a random subset of an earlier one's blocks (forks after copy-on-write), which also makes
-    chains of siblings. Sequences 1 and 2 own their blocks: there are always two groups."""
+    """{seq_id: [blocks]}: sequences with scattered blocks; sequence 3 and, from the fourth on,
+    about a third share a random subset of an earlier one's blocks (forks after copy-on-write),
+    which also makes chains of siblings. Sequences 1 and 2 own their blocks and sequence 3 shares
+    sequence 1's: there are always two groups, one of them forked."""
     free = list(range(gpu_blocks))
     rng.shuffle(free)
     layouts = {}
     for seq_id in range(1, rng.randint(4, 9)):
-        if seq_id > 2 and rng.random() < 0.35:
-            parent = layouts[rng.choice(sorted(layouts))]
+        if seq_id == 3 or (seq_id > 3 and rng.random() < 0.35):
+            parent = layouts[1 if seq_id == 3 else rng.choice(sorted(layouts))]
             blocks = rng.sample(parent, rng.randint(1, min(3, len(parent)))) + [free.pop() for _ in range(rng.randint(0, 2)) if free]
         else:
             blocks = [free.pop() for _ in range(min(len(free), rng.randint(1, 20)))]
@@ -49,13 +50,13 @@ def swap_random(seed):
     rng = random.Random(seed)
     gpu_blocks = rng.randint(48, 96)
     layouts = _random_group_layouts(rng, gpu_blocks)
-    # Always a CPU sequence under an id the GPU uses too: its group cannot swap out. Always a
-    # sequence of another group that fits in the CPU's free blocks, swapped out first or second.
-    clash = rng.choice(sorted(layouts))
+    # Always a member of the forked group that fits in the CPU's free blocks, swapped out first or
+    # second; always a CPU sequence under the id of a GPU sequence of another group: its group
+    # cannot swap out.
     found = groups(layouts)
-    clash_ids = next(ids for ids, _ in found if clash in ids)
-    fits = rng.choice(sorted(s for s in layouts if s not in clash_ids))
-    need = len(next(blocks for ids, blocks in found if fits in ids))
+    forked, need = next((ids, len(blocks)) for ids, blocks in found if 1 in ids)
+    fits = rng.choice(sorted(forked))
+    clash = rng.choice(sorted(s for s in layouts if s not in forked))
     cpu_blocks = max(rng.randint(8, 64), -(-3 * need // 2) + 1)
     taken = rng.sample(range(cpu_blocks), rng.randint(1, cpu_blocks // 3))  # partly taken swap space
     order = [s for s in sorted(layouts) if s not in (clash, fits)]
@@ -79,9 +80,12 @@ def copy_random(seed):
             pairs = [(blocks[i], blocks[4 + i]) for i in range(rng.randint(1, 4))]
         else:
             blocks = rng.sample(range(32), 8)
-            pairs = [(blocks[i], blocks[4 + i]) for i in range(rng.randint(0, 4))]
-            if rng.random() < 0.4 and pairs:  # a broken list: destination repeated or also a source
-                pairs.append((pairs[0][0], pairs[0][1]) if rng.random() < 0.5 else (blocks[7], pairs[0][0]))
+            pairs = [(blocks[i], blocks[4 + i]) for i in range(rng.randint(1 if n < 3 else 0, 4))]
+            # Always a broken list of each kind: a destination repeated, a destination also a source.
+            if n == 1 or (n > 2 and rng.random() < 0.4):
+                pairs.append((blocks[7], pairs[0][1]) if pairs else (blocks[7], blocks[6]))
+            elif n == 2:
+                pairs.append((blocks[7], pairs[0][0]))
         lists.append([list(p) for p in pairs])
     rng.shuffle(lists)
     return {"pool_fill": rng.randrange(2**31), "lists": lists}

@@ -113,7 +113,7 @@ def check(task: str, name: str, rule: str = "", *, hint: str = "", hidden: bool 
 def hidden_scenario(task: str, name: str, rule: str = "", *, driver: Callable, hint: str = "",
                     expected: Callable | None = None):
     """Register ``fn(seed) -> JSON data`` as the scenario planner of a hidden check of `task`
-    whose driver is the public `driver` (in `pagedlab.checks.drawn`)."""
+    whose driver is the public `driver` (a `scenario_driver`)."""
     def register(fn):
         check(task, name, rule, hint=hint, hidden=True, expected=expected, scenario=fn)(driver)
         return fn
@@ -121,18 +121,19 @@ def hidden_scenario(task: str, name: str, rule: str = "", *, driver: Callable, h
     return register
 
 
-# Drivers that run on scenario data: the only code the child runs for a hidden check. Named
-# "<module>.<function>" after their module in pagedlab.checks.drawn.
+# Drivers that run on scenario data: the only code the child runs for a hidden check, all of it
+# public (`pagedlab.checks.drawn.*`, or a task's own checks module). Named after their module
+# under pagedlab.checks and their function: "drawn.memory_manager.create_free".
 _SCENARIO_DRIVERS: dict[str, Callable] = {}
-DRAWN_PACKAGE = "pagedlab.checks.drawn"
+CHECKS_PACKAGE = "pagedlab.checks"
 
 
 def scenario_driver(fn):
-    """Mark `fn(run)` (in `pagedlab.checks.drawn.<module>`) as a driver of drawn scenarios."""
+    """Mark `fn(run)`, a public driver that reads its scenario from `run.scenario`."""
     module = getattr(fn, "__module__", "")
-    if not module.startswith(DRAWN_PACKAGE + "."):
-        raise ValueError(f"scenario drivers live in {DRAWN_PACKAGE}, not {module}")
-    _SCENARIO_DRIVERS[f"{module.removeprefix(DRAWN_PACKAGE + '.')}.{fn.__name__}"] = fn
+    if not module.startswith(CHECKS_PACKAGE + "."):
+        raise ValueError(f"scenario drivers live in {CHECKS_PACKAGE}, not {module}")
+    _SCENARIO_DRIVERS[f"{module.removeprefix(CHECKS_PACKAGE + '.')}.{fn.__name__}"] = fn
     return fn
 
 
@@ -141,11 +142,11 @@ def driver_name(fn) -> str | None:
 
 
 def find_scenario_driver(name: str) -> Callable:
-    """The driver called `name` ("memory_manager.create_free"), importing only its public module."""
-    module, _, function = str(name).partition(".")
-    if not (module.isidentifier() and function.isidentifier()):
+    """The driver called `name`, importing only its module of the public checks package."""
+    module, _, function = str(name).rpartition(".")
+    if not module or not all(part.isidentifier() for part in [*module.split("."), function]):
         raise KeyError(f"no scenario driver {name!r}")
-    importlib.import_module(f"{DRAWN_PACKAGE}.{module}")
+    importlib.import_module(f"{CHECKS_PACKAGE}.{module}")
     if name not in _SCENARIO_DRIVERS:
         raise KeyError(f"no scenario driver {name!r}")
     return _SCENARIO_DRIVERS[name]
