@@ -97,7 +97,7 @@ def main() -> int:
     _emit(out, event="start")
     for index, (c, scenario) in enumerate(wanted):
         _emit(out, event="begin", index=index)
-        stream = framework.drive(c, impl, 0, scenario=scenario)
+        stream = framework.drive(c, impl, 0) if scenario is None else framework.drive(c, impl, 0, scenario=scenario)
         _emit(out, event="record", index=index, record=stream.to_json())
     _emit(out, event="done")
     out.close()

@@ -27,8 +27,8 @@ def _engine(blocks):
 
 def _build(engine, seqs) -> None:
     """Harness-built sequences: [{"id", "kv", "layout": [[logical, block], ...]}]."""
-    for s in seqs:
-        hw3.build_sequence(engine, s["id"], s["kv"], {logical: block for logical, block in s["layout"]})
+    for built in seqs:
+        hw3.build_sequence(engine, built["id"], built["kv"], {logical: block for logical, block in built["layout"]})
 
 
 def _pick(items: list, u: float):

@@ -29,8 +29,8 @@ def moves(run):
 def copy(run):
     sw = run.load("swap")
     with Rig(32, 1, seed=run.scenario["pool_fill"]) as rig:
-        for pairs in run.scenario["lists"]:
-            pairs = [tuple(p) for p in pairs]
+        for drawn in run.scenario["lists"]:
+            pairs = [(src, dst) for src, dst in drawn]
             before = rig.gpu_pool.snapshot()
             got = sw.copy_blocks(rig.gpu, pairs)
             run.see(f"copy_blocks(gpu, {pairs})", got)
