@@ -122,9 +122,9 @@ def _child_env(impl: str, env: dict | None) -> dict:
 REPEATS = 3  # consecutive identical deaths after which the remaining checks are not run
 
 
-def _run_children(task: str, impl: str, plan: list[dict], *, limit: float, env: dict | None,
+def _run_children(task: str, impl: str, requests: list[dict], *, limit: float, env: dict | None,
                   sandbox: Sandbox | None, trusted: bool = False) -> tuple[dict, dict, str, str]:
-    """Run `plan` (the child's requests, `requests_for`) in children, a fresh one after each crash or hang.
+    """Run `requests` (`requests_for`) in children, a fresh one after each crash or hang.
     `trusted`: no student code runs in them (the reference), so a failure to start is the grader's.
 
     Returns (records by index, problems by index, a grader problem, the last output tail).
@@ -133,13 +133,13 @@ def _run_children(task: str, impl: str, plan: list[dict], *, limit: float, env: 
     grader_problem, output = "", ""
     deadline = time.monotonic() + limit
     start = 0
-    while start < len(plan):
+    while start < len(requests):
         remaining = deadline - time.monotonic()
         if remaining <= 0.5:
-            for index in range(start, len(plan)):
+            for index in range(start, len(requests)):
                 problems.setdefault(index, f"not run: the task's time limit ({limit:.0f} s) was used up")
             break
-        request = {"task": task, "impl": impl, "checks": plan[start:], "dump_after": round(remaining, 1)}
+        request = {"task": task, "impl": impl, "checks": requests[start:], "dump_after": round(remaining, 1)}
         try:
             end = run_limited([sys.executable, "-s", "-m", "pagedlab.checks.child"], env=_child_env(impl, env),
                               timeout=remaining + GRACE, memory_bytes=manifest.memory_limit() * 2**30, sandbox=sandbox,
@@ -151,7 +151,7 @@ def _run_children(task: str, impl: str, plan: list[dict], *, limit: float, env: 
         output = end.output
         if got.malformed and not got.records:
             # The record was flooded or mangled (by the task's own code: only it writes there).
-            for index in range(start, len(plan)):
+            for index in range(start, len(requests)):
                 problems.setdefault(index, got.malformed)
             break
         if not got.started:
@@ -159,17 +159,17 @@ def _run_children(task: str, impl: str, plan: list[dict], *, limit: float, env: 
             if trusted:
                 grader_problem = what
             else:  # the submission's code may have rewritten the record: its failure
-                for index in range(start, len(plan)):
+                for index in range(start, len(requests)):
                     problems.setdefault(index, what)
             break
         for index, record in got.records.items():
-            if isinstance(index, int) and 0 <= index < len(plan) - start:
+            if isinstance(index, int) and 0 <= index < len(requests) - start:
                 records[start + index] = record
         if got.malformed:
             problems[start + max(got.began, 0)] = got.malformed
         if got.finished:
             break
-        stuck = start + got.began if 0 <= got.began < len(plan) - start else start
+        stuck = start + got.began if 0 <= got.began < len(requests) - start else start
         if stuck not in records:
             timed_out = end.timed_out or end.seconds >= remaining
             problems[stuck] = _explain_death(end, timed_out, limit)
@@ -177,7 +177,7 @@ def _run_children(task: str, impl: str, plan: list[dict], *, limit: float, env: 
         start = stuck + 1
         if len(deaths) >= REPEATS and len(set(deaths[-REPEATS:])) == 1:
             # The same crash every time: the rest would only repeat it.
-            for index in range(start, len(plan)):
+            for index in range(start, len(requests)):
                 problems.setdefault(index, f"not run: the {REPEATS} checks before it ended the same way "
                                            f"({deaths[-1]})")
             break
