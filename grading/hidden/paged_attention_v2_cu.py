@@ -1,12 +1,12 @@
 """Hidden checks for Task 14 (instructor only): v2 launches on batches the grader draws, lengths
 near partition edges, judged against float64 dense attention; the child runs
-`pagedlab.checks.drawn.paged_attention_cu.v2` on the cases as data."""
+`pagedlab.checks.drawn.paged_attention_v2_cu.v2` on the cases as data."""
 
 from __future__ import annotations
 
 import random
 
-from pagedlab.checks.drawn import paged_attention_cu as drawn
+from pagedlab.checks.drawn import paged_attention_v2_cu as drawn
 from pagedlab.checks.framework import hidden_scenario
 from pagedlab.checks.paged_attention_v2_cu import HINT, RULE, expected_v2
 

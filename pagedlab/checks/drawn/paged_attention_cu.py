@@ -1,27 +1,16 @@
-"""Drivers of the hidden checks of Tasks 10 and 14 on drawn scenarios: each case is the
-`make_kernel_batch` arguments (its `seed` draws the tensor values only), a scale and, for v2, a
-partition size; the schedules are named."""
+"""Driver of the hidden check of Task 10 on a drawn scenario: each case is the `make_kernel_batch`
+arguments (its `seed` draws the tensor values only) and a scale; the schedules are named."""
 
 from __future__ import annotations
 
 from ..framework import scenario_driver
 from ..paged_attention_cu import drive_kernel
-from ..paged_attention_v2_cu import drive_v2
 
 
 def kernel_cases(scenario) -> list:
     return [(c["context"], c["batch"], c["scale"]) for c in scenario["cases"]]
 
 
-def v2_cases(scenario) -> list:
-    return [(c["context"], c["batch"], c["scale"], c["partition_size"]) for c in scenario["cases"]]
-
-
 @scenario_driver
 def kernel(run):
     drive_kernel(run, kernel_cases(run.scenario), tuple(run.scenario["schedules"]))
-
-
-@scenario_driver
-def v2(run):
-    drive_v2(run, v2_cases(run.scenario), tuple(run.scenario["schedules"]))
