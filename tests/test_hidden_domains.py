@@ -63,6 +63,17 @@ def task1(sc) -> set:
 def task2(sc) -> set:
     built = {s["id"]: s for s in sc["built"]}
     found = set()
+    creates = [(i, -(-st["length"] // 16)) for i, st in enumerate(sc["steps"]) if st["op"] == "create"
+               and "again" not in st and st["length"] > 0]
+    lengths = [st.get("length") for st in sc["steps"]]
+    if all(n in lengths for n in (16, 17, 256, 257)):
+        # Even if nothing were freed, the pool has room for them and every create before them.
+        last = max(lengths.index(n) for n in (16, 17, 256, 257))
+        taken = sum(len(s["layout"]) for s in sc["built"])
+        if taken + sum(b for i, b in creates if i <= last and b <= sc["blocks"]) <= sc["blocks"]:
+            found.add("creates at the L2 table's edges with room in the pool")
+    if any(sc["blocks"] < b <= 256 for _, b in creates):
+        found.add("a create of more blocks than the pool has (OOM)")
     for st in sc["steps"]:
         if st["op"] == "create":
             found.add("a live id created again" if "again" in st else f"length {_length_class(st['length'])}")
@@ -369,7 +380,8 @@ DOMAINS = {  # check key -> (classifier, the classes every grading must hold)
     "task1": (task1, {"0 bytes", "under one block", "one block", "a multiple of 64", "a multiple plus a remainder",
                       "more than 256 blocks"}),
     "task2": (task2, {f"length {c}" for c in ("0", "negative", "1-15", "16", "17", "256", "257", "4096", "4097")}
-              | {"a live id created again", "an unknown id freed", "a sequence with holey L2 tables freed"}),
+              | {"a live id created again", "an unknown id freed", "a sequence with holey L2 tables freed",
+                 "creates at the L2 table's edges with room in the pool", "a create of more blocks than the pool has (OOM)"}),
     "task3": (task3, {"a one-block parent", "a parent of one full L2 table", "a parent of several L2 tables",
                       "a parent with NULL L1 entries first", "a parent with holey L2 tables", "a fork of a fork",
                       "an unknown parent", "a new id in use"}),

@@ -73,7 +73,7 @@ def init_random(seed):
 @hidden_scenario("task2", "create_sequence / free_sequence on a random stream", rule=RULE, driver=drawn.create_free)
 def create_free_random(seed):
     rng = random.Random(seed)
-    blocks = rng.randrange(40, 90)
+    blocks = rng.randrange(100, 160)
     used: set = set()
     # Two sequences with L2 tables full of holes, freed by the stream.
     built = [_seq(sid, _kv_for(rng, layout), layout)
@@ -84,11 +84,16 @@ def create_free_random(seed):
     lengths = [0, -rng.randrange(1, 9), rng.randrange(1, 16), 16, 17, 256, 257, 4096, 4097]
     kinds = ([("create", n) for n in lengths] + [("create again", None), ("free unknown", None)] * 2
              + [("free built", s["id"]) for s in built])
-    kinds += [rng.choice([("create", rng.randrange(1, 700)), ("free", None)]) for _ in range(42 - len(kinds))]
+    kinds += [rng.choice([("create drawn", rng.randrange(1, 300)), ("free", None)]) for _ in range(42 - len(kinds))]
     rng.shuffle(kinds)
+    # The creates at the L2 table's edges (16, 17, 256, 257) come before the drawn creates, so the
+    # pool always has room for them: each maps its blocks in every grading, none is refused.
+    edges = [i for i, (op, n) in enumerate(kinds) if op == "create drawn" or (op == "create" and n in (16, 17, 256, 257))]
+    for i, kind in zip(edges, sorted((kinds[i] for i in edges), key=lambda k: k[0] == "create drawn"), strict=True):
+        kinds[i] = kind
     steps = []
     for op, arg in kinds:
-        if op == "create":
+        if op in ("create", "create drawn"):
             steps.append({"op": "create", "id": rng.randrange(1, 10**6), "length": arg})
         elif op == "create again":
             steps.append({"op": "create", "id": rng.randrange(1, 10**6), "length": rng.randrange(1, 40),
