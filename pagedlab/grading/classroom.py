@@ -252,8 +252,9 @@ def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str]
             todo.append((s, state))
     empty = sorted(k for k, st in states.items() if st["status"] == "empty")
     echo(f"{len(students)} submissions: {len(states) - len(empty)} already graded by this grader version "
-         f"(unchanged files, skipped), {len(empty)} empty (no file to grade: "
-         f"{', '.join(empty) or 'none'}), {len(todo)} to grade, {jobs} at a time")
+         f"(unchanged files, skipped), "
+         + (f"{len(empty)} empty (no file to grade: {', '.join(empty)}), " if empty else "")
+         + f"{len(todo)} to grade, {jobs} at a time")
     progress = Progress(len(students), len(states))
     limit = grading_timeout(tasks)
     running: list[Job] = []
