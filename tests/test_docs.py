@@ -82,3 +82,19 @@ def test_no_doc_types_a_total_the_manifest_gives():
         outside = doctables.BLOCK.sub("", (ROOT / name).read_text(encoding="utf-8"))
         found += [(name, pattern) for pattern in typed if re.search(pattern, outside)]
     assert found == []
+
+
+def test_the_points_sentence_never_spans_tasks_of_another_part():
+    assert doctables._span([1, 2, 3, 4, 5, 15]) == "Tasks 1–5, 15"
+    assert doctables._span([11, 12, 99]) == "Tasks 11–12, 99" and doctables._span([10]) == "Task 10"
+
+
+def test_the_release_table_ships_the_tools_the_course_script_runs():
+    from pagedlab import release
+
+    text = (ROOT / "grading" / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("| ships | stays behind |"):]
+    table = table[:table.index("\n\n")]
+    shipped = [row.split("|")[1] for row in table.splitlines()[2:]]
+    needed = sorted(set(release._COURSE_TOOL.findall((ROOT / "course").read_text())))
+    assert needed and [n for n in needed if not any(f"`{n}`" in cell for cell in shipped)] == [], table
