@@ -98,3 +98,19 @@ def test_the_release_table_ships_the_tools_the_course_script_runs():
     shipped = [row.split("|")[1] for row in table.splitlines()[2:]]
     needed = sorted(set(release._COURSE_TOOL.findall((ROOT / "course").read_text())))
     assert needed and [n for n in needed if not any(f"`{n}`" in cell for cell in shipped)] == [], table
+
+
+def test_no_tracked_file_cites_a_tracker_number():
+    """A reader of the repository cannot resolve a tracker number: comments and docs name the thing."""
+    import subprocess
+
+    names = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    cited = re.compile(r"\bissues? #?\d+\b", re.I)
+    found = []
+    for name in names:
+        path = ROOT / name
+        if path.suffix in {".py", ".md", ".sh", ".toml", ".cu", ".c", ".h", ".cpp", ".hpp", ".ipynb", ".yml", ".txt"} \
+                and path.is_file():
+            found += [f"{name}:{i}: {line.strip()}" for i, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+                      if cited.search(line)]
+    assert found == [], "\n".join(found)
