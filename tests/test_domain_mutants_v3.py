@@ -19,7 +19,10 @@ draw is named with it:
 
 Judged as tests/test_domain_mutants.py judges: the drivers and the judge in this process, the
 hidden checks under each seed and the public ones (seed-independent) once; a mutant must lose
-its task under every seed and keep every other task its file serves.
+its task under every seed and keep every other task its file serves. A last test shows each
+mutant wrong on one hand-made input of its class, so the battery cannot pass for want of a bug;
+the race mutant's sums come out right on the CPU executor, and only the executor's report of a
+global-memory race (`cuda.checking("race")`) tells it from the reference.
 """
 
 from __future__ import annotations
@@ -187,3 +190,106 @@ def test_a_bug_on_one_class_loses_its_task_under_ten_more_seeds(mutant, tmp_path
 def test_each_mutant_names_its_class_once():
     assert len({(m.task, m.domain_class) for m in MUTANTS}) == len(MUTANTS)
     assert {m.task for m in MUTANTS} == {"task2", "task3", "task4", "task9", "task10", "task13"}
+
+
+# --- each mutant is wrong on its class (so a check that draws the class can catch it) ----------
+
+def _mm_hole_engine(mm, task: str):
+    from pagedlab.harness import hw3
+    from pagedlab.pool import Pool
+
+    if task == "task4":  # one full L2 table, the next append needs a new one; one block free
+        pool = Pool(17 * 64)
+        engine = hw3.new_engine(pool.addr, pool.size)
+        hw3.build_sequence(engine, 1, 256, list(range(16)))
+        got = mm.append_kv(engine, 1, 42)
+    else:  # an L2 table whose mapped entries start at offset 2, with holes between them
+        pool = Pool(32 * 64)
+        engine = hw3.new_engine(pool.addr, pool.size)
+        hw3.build_sequence(engine, 1, 16 * 10, {2: 5, 5: 7, 9: 3})
+        got = mm.free_sequence(engine, 1) if task == "task2" else mm.fork_sequence(engine, 1, 2) is not None
+    state = hw3.state(engine)
+    return got, state.free, list(state.refs)
+
+
+def _attention_mixed_dtypes(pa):
+    import torch
+
+    q = torch.randn(1, 2, 8, dtype=torch.float64)
+    caches = [torch.randn(2, 4, 2, 8, dtype=torch.float32) for _ in range(2)]
+    return pa.paged_attention(q, *caches, torch.tensor([[0, 1]]), torch.tensor([6])).dtype
+
+
+KERNEL_CASES = {  # make_kernel_batch arguments, q scale, sanitizer checks
+    "logits large enough to overflow exp (no max subtracted)":
+        (dict(seq_lens=[5, 40], num_heads=2, head_size=32, block_size=16, seed=3), 200.0, None),
+    "head sizes 8 and 24 (dot product unrolled by 16)":
+        (dict(seq_lens=[5, 40], num_heads=2, head_size=8, block_size=16, seed=3), 1.0, None),
+    "sequences past 2048 tokens (a fixed logits[2048])":
+        (dict(seq_lens=[2100], num_heads=1, head_size=16, block_size=32, seed=3), 1.0, None),
+    # Its sums come out right on the executor: only a report of the global race can show it.
+    "a global-memory race (warps add into out without atomicAdd)":
+        (dict(seq_lens=[40, 7], num_heads=2, head_size=32, block_size=16, seed=3), 1.0, "race"),
+}
+
+
+def _kernel(impl: str, m: Mutant):
+    import numpy as np
+
+    from pagedlab import cuda
+    from pagedlab.kernel_batch import make_kernel_batch
+    from pagedlab.kernels import decode_on_executor
+
+    kwargs, q_scale, checks = KERNEL_CASES[m.domain_class]
+    batch = make_kernel_batch(**kwargs)
+    batch.q = batch.q * np.float32(q_scale)
+    try:
+        with cuda.checking(checks):
+            out = decode_on_executor(*batch.numpy(), impl=impl)
+    except Exception as exc:  # noqa: BLE001 - the mutant's failure is the observation
+        return type(exc).__name__
+    if checks:  # what the sanitizer reports, not float sums that differ in their last bits
+        return "no report"
+    if not np.isfinite(out).all():
+        return "not finite"
+    return "right" if np.allclose(out, batch.expected(), rtol=1e-4, atol=1e-5) else "wrong"
+
+
+def _swap(sw, m: Mutant):
+    from pagedlab.checks.swap import Rig
+    from pagedlab.harness import hw3
+
+    if m.domain_class.startswith("block ids"):
+        with Rig(32, 1, seed=5) as rig:
+            try:
+                return sw.copy_blocks(rig.gpu, [(3, 20)])
+            except Exception as exc:  # noqa: BLE001
+                return type(exc).__name__
+    with Rig(16, 16, seed=5) as rig:
+        hw3.build_sequence(rig.gpu, 1, 20, [0, 1])
+        hw3.build_sequence(rig.gpu, 2, 20, [2, 3])
+        hw3.build_sequence(rig.cpu, 2, 20, [0])  # id 2 on both: sequence 1 may still swap out
+        return sw.swap_out(rig.gpu, rig.cpu, 1)
+
+
+def _observe(impl: str, m: Mutant):
+    from pagedlab import load
+
+    if m.file == MM:
+        return _mm_hole_engine(load("memory_manager", impl=impl), m.task)
+    if m.file == ATTN:
+        try:
+            return str(_attention_mixed_dtypes(load("paged_attention", impl=impl)))
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__
+    if m.file == CU:
+        return _kernel(impl, m)
+    return _swap(load("swap", impl=impl), m)
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=IDS)
+def test_each_mutant_is_wrong_on_its_class(mutant, tmp_path):
+    """On one hand-made input of its class the mutant and the reference differ: a check that
+    draws the class can catch it (and a battery test above cannot fail for want of a bug)."""
+    reference, mutated = _observe("solutions", mutant), _observe(_submission(tmp_path, mutant), mutant)
+    assert reference != mutated, f"the reference and the mutant both gave {reference!r}"
