@@ -8,7 +8,7 @@ the tile loop's barriers and shared memory taken out (pure arithmetic on 1024 fi
 barrier-only kernel that does nothing but __syncthreads() as often as the matmul does (the
 cost of the fiber switches).
 
-Where the 1024^3 matmul's time went (perf, issue 22): 67 M barrier waits. A wait was two
+Where the 1024^3 matmul's time went (perf): 67 M barrier waits. A wait was two
 context switches (fiber -> scheduler -> next fiber), and with 1024 fibers each switch missed
 the cache: fiber stacks are a multiple of 4 KiB apart, so every saved register frame sat in
 the same L1 set. Plus __tls_get_addr calls for __shared__ (thread_local in a dlopen()ed
@@ -19,7 +19,7 @@ What is left is mostly the kernel's own scalar arithmetic, one CUDA thread at a 
 further would mean running a warp's 32 threads as SIMD lanes. Wall times on a shared box are
 noisy: the cpu column (the launch child's CPU time) is the steadier figure.
 
-Checks on (issue 27): every row is also run with check="all" (the sanitizer's instrumented
+Checks on: every row is also run with check="all" (the sanitizer's instrumented
 build); the "checks" column is its CPU time over the same kernel's checks-off CPU time, measured
 in the same run. Target: <= 10x on every row, and the 1024^3 matmul with checks on finishing
 within the default 30 s watchdog. Where the checked time went (perf): the shadow state of

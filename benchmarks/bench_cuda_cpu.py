@@ -7,7 +7,7 @@ Measures, in one run:
     8 seqs x 8 heads x 256 tokens x head 128, per schedule, against a numpy float64 reference
     computed in the same run (the baseline the ratios refer to). Target: < 0.3 s per launch.
 
-  * the same launch with the sanitizer on (check="race,memcheck,init", issue 16) against checks
+  * the same launch with the sanitizer on (check="race,memcheck,init") against checks
     off, in the same run. Target: checks on <= 10x checks off. With --compare-with PATH (another
     checkout, e.g. main) its checks-off launch is timed in a subprocess in the same run: the
     sanitizer must not slow checks-off launches down.
@@ -214,7 +214,7 @@ def main():
         verdict = "ok" if med < 0.3 else "ABOVE 0.3 s TARGET"
         print(f"  {schedule:12s} median {med * 1e3:7.1f} ms  best {best * 1e3:7.1f} ms  "
               f"{med / base:5.2f}x reference  max rel err {err:.1e}  [{verdict}]")
-    if a.corpus:  # issue 22
+    if a.corpus:
         import bench_cuda_corpus
         bench_cuda_corpus.main(["--repeat", str(a.repeat)])
 

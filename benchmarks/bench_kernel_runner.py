@@ -1,4 +1,4 @@
-"""Benchmark the kernel runner (issue 25): isolated launches in a Python-free process.
+"""Benchmark the kernel runner: isolated launches in a Python-free process.
 
 Measures, in one run:
   * launch overhead of a one-block kernel and of the paged-attention decode kernel

@@ -14,7 +14,7 @@ re-opens the warm clone (the everyday case: nothing to install). A cold uv run i
 pip is configured with (torch's CPU wheel here) is read by both installers alike; pip also reads
 a local index uv is not told about, so on such a machine pip's "cold" is partly local.
 
-Also printed: the venv's size on disk, and the targets (issue 15): uv cold <= 1/2 pip cold;
+Also printed: the venv's size on disk, and the targets: uv cold <= 1/2 pip cold;
 warm <= 15 s to a usable `./course open`.
 
     python3 benchmarks/bench_setup.py [--installers uv,pip] [--keep]

@@ -489,6 +489,15 @@ def _raise_at(exc: BaseException, path: Path, line: int, function: str):
     namespace[name]()
 
 
+class NoCVersion(AttributeError):
+    """A function of memory_manager.py that llm_memory.c cannot offer: the task that needs it was
+    added after the C track was built (the C API is pagedlab/include/hw3.h, a `pl_call_NAME`
+    trampoline in pagedlab/include/pl_runtime.c and a method of CEngine). Not the student's bug:
+    its message is shown as it is, never as "your code raised"."""
+
+    plain_text = True
+
+
 class CEngine(types.ModuleType):
     """A compiled llm_memory.c with the memory_manager call shape (see the module docstring)."""
 
@@ -507,6 +516,16 @@ class CEngine(types.ModuleType):
 
     def __repr__(self) -> str:
         return f"<C memory_manager from {self.source}>"
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        offered = ", ".join(f"{n}()" for n in C_API)
+        raise NoCVersion(
+            f"no C version of this task: {self.source.name} stands in for memory_manager.py only for "
+            f"{offered}, and this task calls {name}(), which the C track does not have. Your C code is "
+            f"not at fault; for this task submit memory_manager.py (when both files are submitted, "
+            f"every task grades memory_manager.py)")
 
     # -- calling -----------------------------------------------------------------------------
     def _call(self, name: str, *args, out) -> None:
@@ -634,6 +653,10 @@ class CEngine(types.ModuleType):
     def find_sequence(self, engine, seq_id):
         """Harness-side lookup (read only), as the Python module's given helper."""
         return hw3.find(engine, seq_id)
+
+
+# The functions the C track offers (CEngine's methods that call into llm_memory.c).
+C_API = ("llm_init", "create_sequence", "free_sequence", "fork_sequence", "append_kv", "llm_destroy")
 
 
 def load(source: str | os.PathLike, *, show_warnings: bool = True) -> CEngine:

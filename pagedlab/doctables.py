@@ -2,7 +2,8 @@
 
 A block of a Markdown file between `<!-- tasks: NAME -->` and `<!-- /tasks -->` is generated:
 adding a task to tasks.toml and running `pagedlab assign` brings the points table of
-grading/README.md and the points sentence of README.md up to date, so no total is typed by hand.
+grading/README.md, the points sentence of both READMEs, the total without the last part and the
+worst-case grading time up to date, so no total is typed by hand.
 """
 
 from __future__ import annotations
@@ -25,7 +26,16 @@ def _part_totals() -> dict[str, float]:
 
 
 def _span(numbers: list[int]) -> str:
-    return f"Task {numbers[0]}" if len(numbers) == 1 else f"Tasks {numbers[0]}–{numbers[-1]}"
+    """"Task 10", "Tasks 1–5", "Tasks 11–12, 99": runs of consecutive numbers, never a range
+    that takes in tasks of another part or none at all."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    text = ", ".join(f"{r[0]}" if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)
+    return f"Task {text}" if len(numbers) == 1 else f"Tasks {text}"
 
 
 def points_table() -> str:
@@ -44,7 +54,38 @@ def points_sentence() -> str:
     return f"{manifest.MAX_SCORE:g} points: " + "; ".join(parts) + ".\n"
 
 
-RENDER = {"points-table": points_table, "points-sentence": points_sentence}
+def without_last_part() -> str:
+    """What a course that skips the last part grades out of, and the --tasks that does it."""
+    last = max(r.part for r in manifest.TABLE)
+    kept = [r for r in manifest.TABLE if r.part != last]
+    total = sum(r.points for r in kept)
+    return (f"A course that skips Part {last} grades out of {total:g} with "
+            f"`--tasks {','.join(str(r.number) for r in kept)}`.\n")
+
+
+def worst_case_seconds() -> float:
+    """A submission whose every task hangs: each task's limit, plus the grace after it."""
+    from .sandbox.runner import GRACE
+
+    return sum(r.time_limit + GRACE for r in manifest.TABLE)
+
+
+def gradescope_timeout_minutes() -> int:
+    """The worst case with a quarter to spare (image start, a slow machine), in whole 5 minutes."""
+    return -(-int(worst_case_seconds() * 1.25) // 300) * 5
+
+
+def worst_case_sentence() -> str:
+    from .sandbox.runner import GRACE
+
+    seconds = worst_case_seconds()
+    return (f"If every task of a submission hung, the run would take the sum of the limits plus "
+            f"{GRACE:g} s per task ({len(manifest.TABLE)} tasks): {seconds:g} s, about {seconds / 60:.1f} "
+            f"minutes. Set Gradescope's autograder timeout to {gradescope_timeout_minutes()} minutes.\n")
+
+
+RENDER = {"points-table": points_table, "points-sentence": points_sentence,
+          "without-last-part": without_last_part, "worst-case-time": worst_case_sentence}
 
 
 def render(text: str, where: str = "") -> str:

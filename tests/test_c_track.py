@@ -346,3 +346,37 @@ def test_stack_overflow_and_division_by_zero_are_named(tmp_path, bug, words):
     with pytest.raises(ctrack.CCrash, match=words):
         mm.free_sequence(engine, 77)
     assert mm.create_sequence(engine, 1, 3) is not None and mm.llm_destroy(engine) == 0
+
+
+def test_a_part_a_task_added_after_the_c_track_says_there_is_no_c_version(tmp_path):
+    """A new Part A task whose check calls a memory_manager.py function the C API lacks (here
+    take_block, as a toy task's check would): on a C-only submission the grader says "no C
+    version of this task", never "your code raised" (the student's C code is not at fault)."""
+    from pagedlab.checks import framework, judge
+    from pagedlab.checks.framework import expect_equal
+
+    rule = "notebook 02, the toy Part A task: take_block is first-fit"
+
+    def driver(run):
+        mm = run.load("memory_manager")
+        pool = Pool(64 * 4)
+        engine = mm.llm_init(pool.addr, pool.size)
+        expect_equal(mm.take_block(engine), 0, "take_block on a fresh engine", rule=rule)
+
+    toy = framework.Check("task99", "take_block takes the lowest free block", driver, rule, "", False, None, __name__)
+    folder = _folder(tmp_path, c_mutants.SOLUTION.read_text())
+    trusted = framework.drive(toy, "solutions")
+    assert trusted.status == "completed"
+    verdict = judge.judge(trusted, framework.drive(toy, str(folder)))
+    assert not verdict.passed
+    assert verdict.message.startswith("no C version of this task: llm_memory.c stands in for "
+                                      "memory_manager.py only for llm_init()"), verdict.message
+    assert "take_block()" in verdict.message and "your code raised" not in verdict.message
+    assert not hasattr(ctrack.load(c_mutants.SOLUTION), "take_block")  # still an AttributeError
+
+
+def test_the_c_api_named_in_no_c_version_is_the_runtimes_trampolines():
+    import re
+
+    runtime = (ROOT / "pagedlab" / "include" / "pl_runtime.c").read_text()
+    assert tuple(re.findall(r"^PL_TRAMPOLINE\((\w+),", runtime, re.M)) == ctrack.C_API

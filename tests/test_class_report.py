@@ -7,6 +7,8 @@ two share a real bug (the buddy found by addition instead of XOR). Counted naive
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import subprocess
 import sys
@@ -39,12 +41,12 @@ def test_the_real_bug_tops_the_report_and_stubs_are_counted_apart(tmp_path):
     records = class_report.collect(out)
     summary = class_report.summarize(records)
     assert summary.not_attempted == {"task12": [f"stub_{i}" for i in range(4)]}
-    task, check, students, why = summary.top_failures[0]
-    assert (task, students) == ("task12", 2), summary.top_failures
+    task, check, students, why = summary.failures[0]
+    assert (task, students) == ("task12", 2), summary.failures
     buggy = {c for r in records if r.key == "buggy_1" for _, c, _ in r.failures}
     assert check in buggy and why, (check, why)
-    assert all(n <= 2 for _, _, n, _ in summary.top_failures), "no stub row among the real failures"
-    assert "not implemented" not in " ".join(w for *_, w in summary.top_failures)
+    assert all(n <= 2 for _, _, n, _ in summary.failures), "no stub row among the real failures"
+    assert "not implemented" not in " ".join(w for *_, w in summary.failures)
 
     text = class_report.terminal_text(records, summary, [])
     ranking = text.split("real failures, most students first")[1]
@@ -64,4 +66,87 @@ def test_a_kernel_stub_left_in_place_is_not_attempted_though_its_message_is_a_wr
     assert stub.not_attempted() == {"task10"} and edited.not_attempted() == set()
     summary = class_report.summarize([stub, edited])
     assert summary.not_attempted == {"task10": ["k"]}
-    assert [(t, n) for t, _, n, _ in summary.top_failures] == [("task10", 1)]
+    assert [(t, n) for t, _, n, _ in summary.failures] == [("task10", 1)]
+
+
+def _results(tasks: dict) -> dict:
+    """A results.json with one failed test per task: {task number: [(check, explanation), ...]}."""
+    return {"score": 0, "tests": [
+        {"number": n, "score": 0, "max_score": 4, "status": "failed",
+         "output": "0/4 points\n" + "".join(f"  ✗ {check}\n      {why}\n" for check, why in failed)}
+        for n, failed in tasks.items()]}
+
+
+def _put(out: Path, key: str, results: dict | None, files: dict) -> None:
+    folder = out / "students" / key
+    (folder / "files").mkdir(parents=True)
+    for name, text in files.items():
+        (folder / "files" / name).write_text(text)
+    if results is not None:
+        (folder / "results.json").write_text(json.dumps(results))
+
+
+def test_a_file_that_does_not_load_is_one_cause_every_failure_is_listed_and_empty_is_not_graded(tmp_path):
+    """One syntax error fails every check of Tasks 1 and 2 (the real grader's messages): one row,
+    the file's. Eighteen real failures: the terminal shows 15 and says how many more, the page all.
+    An empty folder and a missing results.json each get their own status."""
+    from pagedlab.grading.cli import grade
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    solution = (ROOT / "solutions" / "memory_manager.py").read_text()
+    assert solution.count("def llm_init(pool_addr, pool_size):") == 1
+    (broken / "memory_manager.py").write_text(solution.replace("def llm_init(pool_addr, pool_size):",
+                                                               "def llm_init(pool_addr, pool_size)"))
+    graded = grade(str(broken), tasks=["1", "2"], hidden=False, echo=lambda *a: None)
+    out = tmp_path / "out"
+    _put(out, "syntax_error", graded, {"memory_manager.py": "..."})
+    _put(out, "module_level_error", _results({"12": [
+        ("a hand-traced sequence of splits and merges", "your code raised NameError: name 'x' is not "
+         "defined at buddy.py:109 (<module>): y = x + 1")]}), {"buddy.py": "..."})
+    for i in range(17):
+        _put(out, f"bug_{i:02}", _results({"6": [(f"slot check {i}", f"slot {i} differs")]}), {"paged_attention.py": "..."})
+    _put(out, "empty_folder", None, {})
+    _put(out, "never_graded", None, {"buddy.py": "..."})
+    assert class_report.build(out, echo=lambda *a: None) == 0
+
+    records = class_report.collect(out)
+    by_key = {r.key: r for r in records}
+    assert by_key["syntax_error"].failures == [] and list(by_key["syntax_error"].unloadable) == ["memory_manager.py"]
+    summary = class_report.summarize(records)
+    rows = {(t, c): (n, why) for t, c, n, why in summary.failures}
+    assert len(rows) == 19 and not any(t in ("task1", "task2") for t, _ in rows), rows
+    n, why = rows["memory_manager.py", class_report.DOES_NOT_LOAD]
+    assert n == 1 and why.startswith("SyntaxError: expected ':' (memory_manager.py, line ") and "loader" not in why
+    assert rows["buddy.py", class_report.DOES_NOT_LOAD] == (
+        1, "NameError: name 'x' is not defined at buddy.py:109 (<module>): y = x + 1")
+
+    text = class_report.terminal_text(records, summary, [])
+    ranking = text.split("real failures, most students first")[1]
+    assert ranking.count(" 1  ") == class_report.TOP_FAILURES and "... 4 more failing checks" in ranking, text
+    page = (out / "report.html").read_text()
+    assert all(f"slot check {i}<" in page for i in range(17)) and page.count(class_report.DOES_NOT_LOAD) == 2
+
+    assert text.splitlines()[0] == ("21 students: 19 graded, 1 empty (no file submitted, 0 points), "
+                                    "0 grader problems, 1 missing (no results.json)")
+    with open(out / "grades.csv", newline="") as f:
+        csv_rows = {r["key"]: r for r in csv.DictReader(f)}
+    assert (csv_rows["empty_folder"]["status"], csv_rows["empty_folder"]["total"]) == ("empty", "0")
+    assert (csv_rows["never_graded"]["status"], csv_rows["never_graded"]["total"]) == ("missing", "")
+    assert "Empty submissions (no file to grade, 0 points): empty_folder" in page
+
+
+def test_grade_class_does_not_grade_an_empty_folder_and_reports_it_empty(tmp_path):
+    from pagedlab.grading import classroom
+
+    (tmp_path / "in" / "ann").mkdir(parents=True)
+    (tmp_path / "in" / "ann" / "notes.txt").write_text("no code yet")
+    (tmp_path / "in" / "bob").mkdir()
+    out = tmp_path / "out"
+    said = []
+    students = classroom.prepare(tmp_path / "in", out, echo=said.append)
+    states = classroom.grade_all(students, out, jobs=1, tasks=["12"], hidden=False, echo=said.append)
+    assert {k: s["status"] for k, s in states.items()} == {"ann": "empty", "bob": "empty"}
+    assert not (out / "students" / "ann" / "grade.log").exists()  # no grading process started
+    assert "2 empty (no file to grade: ann, bob)" in said[0]
+    assert [r.status for r in class_report.collect(out)] == ["empty", "empty"]

@@ -1,4 +1,4 @@
-"""RawModule, compiler-resolved parameter types and the rules around them (issue 22), on the CPU."""
+"""RawModule, compiler-resolved parameter types and the rules around them, on the CPU."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def test_globals_and_struct_arrays(mod):
     mod.get_function("apply")((1,), (32,), (out, pairs, np.int32(4)))
     np.testing.assert_array_equal(out, [1.25, 2.25, 10.25, 20.25])
     assert mod.get_global("offset", dtype=np.uint8).size == 8
-    # Any array of whole structs goes, as with CuPy (issue 27); 12 bytes are not whole 8-byte ones.
+    # Any array of whole structs goes, as with CuPy; 12 bytes are not whole 8-byte ones.
     mod.get_function("apply")((1,), (32,), (out, pairs.view(np.float32), np.int32(4)))
     np.testing.assert_array_equal(out, [1.25, 2.25, 10.25, 20.25])
     with pytest.raises(TypeError, match="8-byte structs.*12 bytes.*not a whole number"):

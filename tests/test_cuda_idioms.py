@@ -1,4 +1,4 @@
-"""Issue 27: idioms of public CUDA code (tests/cuda_kernels/corpus/idioms.cu and refused/*.cu),
+"""Idioms of public CUDA code (tests/cuda_kernels/corpus/idioms.cu and refused/*.cu),
 each run under every schedule, with the checks off and with check="all".
 
 Also: every kernel of the corpus (test_cuda_corpus.py's cases) runs clean with check="all" under

@@ -1,4 +1,4 @@
-"""The CPU executor as a sanitizer (issue 16): races, out-of-bounds and uninitialised reads are
+"""The CPU executor as a sanitizer: races, out-of-bounds and uninitialised reads are
 caught with both threads and lines, the same report under every schedule; correct kernels pass;
 the memory-access profile gives the textbook figures.
 

@@ -1,4 +1,4 @@
-"""Grading a task that runs no torch code never imports torch (issue 28).
+"""Grading a task that runs no torch code never imports torch.
 
 `import torch` costs seconds of CPU, paid by the grader and again by each check child, in every
 grade a student, Gradescope or the suite runs. HW3's tasks run C-backed Python, and the kernel

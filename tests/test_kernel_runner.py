@@ -1,4 +1,4 @@
-"""Isolated launches run in the kernel runner, a process with no Python in it (issue 25).
+"""Isolated launches run in the kernel runner, a process with no Python in it.
 
 The attack: a kernel looks up the interpreter's C API (PyRun_SimpleString & co.) and computes
 its answer with torch. In a fork of Python it finds the interpreter; in the runner it finds

@@ -423,7 +423,7 @@ def test_sandboxed_code_cannot_change_roots_trusted_builds(sandbox, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Sandboxed: the process around the child (issue 25). Each attack is a real submission, graded
+# Sandboxed: the process around the child. Each attack is a real submission, graded
 # through the command line as on Gradescope; each must score 0, get its own results.json with a
 # clear message, leave no process behind, and reach nothing of root's.
 # ---------------------------------------------------------------------------------------------

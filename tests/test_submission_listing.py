@@ -38,3 +38,10 @@ def test_a_student_missing_both_is_told_either_file_will_do(tmp_path):
     _, report = submission.prepare(_upload(tmp_path, names), tmp_path / "work")
     missing = [line for line in report.splitlines() if "MISSING" in line]
     assert missing == ["  memory_manager.py      MISSING (or llm_memory.c for the C track)"]
+
+
+@pytest.mark.task_wide
+def test_a_student_uploading_both_is_told_the_python_file_is_graded(tmp_path):
+    _, report = submission.prepare(_upload(tmp_path, [*SUBMISSION_FILES, "llm_memory.c"]), tmp_path / "work")
+    assert "stands in for" not in report and "MISSING" not in report
+    assert "  llm_memory.c           llm_memory.c  (not graded: memory_manager.py is uploaded too, and graded)" in report

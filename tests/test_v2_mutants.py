@@ -98,7 +98,7 @@ PAST_SEQ_LEN = {  # a loop bound one too far, and what the report adds (sequence
 
 @pytest.mark.parametrize("loop", sorted(PAST_SEQ_LEN))
 def test_a_read_past_seq_len_is_shown_against_the_sequences_seq_len(loop, tmp_path):
-    """Issue 26: Task 10's report of an unwritten logit adds the seq_len bound the read crossed;
+    """Task 10's report of an unwritten logit adds the seq_len bound the read crossed;
     Task 14's does the same for a partition's logits and for the reduce's partition weights."""
     anchor, old, new, *said = PAST_SEQ_LEN[loop]
     assert SOLUTION.count(anchor) == 1, f"{loop!r} no longer applies to solutions/paged_attention_v2.cu"

@@ -84,7 +84,7 @@ Design:
   ``this_grid().sync()`` stops the launch with an explanation (it cannot be exact here).
 * ``compile_ptx`` compile-checks the source for the GPU with NVRTC from a pip wheel.
 
-* Sanitizer (issue 16; ``pagedlab.cuda.sanitizer``): ``check="race,memcheck,init"`` (or
+* Sanitizer (``pagedlab.cuda.sanitizer``): ``check="race,memcheck,init"`` (or
   ``True``/``"all"``) on ``RawKernel`` or on one launch, ``with cuda.checking(): ...`` for a
   scope, or ``PAGEDLAB_CUDA_CHECK``. A second build instrumented with ``-fsanitize=thread``
   (without the TSan runtime: the executor implements the ``__tsan_*`` calls) reports
@@ -140,7 +140,7 @@ from .errors import (
 )
 from .kernel import MAX_DYNAMIC_SHARED_MEMORY, SCHEDULES, RawKernel, RawModule, cupy_available
 from .nvrtc import compile_ptx
-from .sanitizer import checking  # issue 16
+from .sanitizer import checking
 
 __all__ = [
     "RawKernel", "RawModule", "SCHEDULES", "MAX_DYNAMIC_SHARED_MEMORY", "compile_ptx", "cupy_available",

@@ -32,7 +32,7 @@ ABI = HERE / "pl_abi.h"
 RUNTIME = HERE / "runtime.cpp"
 # CUDA's headers for the CPU (cooperative_groups.h, cuda_fp16.h, ...), on the include path.
 INCLUDE = HERE / "include"
-SANITIZER_RT = HERE / "sanitizer_rt.h"  # included by runtime.cpp (issue 16)
+SANITIZER_RT = HERE / "sanitizer_rt.h"  # included by runtime.cpp
 LAUNCH = HERE / "pl_launch.h"  # the launch description: runtime.cpp and runner.cpp include it
 # Everything the runtime library is compiled from: all of it is in the library's cache key, so
 # an edited header rebuilds it (tests/test_cuda_build_inputs.py checks the list is complete).
@@ -447,7 +447,7 @@ def translation_unit(code: str, filename: str, kernels: list[str], dyn: list[Dyn
 def kernel_flags(cxx: str, sanitize: bool = False, options=()) -> list[str]:
     """The compiler flags of a kernel library (and of its precompiled prelude)."""
     flags = BASE_FLAGS + KERNEL_FLAGS + (["-DPL_NO_FAST_TLS"] if SLOW_TLS else []) + _defines(options)
-    if sanitize:  # issue 16: instrumented compile, linked without the TSan runtime
+    if sanitize:  # the sanitizer: instrumented compile, linked without the TSan runtime
         # Default TLS dialect: with TLS descriptors (gnu2) GCC's instrumentation misses
         # static __shared__ accesses, and racecheck saw no race in a kernel with one.
         flags = [f for f in flags if not f.startswith("-mtls-dialect")] + instrument_flags(cxx)
@@ -504,7 +504,7 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
             cmd = [cxx, *flags, "-include", str(pre / "prelude.h"), f"-I{pre}", f"-I{INCLUDE}",
                    "-x", "c++", glue,
                    "-x", "none", str(rt), *rpath, "-o", tmp]
-            if sanitize:  # issue 16: compile with instrumentation, link without its runtime
+            if sanitize:  # the sanitizer: compile with instrumentation, link without its runtime
                 obj = str(Path(d) / "kernel.o")
                 _run(cmd[:cmd.index("-x", cmd.index(glue))] + ["-c", "-o", obj],
                      f"compiling {filename} for the CPU executor (sanitizer)",

@@ -35,7 +35,7 @@ class KernelTimeout(KernelError):
     """The launch ran past the watchdog timeout (an endless loop or spin-wait)."""
 
 
-# ---- the sanitizer (issue 16): raised only by launches with check=... -------------------------
+# ---- the sanitizer: raised only by launches with check=... -------------------------
 
 
 class SanitizerError(KernelError):

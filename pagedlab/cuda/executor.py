@@ -289,11 +289,11 @@ def _launch_here(build, name, params, args, cfg, sanitizer, globals_) -> None:
                     workers=cfg.workers, seed=cfg.seed, smem_info=smem_info,
                     diag=ctypes.addressof(diag), filename=build.filename.encode(),
                     stack_size=cfg.stack_size, isolate=0, out_pid=-1, out_fd=-1, stdout_fd=-1)
-        if sanitizer is not None:  # issue 16: checks and profile of this launch
+        if sanitizer is not None:  # the sanitizer's checks and profile of this launch
             keep.append(sanitizer.arm(rt, build, params, args, slots))
         with _INPROCESS_LOCK:
             rt.pl_launch(ctypes.byref(spec))
-        if sanitizer is not None:  # issue 16: raises RaceError & co., collects the profile
+        if sanitizer is not None:  # the sanitizer raises RaceError & co., collects the profile
             sanitizer.finish(diag, build)
         _raise_for(diag, build, cfg)
     finally:

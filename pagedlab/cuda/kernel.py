@@ -98,7 +98,7 @@ class RawKernel:
             except ValueError:
                 self._params = None  # e.g. a struct parameter: CuPy takes it, unchecked
         self._build = None
-        self.check = None if check is None else sanitizer.parse_checks(check)  # issue 16
+        self.check = None if check is None else sanitizer.parse_checks(check)
         self._san_build = None
         self._cupy_kernel = None
         self._lock = threading.Lock()
@@ -151,7 +151,7 @@ class RawKernel:
     def __call__(self, grid, block, args, shared_mem: int = 0, *, schedule: str = "round_robin",
                  timeout: float | None = None, workers: int | None = None, check=None,
                  _profile: bool = False):
-        checks = (sanitizer.parse_checks(check) if check is not None else  # issue 16
+        checks = (sanitizer.parse_checks(check) if check is not None else
                   self.check if self.check is not None else sanitizer.default_checks())
         grid3 = _dims(grid, "grid", MAX_GRID_DIM)
         block3 = _dims(block, "block", MAX_BLOCK_DIM)
@@ -184,7 +184,7 @@ class RawKernel:
             grid=grid3, block=block3, shared_mem=shared_mem, schedule=sched, seed=seed,
             timeout=float(timeout), workers=workers or executor.default_workers(),
             isolate=isolate, stack_size=int(os.environ.get("PAGEDLAB_CUDA_STACK_KB", "256")) * 1024)
-        if checks or _profile:  # issue 16: the instrumented build, checks and/or profile
+        if checks or _profile:  # the sanitizer's instrumented build, checks and/or profile
             return sanitizer.run(self, tuple(args), cfg, checks, profile=_profile)
         globals_ = self._module.launch_globals() if self._module is not None else None
         try:
@@ -250,7 +250,7 @@ class RawModule:
     CuPy's memory pointer (or an array when `dtype` is given). Values written before a launch
     are what the kernel reads, with or without `check=` (the array is the module's one copy,
     written into whichever build runs the launch); on the CPU, a kernel's own writes to a
-    `__device__` variable are not copied back (each launch runs in the kernel runner). `check=` (issue 16) is the default
+    `__device__` variable are not copied back (each launch runs in the kernel runner). `check=` (the sanitizer) is the default
     sanitizer setting of every kernel get_function returns, as on RawKernel.
     """
 
@@ -279,7 +279,7 @@ class RawModule:
         self._lock = threading.Lock()
         self._functions: dict[str, RawKernel] = {}
         self._globals: dict[str, tuple[np.ndarray, ParamInfo]] = {}  # name -> (bytes, type)
-        self.check = None if check is None else sanitizer.parse_checks(check)  # issue 16
+        self.check = None if check is None else sanitizer.parse_checks(check)
 
     def __repr__(self):
         return f"RawModule({len(self.name_expressions)} name expressions, backend={self.backend!r})"

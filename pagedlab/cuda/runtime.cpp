@@ -38,8 +38,8 @@
 // kills the child, and reads Diag.blocks_done/nblocks and progress[] to say whether a slow
 // launch was progressing or stuck.
 //
-// Sanitizer (issue 16). sanitizer_rt.h is included twice (state in the namespace, entry points
-// in extern "C"); runtime code calls it at fixed points marked "sanitizer (issue 16)":
+// Sanitizer. sanitizer_rt.h is included twice (state in the namespace, entry points
+// in extern "C"); runtime code calls it at fixed points marked "sanitizer":
 // worker_setup/worker_end, block_begin/block_end (beside blocks_done and canary_ok),
 // san::barrier (a barrier ends an epoch) and san::warp_sync (a completed warp operation orders
 // its lanes). With no sanitizer configured these are cheap early returns.
@@ -216,7 +216,7 @@ std::vector<uint32_t> g_block_order;
 Worker* g_workers = nullptr;  // for the watchdog's sample: every worker thread is signalled
 int g_nworkers = 0;
 
-// ---- sanitizer and memory-access profile (issue 16): state and checks ----------------------
+// ---- sanitizer and memory-access profile: state and checks ----------------------
 #define PL_SAN_PART 1
 #include "sanitizer_rt.h"
 #undef PL_SAN_PART
@@ -504,7 +504,7 @@ int barrier(int line, int kind, int pred) {
             fail_and_park(w);
         }
         if (w->ndyn && !smem_check(w, line, -1)) fail_and_park(w);
-        if (!san::barrier(w)) fail_and_park(w);  // sanitizer (issue 16)
+        if (!san::barrier(w)) fail_and_park(w);  // sanitizer
         release_barrier(w);
     }
     yield_in_order(w);
@@ -551,7 +551,7 @@ void complete_warp_op(Worker* w, int warp, unsigned eff, int kind, unsigned mask
         f.state = RUNNABLE;
     }
     w->warp_arrived[warp] &= ~eff;
-    san::warp_sync(w, warp, eff);  // sanitizer (issue 16)
+    san::warp_sync(w, warp, eff);  // sanitizer
 }
 
 std::string lane_list(unsigned bits) {
@@ -751,7 +751,7 @@ bool setup_worker(Worker* w, int nthreads) {
     w->tls_size = find.base ? find.size : 0;
 #endif
     w->order.resize(nthreads);
-    san::worker_setup(w);  // sanitizer (issue 16)
+    san::worker_setup(w);  // sanitizer
     return true;
 }
 
@@ -831,7 +831,7 @@ void run_block(Worker* w, uint32_t linear) {
             for (int t = wp * 32; t < n && t < wp * 32 + 32; ++t) w->order[k++] = t;
     }
     w->rng = s->seed * 0x9e3779b97f4a7c15ull + linear + 1;
-    san::block_begin(w);  // sanitizer (issue 16)
+    san::block_begin(w);  // sanitizer
 
     for (;;) {
         bool progressed = false;
@@ -855,7 +855,7 @@ void run_block(Worker* w, uint32_t linear) {
     }
     if (w->exited != n) report_stuck(w);
     else if (w->ndyn) w->canary_ok = smem_check(w, 0, -1);
-    if (!w->failed) san::block_end(w);  // sanitizer (issue 16): may still fail the block
+    if (!w->failed) san::block_end(w);  // sanitizer: may still fail the block
     if (!w->failed) s->diag->blocks_done.fetch_add(1, std::memory_order_relaxed);
 out:
     p.active = 0;
@@ -979,7 +979,7 @@ void* worker_main(void* arg) {
         if ((uint32_t)i >= nblocks) break;
         run_block(w, g_block_order[i]);
     }
-    san::worker_end(w);  // sanitizer (issue 16)
+    san::worker_end(w);  // sanitizer
     munmap(w->stacks, w->stack_stride * w->stack_count);
     tl_worker = nullptr;
     return nullptr;
@@ -1116,7 +1116,7 @@ PL_EXPORT int pl_launch(Spec* s) {
     return 0;
 }
 
-// ---- sanitizer (issue 16): pl_san_configure and the __tsan_* entry points ------------------
+// ---- sanitizer: pl_san_configure and the __tsan_* entry points ------------------
 #define PL_SAN_PART 2
 #include "sanitizer_rt.h"
 #undef PL_SAN_PART

@@ -1,7 +1,7 @@
 """CUDA features the CPU executor refuses by name, before the C++ compiler sees the source.
 
 Without this a kernel using them fails with a C++ error about a missing header or an unknown
-type, which says nothing about why. Decisions (issue 27):
+type, which says nothing about why. Decisions (from a corpus of public CUDA code, tests/cuda_kernels/corpus/):
 
 * Dynamic parallelism (a launch `k<<<...>>>` inside a kernel): refused. Launch the second kernel
   from the host after the first returns.

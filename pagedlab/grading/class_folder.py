@@ -11,3 +11,9 @@ QUEUE = "queue.tsv"
 
 def student_dir(out: Path, key: str) -> Path:
     return out / STUDENTS / key
+
+
+def is_empty(files: Path) -> bool:
+    """A student's files folder (OUT/students/KEY/files) in which the intake found no submission
+    file: nothing to grade, its own status (not "graded, 0")."""
+    return files.is_dir() and not any(p.is_file() for p in files.iterdir())

@@ -6,11 +6,14 @@ A stub left in place fails every check of its task with "not implemented yet"; c
 rest, such rows would bury the bugs worth a lecture. So a task is *not attempted* when each of
 its failed checks says so, or when every file it reads is the handed-out stub, byte for byte;
 those are counted apart, and only the other failures are ranked, each with its most common
-explanation.
+explanation. A file that does not compile or import fails every check of every task it serves
+with the same error: that is one cause, ranked once as the file's, not once per check. Every
+failure is listed (report.html), or counted ("N more") where the terminal cuts the ranking.
 
 It reads only what is in DIR (grade-class wrote it, or a batch engine ran the one-submission
 command per student): results produced in any order merge the same way, and a student without
-a results.json is listed as missing, never silently dropped.
+a results.json is listed as missing, and one whose files folder holds no file as empty (it
+scores 0 without a grade worth reading), never silently dropped or shown as graded.
 """
 
 from __future__ import annotations
@@ -27,14 +30,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import loader
-from .class_folder import QUEUE, STUDENTS
+from .class_folder import QUEUE, STUDENTS, is_empty
 
 PROBLEMS_LOG = "grader_problems.log"
 GRADER_FAILED = ("The pagedlab autograder itself failed", "No submission to grade", "Grader misconfigured")
 _FAILED_LINE = re.compile(r"^  ✗ (.+?)(?:  \(feedback only, no points\))?$")
 _NOT_RUN_LINE = re.compile(r"^  - (.+) \(not run\)$")
-TOP_FAILURES = 15  # rows of the ranking of real failures
+TOP_FAILURES = 15  # rows of the ranking the terminal shows; report.html lists every row
 NOT_ATTEMPTED = "not implemented yet"
+DOES_NOT_LOAD = "the file does not compile or import (every task it serves fails)"
+# The first line of a check's explanation when the student's file failed while being loaded: a
+# syntax error (compile), or an exception raised at module level (import).
+_SYNTAX = re.compile(r"^your code raised (?:SyntaxError|IndentationError|TabError): .*\(([^,()]+), line \d+\)")
+_AT_IMPORT = re.compile(r"^your code raised .* at ([^\s:]+):\d+ \(<module>\)")
+_REFUSED = re.compile(r"^([^\s:]+):\d+: ")  # the student API's refusal names file and line next
 
 
 @dataclass
@@ -42,13 +51,14 @@ class Record:
     key: str
     name: str = ""
     email: str = ""
-    status: str = "missing"  # graded | grader problem | missing
+    status: str = "missing"  # graded | empty | grader problem | missing
     total: float | None = None
     maximum: float = 0.0
     tasks: dict = field(default_factory=dict)  # task id -> (score, max, status)
     failures: list = field(default_factory=list)  # (task id, check, first line of the explanation)
     problems: list = field(default_factory=list)  # grader problems, one line each
     untouched: set = field(default_factory=set)  # submitted files identical to the handed-out stub
+    unloadable: dict = field(default_factory=dict)  # file -> the error it fails to load with
 
     def not_attempted(self) -> set[str]:
         """Tasks failed only because the student has not started them."""
@@ -64,6 +74,11 @@ class Record:
 
 def failed_checks(output: str) -> list[tuple[str, str]]:
     """(check name, first line of its explanation) for each ✗ or not-run check in a task's output."""
+    return [(check, why) for check, why, _ in _failed_checks(output)]
+
+
+def _failed_checks(output: str) -> list[tuple[str, str, str | None]]:
+    """As failed_checks, plus the student file the check failed to load (None if it loaded)."""
     lines = output.splitlines()
     found = []
     for i, line in enumerate(lines):
@@ -71,14 +86,32 @@ def failed_checks(output: str) -> list[tuple[str, str]]:
         if not m:
             continue
         why = "did not run (the process died or hung earlier in the task)" if line.startswith("  -") else ""
+        block = []
         for follow in lines[i + 1:]:
             if not follow.startswith("      ") and follow.strip():
                 break
             if follow.strip():
-                why = follow.strip()
-                break
-        found.append((m.group(1), why))
+                block.append(follow.strip())
+        why = block[0] if block else why
+        found.append((m.group(1), why, _unloadable_file(block)))
     return found
+
+
+def _unloadable_file(block: list[str]) -> str | None:
+    if not block:
+        return None
+    found = _SYNTAX.match(block[0]) or _AT_IMPORT.match(block[0])
+    if found:
+        return Path(found.group(1)).name
+    if block[0].startswith("your code raised StudentAPIError") and len(block) > 1:
+        refused = _REFUSED.match(block[1])
+        return Path(refused.group(1)).name if refused else None
+    return None
+
+
+def load_error(why: str) -> str:
+    """The error itself, without where in the loader it surfaced (the same for every student)."""
+    return re.sub(r" at \S+:\d+ \(\w+\): .*$", "", why.removeprefix("your code raised "))
 
 
 def _task_id(number: str) -> str:
@@ -100,6 +133,9 @@ def read_student(folder: Path) -> Record:
     if state.get("status") == "grader problem":
         rec.status = "grader problem"
         rec.problems.append(state.get("problem", "grader problem"))
+        return rec
+    if is_empty(folder / "files"):  # no file to grade: 0 points, and no grade to read
+        rec.status, rec.total = "empty", 0.0
         return rec
     try:
         results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
@@ -126,8 +162,11 @@ def read_student(folder: Path) -> Record:
         for line in output.splitlines():
             if "autograder problem" in line:
                 rec.problems.append(f"{task}: {line.strip()}")
-        for check, why in failed_checks(output):
-            rec.failures.append((task, f"(hidden) {check}" if hidden else check, why))
+        for check, why, unloadable in _failed_checks(output):
+            if unloadable:
+                rec.unloadable.setdefault(unloadable, load_error(why))
+            else:
+                rec.failures.append((task, f"(hidden) {check}" if hidden else check, why))
     return rec
 
 
@@ -175,7 +214,7 @@ def write_csv(records: list[Record], path: Path) -> None:
 class Summary:
     graded: list[Record]
     pass_rate: dict  # task -> share of graded students with every check passed
-    top_failures: list  # [(task, check, students, most common explanation)], most students first
+    failures: list  # [(task or file, check, students, most common explanation)], most students first
     not_attempted: dict  # task -> keys of the students who have not started it
 
 
@@ -187,6 +226,10 @@ def summarize(records: list[Record]) -> Summary:
         rates[t] = sum(1 for r in had if r.tasks[t][2] == "passed") / len(had) if had else 0.0
     counts: Counter = Counter()
     whys: dict[tuple, Counter] = defaultdict(Counter)
+    for r in graded:  # one cause per file that does not load, whatever it cost
+        for name, error in r.unloadable.items():
+            counts[name, DOES_NOT_LOAD] += 1
+            whys[name, DOES_NOT_LOAD][error] += 1
     skipped: dict[str, list] = defaultdict(list)
     order = {t: i for i, t in enumerate(task_ids(records))}
     for r in graded:
@@ -199,8 +242,8 @@ def summarize(records: list[Record]) -> Summary:
             counts[task, check] += 1
             whys[task, check][why] += 1
     ranked = sorted(counts.items(), key=lambda item: (-item[1], order.get(item[0][0], len(order)), item[0][1]))
-    top = [(t, c, n, _most_common(whys[t, c])) for (t, c), n in ranked[:TOP_FAILURES]]
-    return Summary(graded, rates, top, dict(sorted(skipped.items(), key=lambda kv: order.get(kv[0], 0))))
+    rows = [(t, c, n, _most_common(whys[t, c])) for (t, c), n in ranked]
+    return Summary(graded, rates, rows, dict(sorted(skipped.items(), key=lambda kv: order.get(kv[0], 0))))
 
 
 def _most_common(whys: Counter) -> str:
@@ -211,6 +254,7 @@ def _most_common(whys: Counter) -> str:
 def terminal_text(records: list[Record], summary: Summary, pairs) -> str:
     graded = summary.graded
     lines = [f"{len(records)} students: {len(graded)} graded, "
+             f"{sum(r.status == 'empty' for r in records)} empty (no file submitted, 0 points), "
              f"{sum(r.status == 'grader problem' for r in records)} grader problems, "
              f"{sum(r.status == 'missing' for r in records)} missing (no results.json)"]
     if graded:
@@ -220,10 +264,12 @@ def terminal_text(records: list[Record], summary: Summary, pairs) -> str:
     lines.append("pass rate per task (every check passed):")
     for t, rate in summary.pass_rate.items():
         lines.append(f"  {t:<7} {rate * 100:5.1f}%  {'#' * round(rate * 20)}")
-    if summary.top_failures:
+    if summary.failures:
         lines.append("real failures, most students first (tasks not attempted left out):")
-    for t, check, n, why in summary.top_failures:
+    for t, check, n, why in summary.failures[:TOP_FAILURES]:
         lines.append(f"  {t:<7} {n:>3}  {check}" + (f"\n               {why[:150]}" if why else ""))
+    if len(summary.failures) > TOP_FAILURES:
+        lines.append(f"  ... {len(summary.failures) - TOP_FAILURES} more failing checks (report.html lists every one)")
     if summary.not_attempted:
         lines.append("not attempted (the stub still in place), students per task: "
                      + ", ".join(f"{t} {len(keys)}" for t, keys in summary.not_attempted.items()))
@@ -294,7 +340,7 @@ def write_html(path: Path, records: list[Record], summary: Summary, pairs, fps, 
                 "task they attempted; the explanation is the most common first line of the check's "
                 "message. Tasks not attempted are counted below, apart.</p>")
     body.append(_table(["task", "students", "check", "explanation"],
-                       [(t, n, c, why) for t, c, n, why in summary.top_failures]))
+                       [(t, n, c, why) for t, c, n, why in summary.failures]))
     body.append("<h2>Not attempted</h2><p>Every failed check said \"not implemented yet\", or every "
                 "file of the task was the handed-out stub.</p>")
     body.append(_table(["task", "students", "who"], [(t, len(keys), ", ".join(keys))
@@ -302,11 +348,14 @@ def write_html(path: Path, records: list[Record], summary: Summary, pairs, fps, 
                 if summary.not_attempted else "<p>none</p>")
     problems = [(r.key, p) for r in records for p in r.problems]
     missing = [r.key for r in records if r.status == "missing"]
+    empty = [r.key for r in records if r.status == "empty"]
     body.append("<h2>Grader problems</h2><p>Failures of the grader, not of the student's code "
                 "(a student's crash or hang is an ordinary failed task above). Fix and rerun.</p>")
     body.append(_table(["student", "problem"], problems) if problems else "<p>none</p>")
     if missing:
         body.append(f"<p class='problem'>No results.json (never graded): {html.escape(', '.join(missing))}</p>")
+    if empty:
+        body.append(f"<p>Empty submissions (no file to grade, 0 points): {html.escape(', '.join(empty))}</p>")
     tasks = task_ids(records)
     body.append("<h2>Students</h2>")
     body.append(_table(["student", "email", "status", "total", *tasks], [

@@ -34,7 +34,7 @@ from pathlib import Path
 from .. import __version__, loader
 from ..sandbox import users
 from . import points, submission
-from .class_folder import QUEUE, STUDENTS, student_dir  # noqa: F401 - classroom's names too
+from .class_folder import QUEUE, STUDENTS, is_empty, student_dir  # noqa: F401 - classroom's names too
 from .intake import Student, discover
 
 # The grading subprocess gets its tasks' time limits this many times over (plus start-up) before
@@ -169,6 +169,10 @@ def _finish(out: Path, job: Job, *, timed_out: bool) -> dict:
             state.update(status="graded", score=score)
         except (OSError, ValueError, KeyError) as exc:
             state.update(status="grader problem", problem=f"results.json unreadable: {exc}")
+    return _write_state(folder, state)
+
+
+def _write_state(folder: Path, state: dict) -> dict:
     tmp = folder / "state.json.tmp"
     tmp.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, folder / "state.json")
@@ -239,12 +243,18 @@ def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str]
     for s in students:
         folder = student_dir(out, s.key)
         state = {"hash": files_hash(folder / "files"), "grader": version}
-        if _is_current(folder, state):
+        if is_empty(folder / "files"):  # nothing to grade: its own status, not "graded, 0"
+            (folder / "results.json").unlink(missing_ok=True)
+            states[s.key] = _write_state(folder, dict(state, status="empty", score=0))
+        elif _is_current(folder, state):
             states[s.key] = json.loads((folder / "state.json").read_text())
         else:
             todo.append((s, state))
-    echo(f"{len(students)} submissions: {len(states)} already graded by this grader version "
-         f"(unchanged files, skipped), {len(todo)} to grade, {jobs} at a time")
+    empty = sorted(k for k, st in states.items() if st["status"] == "empty")
+    echo(f"{len(students)} submissions: {len(states) - len(empty)} already graded by this grader version "
+         f"(unchanged files, skipped), "
+         + (f"{len(empty)} empty (no file to grade: {', '.join(empty)}), " if empty else "")
+         + f"{len(todo)} to grade, {jobs} at a time")
     progress = Progress(len(students), len(states))
     limit = grading_timeout(tasks)
     running: list[Job] = []

@@ -105,12 +105,15 @@ def _copy_regular(src: Path, dst: Path) -> None:
 
 def listing(located: dict[str, Path | None]) -> list[str]:
     """One line per task file: where it was found, or MISSING. A stand-in (the C track's
-    llm_memory.c) is listed only when uploaded, and named in the MISSING line of its file."""
+    llm_memory.c) is listed only when uploaded, and named in the MISSING line of its file; uploaded
+    next to the file it stands in for, it is not graded (the loader takes the Python file)."""
     stand_ins = {alt: name for name, alts in ALTERNATE_FILES.items() for alt in alts}
     lines = []
     for name, rel in located.items():
         if name in stand_ins:
-            if rel:
+            if rel and located.get(stand_ins[name]):
+                lines.append(f"  {name:<22} {rel}  (not graded: {stand_ins[name]} is uploaded too, and graded)")
+            elif rel:
                 lines.append(f"  {name:<22} {rel}  (stands in for {stand_ins[name]})")
             continue
         alts = [alt for alt in ALTERNATE_FILES.get(name, ()) if located.get(alt)]

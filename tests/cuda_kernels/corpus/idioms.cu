@@ -1,4 +1,4 @@
-// Idioms of public CUDA code that pagedlab once crashed on or misjudged (issue 27), written for
+// Idioms of public CUDA code that pagedlab once crashed on or misjudged, written for
 // pagedlab in the style of the samples and courses that use them.
 #include <cuComplex.h>
 #include <cuda_fp16.h>
