@@ -7,9 +7,14 @@ import json
 from dataclasses import dataclass, field
 
 from ..checks import framework
+from ..untrusted import MAX_STRING, clip
 
 # The child's record of a task may not exceed this (a flood of fake observations is a failure).
 MAX_RECORD_BYTES = 64 * 1024 * 1024
+# Nor hold more values than this: 64 MB of `[[],[],...]` would be 20 million lists (gigabytes in
+# root's memory). Counted on the bytes before parsing (every value but the first follows a comma
+# or opens a container); the fullest honest task records ~70 thousand.
+MAX_RECORD_VALUES = 4_000_000
 MAX_DEPTH = 40
 
 
@@ -20,10 +25,33 @@ def _depth_ok(value, limit: int = MAX_DEPTH) -> bool:
         if depth > limit:
             return False
         if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, (dict, list)))
         elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
+            stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
     return True
+
+
+def _values(data: bytes) -> int:
+    """An upper bound on the number of JSON values in `data`, without parsing it."""
+    return data.count(b",") + data.count(b"[") + data.count(b"{") + data.count(b"\n")
+
+
+def clip_strings(value, depth: int = 0):
+    """`value` with every string (keys too) clipped to untrusted.MAX_STRING: a label, message or
+    value the submission wrote reaches no regex, format or comparison at full length. Returns
+    `value` itself when nothing is that long (the honest case)."""
+    if isinstance(value, str):
+        return clip(value) if len(value) > MAX_STRING else value
+    if depth > MAX_DEPTH:
+        return value
+    if isinstance(value, list):
+        out = [clip_strings(v, depth + 1) for v in value]
+        return value if all(a is b for a, b in zip(out, value)) else out
+    if isinstance(value, dict):
+        out = {clip_strings(k, depth + 1): clip_strings(v, depth + 1) for k, v in value.items()}
+        same = len(out) == len(value) and all(k in value and value[k] is v for k, v in out.items())
+        return value if same else out
+    return value
 
 
 @dataclass
@@ -46,9 +74,13 @@ def parse(data: bytes, size: int) -> ChildRun:
         run.malformed = (f"the check record grew to {size / 2**20:.0f} MB (limit "
                          f"{MAX_RECORD_BYTES // 2**20} MB): something in the task wrote into it")
         return run
-    for line in data.decode("utf-8", errors="replace").splitlines():
+    if _values(data) > MAX_RECORD_VALUES:
+        run.malformed = (f"the check record held over {MAX_RECORD_VALUES:,} values: something in the "
+                         "task wrote into it")
+        return run
+    for line in data.splitlines():
         try:
-            event = json.loads(line)
+            event = json.loads(line.decode("utf-8", errors="replace"))
         except json.JSONDecodeError:
             continue  # a line cut short by a crash
         except (ValueError, RecursionError) as exc:  # an integer too long, nesting too deep
@@ -64,7 +96,7 @@ def parse(data: bytes, size: int) -> ChildRun:
             run.began = event["index"]
         elif kind == "record" and isinstance(event.get("index"), int):
             try:
-                run.records[event["index"]] = framework.Stream.from_json(event.get("record"))
+                run.records[event["index"]] = framework.Stream.from_json(clip_strings(event.get("record")))
             except (ValueError, TypeError, KeyError, RecursionError) as exc:
                 run.malformed = f"the record of a check was malformed ({type(exc).__name__}: {exc})"[:500]
         elif kind == "done":
