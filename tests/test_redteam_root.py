@@ -198,7 +198,7 @@ def test_an_upload_1200_folders_deep_is_refused_and_the_class_is_graded(tmp_path
         assert f"nested over {submission.MAX_DEPTH} deep" in said
         states = classroom.grade_all(students, out, jobs=1, tasks=["12"], hidden=False, echo=lambda *a: None)
         assert {k: (s["status"], s.get("score")) for k, s in states.items()} == {
-            "ann": ("graded", 8.0), "deep": ("graded", 0.0), "zed": ("graded", 8.0)}
+            "ann": ("graded", 4.0), "deep": ("graded", 0.0), "zed": ("graded", 4.0)}
     finally:
         remove_tree(src)
 
@@ -309,30 +309,22 @@ def test_a_real_submission_returning_floats_for_ints_fails(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # The reference is root's own: a planted course folder above grade-class's output runs nothing
 # ---------------------------------------------------------------------------------------------
-# Finds the grading processes' --json path in /proc, and in every folder above it this user can
-# write, plants a course marker and a solutions/ whose every file records who ran it.
+# Plants a course marker and a solutions/ whose every file records who ran it, in the folder the
+# instructor is known to grade in (the real attack used /tmp itself: every --out there is below it).
 PLANT_A_COURSE = '''
-    import os as _o, glob as _g, shutil as _sh
+    import os as _o
     from pathlib import Path as _P
-    def _plant():
+    def _plant(above):
         import pagedlab
         stubs = _P(pagedlab.__file__).resolve().parent.parent / "exercises"
-        for cmdline in _g.glob("/proc/[0-9]*/cmdline"):
-            try:
-                args = open(cmdline, "rb").read().decode(errors="ignore").split("\\0")
-            except OSError:
-                continue
-            if "--json" not in args:
-                continue
-            for above in _P(args[args.index("--json") + 1]).parents:
-                if not _o.access(above, _o.W_OK) or (above / "solutions").exists():
-                    continue
-                (above / ".pagedlab-course").write_text('edition = "instructor"\\n')
-                (above / "solutions").mkdir(mode=0o777)
-                for stub in stubs.glob("*.py"):
-                    proof = f"open({str(above / 'ran-as-')!r} + str(__import__('os').getuid()), 'w').close()\\n"
-                    (above / "solutions" / stub.name).write_text(proof + stub.read_text())
-    _plant()
+        if not _o.access(above, _o.W_OK) or (above / "solutions").exists():
+            return
+        (above / ".pagedlab-course").write_text('edition = "instructor"\\n')
+        (above / "solutions").mkdir(mode=0o777)
+        for stub in stubs.glob("*.py"):
+            proof = f"open({str(above / 'ran-as-')!r} + str(__import__('os').getuid()), 'w').close()\\n"
+            (above / "solutions" / stub.name).write_text(proof + stub.read_text())
+    _plant(_P(WORLD))
 '''
 
 
@@ -367,7 +359,7 @@ def test_a_course_planted_above_grade_class_output_is_never_run(pool, tmp_path):
     (subs / "zoe").mkdir()
     for name in PY_FILES + ("paged_attention.cu",):
         shutil.copy(ROOT / "solutions" / name, subs / "zoe" / name)
-        extra = textwrap.dedent(PLANT_A_COURSE) if name == "memory_manager.py" else ""
+        extra = textwrap.dedent(PLANT_A_COURSE).replace("WORLD", repr(str(world))) if name == "memory_manager.py" else ""
         (subs / "amy-attacker" / name).write_text((ROOT / "exercises" / name).read_text() + extra)
     out = world / "out"
     try:

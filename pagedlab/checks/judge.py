@@ -330,7 +330,7 @@ def refer_to_first_report(outcomes) -> None:
     the first check it broke, the later ones refer to it. Outcomes have .name, .message, .hidden."""
     first: dict[tuple, str] = {}
     for outcome in outcomes:
-        lines = outcome.message.splitlines()
+        lines = outcome.message.split("\n")  # not splitlines: a \r is the submission's, shown escaped later
         for index, line in enumerate(lines):
             found = _kernel_error(line)
             if found is None:
