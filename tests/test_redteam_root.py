@@ -21,6 +21,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from test_redteam import PY_FILES, ROOT, _submission, sandbox, sandbox_user  # noqa: F401
 
 from pagedlab.checks.framework import Stream
 from pagedlab.checks.judge import judge, refer_to_first_report
@@ -28,8 +29,6 @@ from pagedlab.grading import class_report, classroom, intake, submission
 from pagedlab.grading.cli import grade
 from pagedlab.sandbox import record
 from pagedlab.sandbox.runner import CheckOutcome
-
-from test_redteam import PY_FILES, ROOT, _submission, sandbox, sandbox_user  # noqa: F401
 
 API_OFF = Path(__file__).parent / "submissions" / "student_api_off.py"
 # The bytes an attacker would like an instructor's terminal to obey: erase the line, go to its
@@ -333,7 +332,7 @@ POOL = ["pagedlab-sandbox-rr0", "pagedlab-sandbox-rr1"]
 
 
 @pytest.fixture
-def pool(sandbox, monkeypatch):
+def pool(sandbox, monkeypatch):  # noqa: F811 - the sandbox fixture, imported above
     import pwd
 
     for name in POOL:

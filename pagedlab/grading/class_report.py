@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import loader
-from .class_folder import QUEUE, STUDENTS
 from ..untrusted import escape, escape_line
+from .class_folder import QUEUE, STUDENTS
 from .report import GRADER_PROBLEM
 
 PROBLEMS_LOG = "grader_problems.log"

@@ -33,9 +33,9 @@ from pathlib import Path
 
 from .. import __version__, loader
 from ..sandbox import users
+from ..untrusted import escape_line
 from . import points, submission
 from .class_folder import QUEUE, STUDENTS, student_dir  # noqa: F401 - classroom's names too
-from ..untrusted import escape_line
 from .intake import Student, discover
 
 # The grading subprocess gets its tasks' time limits this many times over (plus start-up) before

@@ -23,9 +23,9 @@ from ..checks import framework
 from ..sandbox import trusted_builds
 from ..sandbox.process import isolation_note
 from ..sandbox.runner import printable, run_task
-from ..untrusted import escape, escape_json
 from ..sandbox.users import sandbox_user
 from ..sandbox.workspace import remove_tree
+from ..untrusted import escape, escape_json
 from . import points, report, submission
 from .notebooks import notebook_dir, notebook_paths, run_notebook
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from .. import manifest
 from ..checks import framework, golden
-from ..untrusted import escape
 from ..checks.judge import judge, refer_to_first_report
+from ..untrusted import escape
 from . import record as child_record
 from .process import Finished, run_limited
 from .users import KillFailed, Sandbox
