@@ -141,6 +141,9 @@ def require_root_only(folder: Path) -> None:
                 raise UntrustedFolder(f"{folder} lies under {above}, which users other than root can write "
                                       "(and it is not sticky with a root-owned folder below it)")
             below = above
+    except UntrustedFolder as exc:
+        raise UntrustedFolder(f"{exc}; a grader running as root runs only a reference root alone can "
+                              f"change (sudo chown -R root: {folder} && sudo chmod -R go-w {folder})") from None
     except FileNotFoundError:
         raise
     except OSError as exc:
