@@ -11,11 +11,17 @@ where the student works, never from where pagedlab is installed:
    one holding both `exercises/` and `notebooks/`;
 3. else the checkout pagedlab itself runs from, if that is a course folder (an editable
    instructor install keeps working from any directory).
+
+The grader is another matter: what it runs as the reference must be its own. `trusted_root` never
+walks up from a working directory (a grade-class output folder under /tmp sits below folders a
+submission can write), and under root `require_root_only` refuses a reference folder that
+someone other than root could change.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 MARKER = ".pagedlab-course"
@@ -91,3 +97,77 @@ def edition(folder: Path) -> str:
     if value not in EDITIONS:
         raise ValueError(f"{path}: edition = {value!r}; allowed: {', '.join(EDITIONS)}")
     return value
+
+
+class UntrustedFolder(PermissionError):
+    """A folder the grader would run as the reference that someone other than root can change."""
+
+
+def trusted_root() -> Path | None:
+    """The course folder the grader takes its reference from: `PAGEDLAB_COURSE` when set, else
+    the checkout pagedlab itself runs from. Never a folder found from the working directory."""
+    configured = os.environ.get(ENV_VAR)
+    if configured:
+        return Path(configured).expanduser().resolve()
+    return _PACKAGE_PARENT if is_course(_PACKAGE_PARENT) else None
+
+
+def _writable_by_others(st: os.stat_result) -> bool:
+    return bool(st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid != 0))
+
+
+def require_root_only(folder: Path) -> None:
+    """Under root, refuse `folder` unless only root can change it or what it holds: it and its
+    files root's and not writable by others, and every folder above it either not writable by
+    others or sticky (/tmp) with the next folder down root's (so it cannot be swapped)."""
+    if os.geteuid() != 0:
+        return
+    folder = Path(os.path.realpath(folder))  # judged where links lead: the caller uses this path
+    try:
+        st = os.lstat(folder)
+        if st.st_uid != 0 or _writable_by_others(st):
+            raise UntrustedFolder(f"{folder} can be changed by a user other than root "
+                                  f"(owner uid {st.st_uid}, mode {stat.filemode(st.st_mode)})")
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                est = entry.stat(follow_symlinks=False)
+                if est.st_uid != 0 or _writable_by_others(est):
+                    raise UntrustedFolder(f"{entry.path} can be changed by a user other than root "
+                                          f"(owner uid {est.st_uid}, mode {stat.filemode(est.st_mode)})")
+        below = folder
+        for above in folder.parents:
+            ast = os.lstat(above)
+            if _writable_by_others(ast) and not (ast.st_mode & stat.S_ISVTX and os.lstat(below).st_uid == 0):
+                raise UntrustedFolder(f"{folder} lies under {above}, which users other than root can write "
+                                      "(and it is not sticky with a root-owned folder below it)")
+            below = above
+    except UntrustedFolder as exc:
+        raise UntrustedFolder(f"{exc}; a grader running as root runs only a reference root alone can "
+                              f"change (sudo chown -R root: {folder} && sudo chmod -R go-w {folder})") from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UntrustedFolder(f"{folder}: cannot check who may change it ({exc})") from None
+
+
+def reference_dir(reference: str | os.PathLike | None = None) -> Path:
+    """The folder the grader runs as the reference: `reference` (a path, or 'solutions') under
+    the grader's own installation, checked by `require_root_only`. FileNotFoundError when this
+    edition has no reference solutions, UntrustedFolder when it is not root's alone."""
+    text = os.fspath(reference) if reference else "solutions"
+    if text in EDITION_FOLDERS:
+        base = trusted_root()
+        if base is None:
+            raise FileNotFoundError(f"no {text}/: pagedlab is not installed from a course folder "
+                                    f"and {ENV_VAR} is not set")
+        folder = base / text
+    else:
+        folder = Path(text).expanduser()
+    folder = Path(os.path.realpath(folder))
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is not a folder")
+    require_root_only(folder)
+    return folder
+
+
+EDITION_FOLDERS = ("exercises", "solutions")

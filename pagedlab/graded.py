@@ -72,7 +72,9 @@ def run(task: str, impl=None, *, quiet: bool = False) -> None:
     if outcome.problem and not outcome.checks:
         lines.append(f"  ✗ {outcome.problem}")
     if not quiet:
-        print("\n".join(lines))
+        from .untrusted import escape
+
+        print(escape("\n".join(lines)))  # messages quote the student's code's own text
     failed = [c for c in outcome.checks if not c.passed]
     scored = [c for c in outcome.checks if c.scored]
     if outcome.passed and not failed:

@@ -166,7 +166,8 @@ def test_grader_problems_are_logged_apart_from_student_failures(tmp_path):
                    "output": "0/8 points\n  ✗ llm_init counts whole blocks\n      crashed with SIGSEGV: segfault\n"}
     _student(tmp_path, "crashed_student", {"score": 0, "tests": [failed_task]})
     _student(tmp_path, "bad_check", {"score": 0, "tests": [dict(failed_task, output="0/8\n\nautograder problem, "
-                                                                "not your code (tell your instructor): loading the checks failed")]})
+                                                                "not your code (tell your instructor): loading the checks failed",
+                                                                extra_data={"grader_problem": "loading the checks failed"})]})
     _student(tmp_path, "grader_died", {"score": 0, "tests": [], "output": "The pagedlab autograder itself failed"})
     _student(tmp_path, "timed_out", state={"status": "grader problem", "problem": "the grading process itself ran over"})
     _student(tmp_path, "never_ran")

@@ -184,10 +184,31 @@ def _compare_arrays(want: dict, got, tol: float, shown=None) -> tuple[bool, list
     return False, lines
 
 
+def same_value(want, mine) -> bool:
+    """Equal as the contract types them: JSON's int, float, bool, string, list and object are
+    distinct (1.0 and true are not 1), at every depth. Iterative; the record's depth is capped."""
+    stack = [(want, mine)]
+    while stack:
+        a, b = stack.pop()
+        if type(a) is not type(b):
+            return False
+        if isinstance(a, list):
+            if len(a) != len(b):
+                return False
+            stack.extend(zip(a, b))
+        elif isinstance(a, dict):
+            if a.keys() != b.keys():
+                return False
+            stack.extend((a[k], b[k]) for k in a)
+        elif a != b:
+            return False
+    return True
+
+
 def _same(want: dict, got: dict) -> tuple[bool, list[str]]:
     if want.get("k") == "array":
         return _compare_arrays(want.get("v"), got.get("v"), float(want.get("tol", 0.0)), got.get("s"))
-    return want.get("v") == got.get("v"), []
+    return same_value(want.get("v"), got.get("v")), []
 
 
 def _failure_text(item: dict) -> str:
@@ -286,7 +307,22 @@ def judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdict
     return Verdict(True)
 
 
-_KERNEL_ERROR = re.compile(r"the kernel failed to run: (\w+): .*? at (\S+\.cu:\d+)")
+_KERNEL_FAILED = "the kernel failed to run: "
+_KIND = re.compile(r"(\w+): ")
+_AT_LINE = re.compile(r" at (\S+\.cu:\d+)")
+
+
+def _kernel_error(line: str):
+    """(kind, file:line, start) of a kernel error in `line`, or None. Linear in the line: the
+    message may carry the submission's text (one regex with a lazy `.*?` was quadratic)."""
+    start = line.find(_KERNEL_FAILED)
+    if start < 0:
+        return None
+    kind = _KIND.match(line, start + len(_KERNEL_FAILED))
+    if kind is None:
+        return None
+    where = _AT_LINE.search(line, kind.end())
+    return None if where is None else (kind.group(1), where.group(1), start)
 
 
 def refer_to_first_report(outcomes) -> None:
@@ -294,15 +330,15 @@ def refer_to_first_report(outcomes) -> None:
     the first check it broke, the later ones refer to it. Outcomes have .name, .message, .hidden."""
     first: dict[tuple, str] = {}
     for outcome in outcomes:
-        lines = outcome.message.splitlines()
+        lines = outcome.message.split("\n")  # not splitlines: a \r is the submission's, shown escaped later
         for index, line in enumerate(lines):
-            found = _KERNEL_ERROR.search(line)
+            found = _kernel_error(line)
             if found is None:
                 continue
-            if found.groups() in first:
-                kind, where = found.groups()
-                lines[index] = (line[:found.start()] + f"the kernel failed to run: the same {kind} at {where} "
-                                f"as under \u2717 {first[found.groups()]} (the report is shown there)")
+            kind, where, start = found
+            if (kind, where) in first:
+                lines[index] = (line[:start] + f"the kernel failed to run: the same {kind} at {where} "
+                                f"as under \u2717 {first[kind, where]} (the report is shown there)")
             elif not outcome.hidden:  # a hidden check's name is not shown, so never referred to
-                first[found.groups()] = outcome.name
+                first[kind, where] = outcome.name
         outcome.message = "\n".join(lines)

@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import loader
+from ..untrusted import escape, escape_line
 from .class_folder import QUEUE, STUDENTS, is_empty
+from .report import GRADER_PROBLEM
 
 PROBLEMS_LOG = "grader_problems.log"
 GRADER_FAILED = ("The pagedlab autograder itself failed", "No submission to grade", "Grader misconfigured")
@@ -159,9 +161,10 @@ def read_student(folder: Path) -> Record:
         if not number.startswith("nb") and not hidden:
             rec.tasks[task] = (float(test.get("score", 0)), float(test.get("max_score", 0)), test.get("status"))
             rec.maximum += float(test.get("max_score", 0))
-        for line in output.splitlines():
-            if "autograder problem" in line:
-                rec.problems.append(f"{task}: {line.strip()}")
+        # Only the grader's own flag: the output quotes the submission, which can write anything.
+        extra = test.get("extra_data")
+        if isinstance(extra, dict) and extra.get(GRADER_PROBLEM):
+            rec.problems.append(f"{task}: autograder problem: {str(extra[GRADER_PROBLEM])[:500]}")
         for check, why, unloadable in _failed_checks(output):
             if unloadable:
                 rec.unloadable.setdefault(unloadable, load_error(why))
@@ -206,8 +209,9 @@ def write_csv(records: list[Record], path: Path) -> None:
         w.writerow(["key", "name", "email", "status", "total", "max", *tasks])
         for r in records:
             scores = [f"{r.tasks[t][0]:g}" if t in r.tasks else "" for t in tasks]
-            w.writerow([r.key, r.name, r.email, r.status, "" if r.total is None else f"{r.total:g}",
-                        f"{r.maximum:g}" if r.status == "graded" else "", *scores])
+            w.writerow([escape_line(str(cell)) for cell in (
+                r.key, r.name, r.email, r.status, "" if r.total is None else f"{r.total:g}",
+                f"{r.maximum:g}" if r.status == "graded" else "", *scores)])
 
 
 @dataclass
@@ -276,7 +280,7 @@ def terminal_text(records: list[Record], summary: Summary, pairs) -> str:
     flagged = [p for p in pairs if p.flagged]
     lines.append(f"similar pairs worth a human look: {len(flagged)}"
                  + "".join(f"\n  {p.score * 100:5.1f}%  {p.a} ~ {p.b}" for p in flagged[:10]))
-    return "\n".join(lines)
+    return escape("\n".join(lines))  # names, check names and explanations came from the class
 
 
 def _png(fig) -> str:
@@ -324,14 +328,14 @@ mark{background:#ffd966}.note{background:#fff4d6;border:1px solid #e0b84c;paddin
 
 
 def _table(header, rows) -> str:
-    esc = lambda v: html.escape(str(v))  # noqa: E731
+    esc = lambda v: html.escape(escape_line(str(v)))  # noqa: E731
     return ("<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>"
             + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
             + "</table>")
 
 
 def write_html(path: Path, records: list[Record], summary: Summary, pairs, fps, text: str) -> None:
-    names = {r.key: (f"{r.name} ({r.key})" if r.name else r.key) for r in records}
+    names = {r.key: escape_line(f"{r.name} ({r.key})" if r.name else r.key) for r in records}
     body = ["<h1>pagedlab class report</h1>", f"<pre>{html.escape(chr(10).join(text.splitlines()[:2]))}</pre>"]
     body += [f"<img src='{src}'>" for src in charts(summary)]
     body.append("<h2>Pass rate per task</h2>")
@@ -353,9 +357,9 @@ def write_html(path: Path, records: list[Record], summary: Summary, pairs, fps, 
                 "(a student's crash or hang is an ordinary failed task above). Fix and rerun.</p>")
     body.append(_table(["student", "problem"], problems) if problems else "<p>none</p>")
     if missing:
-        body.append(f"<p class='problem'>No results.json (never graded): {html.escape(', '.join(missing))}</p>")
+        body.append(f"<p class='problem'>No results.json (never graded): {html.escape(escape_line(', '.join(missing)))}</p>")
     if empty:
-        body.append(f"<p>Empty submissions (no file to grade, 0 points): {html.escape(', '.join(empty))}</p>")
+        body.append(f"<p>Empty submissions (no file to grade, 0 points): {html.escape(escape_line(', '.join(empty)))}</p>")
     tasks = task_ids(records)
     body.append("<h2>Students</h2>")
     body.append(_table(["student", "email", "status", "total", *tasks], [
@@ -388,7 +392,7 @@ def build(out: Path, echo=print) -> int:
         echo(f"error: no students under {out / STUDENTS}")
         return 2
     write_csv(records, out / "grades.csv")
-    problems = [f"{r.key}: {p}" for r in records for p in r.problems]
+    problems = [escape_line(f"{r.key}: {p}") for r in records for p in r.problems]
     problems += [f"{r.key}: no results.json (never graded)" for r in records if r.status == "missing"]
     (out / PROBLEMS_LOG).write_text("".join(line + "\n" for line in problems), encoding="utf-8")
     summary = summarize(records)

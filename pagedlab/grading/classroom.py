@@ -33,6 +33,7 @@ from pathlib import Path
 
 from .. import __version__, loader
 from ..sandbox import users
+from ..untrusted import escape_line
 from . import points, submission
 from .class_folder import QUEUE, STUDENTS, is_empty, student_dir  # noqa: F401 - classroom's names too
 from .intake import Student, discover
@@ -81,7 +82,7 @@ def prepare(source: Path, out: Path, echo=print) -> list[Student]:
     out.chmod(0o700)
     intake = discover(source, out / "unpacked")
     for line in intake.refused:
-        echo(line)
+        echo(escape_line(line))  # member names are the uploads' own
     for s in intake.students:
         folder = student_dir(out, s.key)
         folder.mkdir(parents=True, exist_ok=True)
@@ -89,7 +90,13 @@ def prepare(source: Path, out: Path, echo=print) -> list[Student]:
         files = folder / "files"
         if files.exists():
             shutil.rmtree(files)
-        _, found = submission.prepare(s.folder, files)
+        try:
+            _, found = submission.prepare(s.folder, files)
+        except (OSError, ValueError, RecursionError, submission.Refused) as exc:
+            # This student's upload only: graded with no files (0, said why), the class goes on.
+            files.mkdir(exist_ok=True)
+            found = f"the upload could not be read: {type(exc).__name__}: {exc}"
+            echo(escape_line(f"{s.key}: {found}"))
         (folder / "intake.txt").write_text(found + "\n", encoding="utf-8")
         (folder / "student.json").write_text(json.dumps(s.meta(), indent=2) + "\n", encoding="utf-8")
     lines = [f"{s.key}\t{s.folder}" for s in intake.students]
@@ -283,7 +290,7 @@ def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str]
                 running.remove(job)
                 state = _finish(out, job, timed_out=late)
                 states[job.student.key] = state
-                who = job.student.name or job.student.key
+                who = escape_line(job.student.name or job.student.key)
                 if state["status"] == "graded":
                     progress.step(f"{who}: {state['score']:g} points ({state['seconds']:.0f}s)")
                 else:

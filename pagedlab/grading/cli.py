@@ -25,6 +25,7 @@ from ..sandbox.process import isolation_note
 from ..sandbox.runner import printable, run_task
 from ..sandbox.users import sandbox_user
 from ..sandbox.workspace import remove_tree
+from ..untrusted import escape, escape_json
 from . import points, report, submission
 from .notebooks import notebook_dir, notebook_paths, run_notebook
 
@@ -38,7 +39,7 @@ def autograder_root() -> Path:
 
 def _say(text: str = "") -> None:
     try:
-        print(text, flush=True)
+        print(escape(text), flush=True)  # file names and messages are the submission's text
     except BrokenPipeError:  # `pagedlab grade | head`: stop printing, keep grading
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -89,6 +90,7 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
             trusted = trusted_builds.prepare() if notebooks or trusted_builds.needed(rows) else None
             sandbox = dataclasses.replace(sandbox, cache=cache, trusted=trusted)
         impl_arg, folder, found = _resolve_impl(impl, Path(workdir), sandbox)
+        found = printable(found)  # the upload's file names, shown in the output
         if sandbox is not None:
             echo(f"(the submission's code runs as user {sandbox.name!r}; {isolation_note()})")
         echo(f"Grading {impl_arg if impl_arg in loader.NAMED_IMPLS else folder} "
@@ -149,8 +151,8 @@ def _strip_folder(outcome, prefix: str) -> None:
 def write_json(results: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    # printable: a lone surrogate from a submission's message is written escaped, not refused.
-    tmp.write_text(printable(json.dumps(results, indent=2, ensure_ascii=False)) + "\n", encoding="utf-8")
+    # Control characters and lone surrogates from the submission's text are written escaped.
+    tmp.write_text(json.dumps(escape_json(results), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)  # a reader never sees half a file
 
 

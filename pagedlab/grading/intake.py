@@ -24,6 +24,8 @@ from . import submission
 METADATA = "submission_metadata.yml"
 MAX_MEMBERS = 200_000
 MAX_TOTAL_BYTES = 4 * 2**30
+# A wrapper folder, the student's folder, then what a student's own upload may hold.
+MAX_MEMBER_DEPTH = submission.MAX_DEPTH + 3
 _SKIP = {"__MACOSX", "__pycache__", ".ipynb_checkpoints"}
 
 
@@ -62,6 +64,8 @@ def _member_problem(info: zipfile.ZipInfo) -> str:
         return "an absolute path"
     if ".." in path.parts:
         return "a path with '..'"
+    if len(path.parts) > MAX_MEMBER_DEPTH:
+        return f"a path {len(path.parts)} folders deep (the limit is {MAX_MEMBER_DEPTH})"
     if stat.S_ISLNK(info.external_attr >> 16):
         return "a symbolic link"
     if info.file_size > submission.MAX_FILE_BYTES:
@@ -87,14 +91,15 @@ def unzip(archive: Path, dest: Path) -> list[str]:
             unsafe_path = why.startswith(("an absolute", "a path with"))
             if unsafe_path or not parts or any(p in _SKIP for p in parts):
                 if why:
-                    refused.append(f"refused {info.filename}: {why}")
+                    refused.append(f"refused {info.filename[:300]}: {why}")
                 continue
-            # Every student folder appears, even one whose files were all refused.
-            folders = parts if info.is_dir() else parts[:-1]
+            # Every student folder appears, even one whose files were all refused (a member too
+            # deep: its folders down to the limit).
+            folders = (parts if info.is_dir() else parts[:-1])[:MAX_MEMBER_DEPTH]
             target_dir = dest.joinpath(*folders)
             target_dir.mkdir(parents=True, exist_ok=True)
             if why:
-                refused.append(f"refused {info.filename}: {why}")
+                refused.append(f"refused {info.filename[:300]}: {why}")
                 continue
             if info.is_dir() or parts[-1] not in wanted:
                 continue

@@ -38,8 +38,11 @@ class NotebookOutcome:
 
 
 def notebook_dir() -> Path:
-    """The course folder's notebooks/ (the student's copy, not the installed library's)."""
-    return course.root() / "notebooks"
+    """The course folder's notebooks/ (the student's copy, not the installed library's). Root
+    grading takes its own installation's: a folder found from the working directory could be a
+    submission's planting."""
+    trusted = course.trusted_root() if os.geteuid() == 0 else None
+    return (trusted or course.root()) / "notebooks"
 
 
 def notebook_paths(folder: Path | None = None) -> list[Path]:

@@ -6,6 +6,8 @@ from ..sandbox.runner import TaskOutcome
 from .notebooks import NotebookOutcome
 
 MAX_MESSAGE_CHARS = 2500
+GRADER_PROBLEM = "grader_problem"  # results.json: tests[].extra_data key set only by the grader
+GRADER_PREFIX = "autograder problem, not your code (tell your instructor): "
 
 
 def _fmt(points: float) -> str:
@@ -105,6 +107,9 @@ def results_json(outcomes: list[TaskOutcome], notebooks: list[NotebookOutcome], 
             "output": task_output(o),
             "visibility": o.row.visibility,
         })
+        if o.grader_error:  # the class report's grader_problems.log reads this flag, not the text
+            first = (o.problem.splitlines() or ["autograder problem"])[0]
+            tests[-1]["extra_data"] = {GRADER_PROBLEM: first.removeprefix(GRADER_PREFIX) or first}
         if any(c.hidden for c in o.checks):
             tests.append({
                 "name": f"{o.row.label} · hidden checks (details)",

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 
+from ..untrusted import escape, escape_line
+
 # copydetect's defaults: matches shorter than NOISE tokens are ignored, matches of GUARANTEE
 # tokens or more are always found (winnowing window = GUARANTEE - NOISE + 1).
 NOISE = 25
@@ -210,7 +212,8 @@ def side_by_side(pair: Pair, fps: dict[str, dict], names: dict[str, str]) -> str
             slices = student_slices(fp.raw_code, slices, getattr(fp, "given", []))
             code, _ = highlight_overlap(fp.raw_code, slices, "<mark>", "</mark>",
                                         truncate=8, escape_html=True)
-            cols.append(f"<div class='code'><div class='who'>{html.escape(names.get(key, key))} · "
-                        f"{html.escape(name)}</div><pre>{code}</pre></div>")
+            code = escape(code.replace("\r\n", "\n"))  # bidi overrides and escapes shown, not obeyed
+            cols.append(f"<div class='code'><div class='who'>{html.escape(escape_line(names.get(key, key)))} · "
+                        f"{html.escape(escape_line(name))}</div><pre>{code}</pre></div>")
         parts.append(f"<div class='pair'>{''.join(cols)}</div>")
     return "\n".join(parts)

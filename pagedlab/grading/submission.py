@@ -13,6 +13,7 @@ and every refusal is reported with its reason.
 
 from __future__ import annotations
 
+import collections
 import os
 import stat
 from pathlib import Path
@@ -26,6 +27,10 @@ from .points import SUBMISSION_FILES
 SUBMISSION_FILES = SUBMISSION_FILES + tuple(alt for alts in ALTERNATE_FILES.values() for alt in alts)
 
 MAX_FILE_BYTES = 1024 * 1024
+# The walk of an upload: folders deeper than this are not entered, and it stops after this many
+# entries (a repository checkout with its history is a few thousand).
+MAX_DEPTH = 32
+MAX_ENTRIES = 50_000
 _SKIP_PARTS = {"__MACOSX", ".ipynb_checkpoints", "__pycache__", ".git", "solutions"}
 
 
@@ -33,14 +38,45 @@ class Refused(Exception):
     pass
 
 
-def _walk(root: Path):
-    """(relative path, lstat) of every entry under `root`, never following links."""
-    for folder, dirs, files in os.walk(root, followlinks=False):
-        rel_folder = Path(folder).relative_to(root)
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_PARTS and not d.startswith("."))
-        for name in sorted(files) + [d for d in os.listdir(folder) if d in SUBMISSION_FILES and d in dirs]:
-            path = Path(folder) / name
-            yield rel_folder / name, os.lstat(path)
+def _walk(root: Path, refused: list[str]):
+    """(relative path, lstat) of every entry under `root`, never following links, shallowest
+    folders first. Iterative, and capped: folders deeper than MAX_DEPTH are not entered and the
+    walk stops after MAX_ENTRIES entries, each said in `refused` (an upload 1200 folders deep
+    once overflowed os.walk's recursion and took the whole class's grading down)."""
+    queue = collections.deque([Path()])
+    seen = too_deep = 0
+    while queue:
+        rel_folder = queue.popleft()
+        try:
+            with os.scandir(root / rel_folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            refused.append(f"  refused {rel_folder}/: cannot be listed ({exc.strerror or exc})")
+            continue
+        seen += len(entries)
+        if seen > MAX_ENTRIES:
+            refused.append(f"  refused the rest of the upload: over {MAX_ENTRIES} files and folders "
+                           "(only the first ones were searched)")
+            return
+        for entry in entries:
+            st = entry.stat(follow_symlinks=False)
+            rel = rel_folder / entry.name
+            is_dir = stat.S_ISDIR(st.st_mode)
+            if not is_dir or entry.name in SUBMISSION_FILES:
+                yield rel, st
+            if is_dir and entry.name not in _SKIP_PARTS and not entry.name.startswith("."):
+                if len(rel.parts) >= MAX_DEPTH:
+                    too_deep += 1
+                    if too_deep <= 3:
+                        refused.append(f"  refused {_short(rel)}: folders nested over {MAX_DEPTH} deep "
+                                       "are not searched")
+                    continue
+                queue.append(rel)
+
+
+def _short(rel: Path) -> str:
+    text = str(rel)
+    return text if len(text) <= 200 else text[:100] + " … " + text[-60:]
 
 
 def _kind(st: os.stat_result) -> str:
@@ -65,10 +101,11 @@ def _kind(st: os.stat_result) -> str:
 def find(root: Path) -> tuple[dict[str, Path | None], list[str]]:
     """Expected file name -> its path relative to `root` (None when absent), and the refusals."""
     candidates: dict[str, list[tuple[Path, os.stat_result]]] = {name: [] for name in SUBMISSION_FILES}
-    for rel, st in _walk(root):
+    walk_refused: list[str] = []
+    for rel, st in _walk(root, walk_refused):
         if rel.name in candidates:
             candidates[rel.name].append((rel, st))
-    chosen, refused = {}, []
+    chosen, refused = {}, walk_refused
     for name, found in candidates.items():
         # Shallowest first; among equals prefer a folder called exercises, then by path.
         found.sort(key=lambda item: (len(item[0].parts), item[0].parent.name != "exercises", str(item[0])))

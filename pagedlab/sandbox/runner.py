@@ -22,6 +22,7 @@ from pathlib import Path
 from .. import manifest
 from ..checks import framework, golden
 from ..checks.judge import judge, refer_to_first_report
+from ..untrusted import escape
 from . import record as child_record
 from .process import Finished, run_limited
 from .users import KillFailed, Sandbox
@@ -226,6 +227,7 @@ def _student_frames(dump: str) -> str:
 
 
 REFERENCE_ENV = "PAGEDLAB_REFERENCE"  # another reference implementation (tests of the grader)
+NO_REFERENCE = "the reference solutions are not part of this edition, so these checks cannot be judged here"
 
 
 def _trusted_records(task: str, plan: list[tuple[str, int]], checks: list, requests: list[dict], *,
@@ -248,14 +250,16 @@ def _trusted_records(task: str, plan: list[tuple[str, int]], checks: list, reque
             need_reference.append(index)
     if not need_reference:
         return expected, ""
-    from ..loader import impl_dir
+    from ..course import UntrustedFolder, reference_dir
 
-    reference = os.environ.get(REFERENCE_ENV) or "solutions"
+    # The grader's own installation (or the folder root configured), never a course folder found
+    # from the working directory: a submission can write folders above a grade-class output.
     try:
-        impl_dir(reference)
+        reference = str(reference_dir(os.environ.get(REFERENCE_ENV)))
+    except UntrustedFolder as exc:
+        return expected, f"the reference solutions were not run: {exc}"
     except FileNotFoundError:
-        return expected, ("the reference solutions are not part of this edition, so these checks "
-                          "cannot be judged here")
+        return expected, NO_REFERENCE
     sub_plan = [requests[i] for i in need_reference]
     records, problems, grader_problem, _ = _run_children(task, reference, sub_plan, limit=limit, env=env,
                                                          sandbox=None, trusted=True)
@@ -350,7 +354,7 @@ def run_task(row: manifest.Task, impl: str, impl_dir: Path, *, env: dict | None 
         if want is None:
             text = trusted_problem[0] or "no expected result for this check"
             outcome.checks.append(CheckOutcome(c.name, False, text, scored=scored, hidden=c.hidden))
-            if trusted_problem[0] and not c.hidden:
+            if trusted_problem[0] and (not c.hidden or trusted_problem[0] != NO_REFERENCE):
                 outcome.grader_error = True
             continue
         problem = problems.get(index, "")
@@ -377,8 +381,8 @@ def run_task(row: manifest.Task, impl: str, impl_dir: Path, *, env: dict | None 
 
 
 def _printable(outcome: TaskOutcome) -> TaskOutcome:
-    """Messages carry the submission's text: a lone surrogate must not break printing or
-    results.json, so it is shown escaped."""
+    """Messages carry the submission's text: an escape sequence or a carriage return must not
+    redraw a terminal, a lone surrogate must not break printing or results.json; shown escaped."""
     for c in outcome.checks:
         c.message = printable(c.message)
     outcome.problem = printable(outcome.problem)
@@ -386,7 +390,7 @@ def _printable(outcome: TaskOutcome) -> TaskOutcome:
 
 
 def printable(text: str) -> str:
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return escape(text)
 
 
 def time_scale() -> float:
