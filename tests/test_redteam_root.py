@@ -196,8 +196,9 @@ def test_an_upload_1200_folders_deep_is_refused_and_the_class_is_graded(tmp_path
         said = (out / "students" / "deep" / "intake.txt").read_text()
         assert f"nested over {submission.MAX_DEPTH} deep" in said
         states = classroom.grade_all(students, out, jobs=1, tasks=["12"], hidden=False, echo=lambda *a: None)
+        # Nothing gradable was found above the cap: the deep upload counts as empty (0 points).
         assert {k: (s["status"], s.get("score")) for k, s in states.items()} == {
-            "ann": ("graded", 4.0), "deep": ("graded", 0.0), "zed": ("graded", 4.0)}
+            "ann": ("graded", 4.0), "deep": ("empty", 0), "zed": ("graded", 4.0)}
     finally:
         remove_tree(src)
 
