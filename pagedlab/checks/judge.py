@@ -16,6 +16,7 @@ import numpy as np
 from ..kernels import UNWRITTEN_BITS
 from ..pool import MAGIC_TAG
 from .framework import Stream, decode_array
+from .hints import shown as shown_hint
 
 
 @dataclass
@@ -244,9 +245,11 @@ def judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdict
         if ok:
             continue
         if want.get("k") == "array":
-            failures.append(_report(want["w"], want.get("r", ""), hint=want.get("h", ""), extra=lines))
+            failures.append(_report(want["w"], want.get("r", ""), hint=shown_hint(want, mine), extra=lines))
             continue  # arrays do not change the path: report every one that differs
         expected_text = want.get("x", show(want.get("v")))
+        if want.get("k") == "cond" and "x" not in want and isinstance(mine.get("s"), str):
+            expected_text = "what the line above says"  # never a bare True
         actual_text = mine.get("s") if isinstance(mine.get("s"), str) else show(mine.get("v"))
         decoded = decode_patterns(mine.get("v"))
         extra = _said(want, mine, expected_text, actual_text) + [f"decoded:  {d}" for d in decoded]
@@ -255,7 +258,10 @@ def judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdict
             extra.append(f"detail:   {following['w']}: {following['s']}")
             if following.get("h"):
                 extra.append(f"          {following['h']}")
-        failures.append(_report(want["w"], want.get("r", ""), hint=want.get("h", ""), extra=extra))
+        what = want["w"]
+        if want.get("su"):  # the calls before the step went wrong first: blame them, not the step
+            what = f"the set-up already differed from the reference's, before the step this check is about: {what}"
+        failures.append(_report(what, want.get("r", ""), hint=shown_hint(want, mine), extra=extra))
         break
     if failures:
         first, rest = failures[0], failures[1:]

@@ -124,7 +124,7 @@ def write_lands_in_slots(run):
         result = pa.write_kv(k_cache, v_cache, k, v, slots)
         context = f"{dtype}, 37 tokens, num_kv_heads={num_kv_heads}, head_size={head_size}"
         expect(result is None, f"write_kv updates the caches in place and returns None ({context})",
-               rule=RULE_WRITE, expected=None, actual=type(result).__name__)
+               rule=RULE_WRITE, expected="None", actual=type(result).__name__)
         _expect_cache(k_cache, slots, k, "k_cache", context)
         _expect_cache(v_cache, slots, v, "v_cache", context)
 
