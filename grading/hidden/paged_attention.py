@@ -12,6 +12,7 @@ import random
 from pagedlab.checks.framework import check, see
 from pagedlab.checks.paged_attention import (
     ATTN_HINT,
+    ATTN_WHEN,
     RULE_ATTN,
     TOL,
     drive_attention,
@@ -158,7 +159,7 @@ def attention_cases(seed: int):
     return cases
 
 
-@check("task9", "paged attention on batches drawn at grading time", rule=RULE_ATTN, hint=ATTN_HINT, hidden=True,
+@check("task9", "paged attention on batches drawn at grading time", rule=RULE_ATTN, hint=ATTN_HINT, when=ATTN_WHEN, hidden=True,
        expected=lambda run: expected_attention(attention_cases(run.seed))(run))
 def attention_random(run):
     drive_attention(run, attention_cases(run.seed))

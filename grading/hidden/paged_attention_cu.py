@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from pagedlab.checks.framework import check
-from pagedlab.checks.paged_attention_cu import HINT, RULE, drive_kernel, expected_outputs
+from pagedlab.checks.paged_attention_cu import HINT, RULE, WHEN, drive_kernel, expected_outputs
 
 
 def kernel_cases(seed: int):
@@ -38,7 +38,7 @@ def _schedules(seed: int):
     return ("round_robin", f"random:{seed % 1000}")
 
 
-@check("task10", "the kernel on batches drawn at grading time", rule=RULE, hint=HINT, hidden=True,
+@check("task10", "the kernel on batches drawn at grading time", rule=RULE, hint=HINT, when=WHEN, hidden=True,
        expected=lambda run: expected_outputs(kernel_cases(run.seed), _schedules(run.seed))(run))
 def kernel_random(run):
     drive_kernel(run, kernel_cases(run.seed), _schedules(run.seed))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from pagedlab.checks.framework import check
-from pagedlab.checks.paged_attention_v2_cu import HINT, RULE, _case, drive_v2, expected_v2
+from pagedlab.checks.paged_attention_v2_cu import HINT, RULE, WHEN, _case, drive_v2, expected_v2
 
 
 def v2_cases(seed: int):
@@ -36,7 +36,7 @@ def _schedules(seed: int):
     return ("round_robin", f"random:{seed % 1000}")
 
 
-@check("task14", "the v2 kernels on batches drawn at grading time", rule=RULE, hint=HINT, hidden=True,
+@check("task14", "the v2 kernels on batches drawn at grading time", rule=RULE, hint=HINT, when=WHEN, hidden=True,
        expected=lambda run: expected_v2(v2_cases(run.seed), _schedules(run.seed))(run))
 def v2_random(run):
     drive_v2(run, v2_cases(run.seed), _schedules(run.seed))
