@@ -45,12 +45,29 @@ def kernel_label(context: str, schedule: str) -> str:
     return f"kernel output ({context}, schedule {schedule})"
 
 
+def untouched_stub(source: str, filename: str) -> None:
+    """Raise NotImplementedError, as an untouched Python task does, when a part of the kernel is
+    still the exercise's stub (its prompt, note and `return;`): the kernel returns there, and
+    "every element still holds the NaN" would describe the stub, not a bug."""
+    import re
+
+    from ..assign import KERNEL_STUB_NOTE
+
+    found = re.search(r"// YOUR CODE HERE \(([^\n]*)\)\n[ \t]*" + re.escape(KERNEL_STUB_NOTE) + r"\n[ \t]*return;",
+                      source)
+    if found:
+        line = source[:found.start()].count("\n") + 1
+        raise NotImplementedError(f"{found.group(1)} ({filename}, line {line}, still the exercise's stub: "
+                                  "the kernel returns there)")
+
+
 def drive_kernel(run, cases, schedules=None) -> None:
     """Launch the kernel of the run's implementation on every case under every schedule and
     record each output in full (float32); the judge compares them with float64 dense attention."""
     from .. import cuda
     from ..cuda import KernelTimeout
 
+    untouched_stub(run.kernel_source(KERNEL_FILE), KERNEL_FILE)
     source = hashlib.sha256(run.kernel_source(KERNEL_FILE).encode()).hexdigest()
     first_schedule = (schedules or check_schedules())[0]
     for context, kwargs, scale in cases:

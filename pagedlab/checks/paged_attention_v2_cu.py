@@ -22,7 +22,7 @@ from ..kernel_batch import make_kernel_batch
 from ..kernels import PARTITION_SIZE, V2_KERNEL_FILE, decode_v2_on_executor, unwritten, v2_workspace
 from .framework import check, expect
 from .hints import When
-from .paged_attention_cu import SANITIZER, check_schedules
+from .paged_attention_cu import SANITIZER, check_schedules, untouched_stub
 
 RULE = ("notebook 10, Task 14 · the v2 kernel: paged_attention_v2 + paged_attention_v2_reduce equal "
         "dense attention over each sequence's tokens")
@@ -137,6 +137,7 @@ def unwritten_past_the_end(exc, seq_lens, partition_size) -> str:
 
 
 def drive_v2(run, cases, schedules=None) -> None:
+    untouched_stub(run.kernel_source(V2_KERNEL_FILE), V2_KERNEL_FILE)
     schedules = schedules or check_schedules()
     for context, kwargs, scale, partition_size in cases:
         args = make_kernel_batch(**kwargs).numpy()
@@ -208,6 +209,7 @@ def _temp_labels(s):
 
 
 def _drive_temporaries(run):
+    untouched_stub(run.kernel_source(V2_KERNEL_FILE), V2_KERNEL_FILE)
     batch = make_kernel_batch(**TEMP_BATCH)
     num_seqs, num_heads, head_size = batch.q.shape
     ws = v2_workspace(num_seqs, num_heads, head_size, TEMP_ROOM * TEMP_P, TEMP_P)
