@@ -5,7 +5,8 @@ from __future__ import annotations
 from pagedlab.checks.buddy import _state
 from pagedlab.checks.framework import check, see
 
-RULE = "the same rules as the public checks, on traces drawn at grading time"
+RULE = ("notebook 09, the buddy allocator: alloc splits the smallest free block that fits (lowest address "
+        "first, keeping the lower half); free merges with the buddy at o ^ s while that buddy is free")
 
 
 @check("task12", "a trace of allocs and frees drawn at grading time", rule=RULE, hidden=True)
