@@ -14,6 +14,9 @@ from pagedlab.checks.paged_attention import (
     ATTN_HINT,
     ATTN_WHEN,
     RULE_ATTN,
+    RULE_GATHER,
+    RULE_SLOT,
+    RULE_WRITE,
     TOL,
     drive_attention,
     expected_attention,
@@ -59,7 +62,7 @@ def slot_cases(seed: int):
     return cases
 
 
-@check("task6", "slot mapping for block sizes and tables drawn at grading time", rule=RULE, hidden=True)
+@check("task6", "slot mapping for block sizes and tables drawn at grading time", rule=RULE_SLOT, hidden=True)
 def slots_random(run):
     pa = run.load("paged_attention")
     for label, block_size, table, positions in slot_cases(run.seed):
@@ -90,7 +93,7 @@ def write_cases(seed: int):
     return cases
 
 
-@check("task7", "write_kv with sizes, dtypes and padding drawn at grading time", rule=RULE, hidden=True)
+@check("task7", "write_kv with sizes, dtypes and padding drawn at grading time", rule=RULE_WRITE, hidden=True)
 def write_random(run):
     pa = run.load("paged_attention")
     gen = torch.Generator().manual_seed(run.seed)
@@ -122,7 +125,7 @@ def gather_cases(seed: int):
     return cases
 
 
-@check("task8", "gather_kv of batches drawn at grading time", rule=RULE, hidden=True)
+@check("task8", "gather_kv of batches drawn at grading time", rule=RULE_GATHER, hidden=True)
 def gather_random(run):
     pa = run.load("paged_attention")
     for i, (kwargs, table_dtype) in enumerate(gather_cases(run.seed)):

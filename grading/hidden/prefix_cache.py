@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pagedlab.checks.framework import check, see
+from pagedlab.checks.prefix_cache import RULE as PUBLIC_RULE
 from pagedlab.checks.prefix_cache import _state, random_ops, stream_calls
 
-RULE = "the same rules as the public checks, on request streams drawn at grading time"
+RULE = (f"{PUBLIC_RULE}: allocate returns the number of cached prompt tokens (None if it cannot fit); "
+        "popleft reuses the LRU block; free appends tail first; a hit unlinks its block")
 
 
 def _planned(rng, block_size):

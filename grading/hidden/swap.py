@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 from pagedlab.checks.framework import check
-from pagedlab.checks.swap import R_COPY, Rig, run_move
+from pagedlab.checks.swap import R_COPY, R_FAIL, R_MOVE, Rig, run_move
 from pagedlab.harness import hw3
 
-RULE = "the same rules as the public checks, on engines drawn at grading time"
+RULE = f"{R_MOVE}; {R_FAIL.split(': ', 1)[1]}"
 
 
 def _random_group_engine(rig, rng):
