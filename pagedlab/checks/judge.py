@@ -277,9 +277,10 @@ def _judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdic
         mine = got.obs[index]
         if mine.get("w") != want["w"]:
             gist, cited = "your code's results sent the check down another branch than the reference's", want.get("r", "")
-            failures.append(_report(f"the check took a different path at: {want['w']}", want.get("r", ""),
-                                    hint="your code's results sent the check down another branch "
-                                         f"(your run recorded {mine.get('w')!r} here)"))
+            failures.append(_report(
+                "your code's results sent the check down another path than the reference's",
+                want.get("r", ""), extra=[f"the reference's next step: {want['w']}",
+                                          f"yours:                    {mine.get('w')}"]))
             break
         ok, lines = _same(want, mine)
         if ok:
