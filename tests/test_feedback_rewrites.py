@@ -152,6 +152,16 @@ def test_an_untouched_kernel_says_not_implemented_yet():
         assert "never written" not in message and "NaN" not in message, message
 
 
+def test_a_hanging_kernel_carries_no_nan_hint(tmp_path, monkeypatch):
+    """Measured before: the generic NaN hint under a timeout."""
+    from pagedlab.checks.paged_attention_cu import TIMEOUT_ENV
+
+    monkeypatch.setenv(TIMEOUT_ENV, "2")
+    message = _message("task10", "MHA", broken.make("kernel-hang", tmp_path))
+    assert "KernelTimeout" in message or "timed out" in message, message
+    assert "hint:" not in message and "NaN" not in message, message
+
+
 def test_a_race_report_carries_no_nan_hint(tmp_path):
     """Measured before: the generic 'NaN: an element never written' hint under a race report."""
     text = (ROOT / "solutions" / "paged_attention.cu").read_text()
@@ -189,6 +199,9 @@ def test_a_hidden_only_failure_says_what_differed_and_the_rule_without_the_value
     assert not re.search(r"^  ✗", shown, re.M), shown  # every public check passed
     published = report.hidden_output(outcome)
     assert "rule:     notebook 02, Task 1 · llm_init" in published and "expected:" in published, published
+    entries = report.results_json([outcome], [], execution_time=1.0, output="")["tests"]
+    visible = next(t for t in entries if t["number"] == "1")
+    assert visible["visibility"] != "after_published" and "hidden check 1: llm_init(… bytes)" in visible["output"]
 
 
 # ---------------------------------------------------------------- the sanitizer's barrier advice
