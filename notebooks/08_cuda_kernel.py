@@ -359,7 +359,9 @@ for name, grid, tag in (("thread_per_token", n // 128, "keys A"), ("warp_per_tok
 # (head sizes 32–256, GQA, block sizes 8–32, 2048 tokens, shared blocks), and compare with
 # float64 dense attention (relative error ≤ 2e-5). The output starts as a special NaN, so an
 # element you never write is named as such. A compile error shows the compiler's message with your
-# line numbers.
+# line numbers. The last check is **feedback only** (it earns and costs nothing): it shows how many
+# lanes of a warp your kernel's loads use. A kernel whose thread 0 computes everything gets the
+# right numbers, but on a GPU it would run one lane of 128.
 
 # %%
 pagedlab.graded.run("task10");

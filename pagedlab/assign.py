@@ -38,6 +38,7 @@ FENCES = {  # suffix -> (comment prefix, default stub template)
     ".cuh": ("//", "return;"),
     ".c": ("//", "return;"),  # C track: every fence names its stub (return NULL; / return -1;)
 }
+KERNEL_STUB_NOTE = "// Until this part is written the kernel leaves its output unwritten."
 _DEF = re.compile(r"^\s*(?:def|class)\s+(\w+)|^\s*(?:__global__|__device__)[^()]*?\b(\w+)\s*\(")
 
 
@@ -81,7 +82,7 @@ def make_exercise(text: str, filename: str) -> str:
             stub = stub or default_stub.format(label=label.replace('"', "'"))
             out.append(f"{indent}{prefix[:2] if prefix == '//' else '#'} YOUR CODE HERE ({label})\n")
             if suffix in (".cu", ".cuh") and not stub.startswith("//"):
-                out.append(f"{indent}// Until this part is written the kernel leaves its output unwritten.\n")
+                out.append(f"{indent}{KERNEL_STUB_NOTE}\n")
             out.append(f"{indent}{stub}\n")
         elif end:
             if open_at is None:

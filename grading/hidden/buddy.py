@@ -8,7 +8,8 @@ import random
 from pagedlab.checks.drawn import buddy as drawn
 from pagedlab.checks.framework import hidden_scenario
 
-RULE = "the same rules as the public checks, on traces drawn at grading time"
+RULE = ("notebook 09, the buddy allocator: alloc splits the smallest free block that fits (lowest address "
+        "first, keeping the lower half); free merges with the buddy at o ^ s while that buddy is free")
 
 
 @hidden_scenario("task12", "a trace of allocs and frees drawn at grading time", rule=RULE, driver=drawn.trace)

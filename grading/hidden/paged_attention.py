@@ -13,7 +13,16 @@ import random
 
 from pagedlab.checks.drawn import paged_attention as drawn
 from pagedlab.checks.framework import hidden_scenario
-from pagedlab.checks.paged_attention import ATTN_HINT, RULE_ATTN, TOL, _attention_label
+from pagedlab.checks.paged_attention import (
+    ATTN_HINT,
+    ATTN_WHEN,
+    RULE_ATTN,
+    RULE_GATHER,
+    RULE_SLOT,
+    RULE_WRITE,
+    TOL,
+    _attention_label,
+)
 
 RULE = "the same rules as the public checks, on scenarios drawn at grading time"
 
@@ -55,7 +64,7 @@ def slot_cases(seed: int):
     return {"cases": cases}
 
 
-@hidden_scenario("task6", "slot mapping for block sizes and tables drawn at grading time", rule=RULE,
+@hidden_scenario("task6", "slot mapping for block sizes and tables drawn at grading time", rule=RULE_SLOT,
                  driver=drawn.slots)
 def slots_random(seed):
     return slot_cases(seed)
@@ -83,7 +92,7 @@ def write_cases(seed: int):
     return {"cases": cases, "values_seed": _data_seed(rng)}
 
 
-@hidden_scenario("task7", "write_kv with sizes, dtypes and padding drawn at grading time", rule=RULE,
+@hidden_scenario("task7", "write_kv with sizes, dtypes and padding drawn at grading time", rule=RULE_WRITE,
                  driver=drawn.write)
 def write_random(seed):
     return write_cases(seed)
@@ -109,7 +118,7 @@ def gather_cases(seed: int):
     return {"cases": cases}
 
 
-@hidden_scenario("task8", "gather_kv of batches drawn at grading time", rule=RULE, driver=drawn.gather)
+@hidden_scenario("task8", "gather_kv of batches drawn at grading time", rule=RULE_GATHER, driver=drawn.gather)
 def gather_random(seed):
     return gather_cases(seed)
 
@@ -150,7 +159,7 @@ def expected_attention(run):
              TOL[c["batch"].get("q_dtype", c["batch"]["dtype"])]) for c in run.scenario["cases"]]
 
 
-@hidden_scenario("task9", "paged attention on batches drawn at grading time", rule=RULE_ATTN, hint=ATTN_HINT,
+@hidden_scenario("task9", "paged attention on batches drawn at grading time", rule=RULE_ATTN, hint=ATTN_HINT, when=ATTN_WHEN,
                  driver=drawn.attention, expected=expected_attention)
 def attention_random(seed):
     return attention_cases(seed)

@@ -7,7 +7,7 @@ import random
 
 from pagedlab.checks.drawn import paged_attention_cu as drawn
 from pagedlab.checks.framework import hidden_scenario
-from pagedlab.checks.paged_attention_cu import HINT, RULE, expected_outputs
+from pagedlab.checks.paged_attention_cu import HINT, RULE, WHEN, expected_outputs
 
 UNDER_A_WARP = [8, 16, 24]
 
@@ -55,7 +55,7 @@ def expected_kernel(run):
     return expected_outputs(drawn.kernel_cases(sc), tuple(sc["schedules"]))(run)
 
 
-@hidden_scenario("task10", "the kernel on batches drawn at grading time", rule=RULE, hint=HINT, driver=drawn.kernel,
+@hidden_scenario("task10", "the kernel on batches drawn at grading time", rule=RULE, hint=HINT, when=WHEN, driver=drawn.kernel,
                  expected=expected_kernel)
 def kernel_random(seed):
     return kernel_cases(seed)

@@ -8,7 +8,7 @@ import random
 
 from pagedlab.checks.drawn import paged_attention_v2_cu as drawn
 from pagedlab.checks.framework import hidden_scenario
-from pagedlab.checks.paged_attention_v2_cu import HINT, RULE, expected_v2
+from pagedlab.checks.paged_attention_v2_cu import HINT, RULE, WHEN, expected_v2
 
 
 def v2_cases(seed: int) -> dict:
@@ -41,7 +41,7 @@ def expected_kernel_v2(run):
     return expected_v2(drawn.v2_cases(sc), tuple(sc["schedules"]))(run)
 
 
-@hidden_scenario("task14", "the v2 kernels on batches drawn at grading time", rule=RULE, hint=HINT, driver=drawn.v2,
+@hidden_scenario("task14", "the v2 kernels on batches drawn at grading time", rule=RULE, hint=HINT, when=WHEN, driver=drawn.v2,
                  expected=expected_kernel_v2)
 def v2_random(seed):
     return v2_cases(seed)

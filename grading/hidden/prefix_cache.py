@@ -7,9 +7,11 @@ import random
 
 from pagedlab.checks.drawn import prefix_cache as drawn
 from pagedlab.checks.framework import hidden_scenario
+from pagedlab.checks.prefix_cache import RULE as PUBLIC_RULE
 from pagedlab.checks.prefix_cache import random_ops
 
-RULE = "the same rules as the public checks, on request streams drawn at grading time"
+RULE = (f"{PUBLIC_RULE}: allocate returns the number of cached prompt tokens (None if it cannot fit); "
+        "popleft reuses the LRU block; free appends tail first; a hit unlinks its block")
 
 
 def _planned(rng, block_size):

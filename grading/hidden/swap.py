@@ -8,9 +8,9 @@ import random
 
 from pagedlab.checks.drawn import swap as drawn
 from pagedlab.checks.framework import hidden_scenario
-from pagedlab.checks.swap import R_COPY
+from pagedlab.checks.swap import R_COPY, R_FAIL, R_MOVE
 
-RULE = "the same rules as the public checks, on engines drawn at grading time"
+RULE = f"{R_MOVE}; {R_FAIL.split(': ', 1)[1]}"
 
 
 def _random_group_layouts(rng, gpu_blocks):

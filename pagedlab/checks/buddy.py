@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 
 from .framework import CheckFailure, check, expect, expect_equal, see
+from .hints import When
 
 RULE = "notebook 09, the buddy allocator"
 
@@ -24,17 +25,69 @@ def _state(a) -> dict:
 
 
 def _expect_tiling(a, what):
-    """Free and allocated blocks are aligned to their size and cover [0, total) exactly once."""
+    """Free and allocated blocks are aligned to their size and cover [0, total) exactly once.
+    One observation however many blocks there are: a count that differs is a value, not a path."""
     blocks = sorted(a.free_blocks() + a.allocated_blocks())
-    at = 0
+    at, bad = 0, None
     for offset, size in blocks:
-        expect(offset == at and offset % size == 0,
-               f"{what}: the free and allocated blocks do not tile the memory",
-               rule=f"{RULE}: every block of 2**k slots starts at a multiple of 2**k; blocks never overlap",
-               expected=f"a block starting at {at}, aligned to its size", actual=f"{blocks}")
+        if bad is None and not (offset == at and offset % size == 0):
+            bad = at
         at += size
+    expect(bad is None, f"{what}: the free and allocated blocks tile the memory",
+           rule=f"{RULE}: every block of 2**k slots starts at a multiple of 2**k; blocks never overlap",
+           expected=f"a block starting at {bad}, aligned to its size", actual=f"{blocks}")
     expect_equal(at, a.total_slots, f"{what}: slots covered by free + allocated blocks",
                  rule=f"{RULE}: no slot is lost or counted twice")
+
+
+def _free_blocks_with(bug: str, total: int, calls) -> list:
+    """The free blocks after each of `calls` ((name, argument) pairs) for an allocator with one
+    known bug in free: what the judge compares a student's free list with to pick the hint."""
+    top = total.bit_length() - 1
+    free = [set() for _ in range(top + 1)]
+    free[top].add(0)
+    allocated: dict[int, int] = {}
+    found = []
+    for name, n in calls:
+        if name == "alloc":
+            order = (n - 1).bit_length()
+            k = next(k for k in range(order, top + 1) if free[k])
+            offset = min(free[k])
+            free[k].remove(offset)
+            while k > order:
+                k -= 1
+                free[k].add(offset + (1 << k))
+            allocated[offset] = order
+        else:
+            offset, order = n, allocated.pop(n)
+            while order < top:
+                size = 1 << order
+                buddy = offset + size if bug.startswith("plus") else offset ^ size
+                if bug == "not_allocated":  # "not the start of an allocated block" taken as free
+                    if buddy in allocated:
+                        break
+                    free[order].discard(buddy)
+                elif buddy in free[order]:
+                    free[order].remove(buddy)
+                else:
+                    break
+                offset = offset if bug == "plus" else offset & ~size
+                order += 1
+            free[order].add(offset)
+        found.append(sorted([o, 1 << k] for k, offsets in enumerate(free) for o in offsets))
+    return found
+
+
+_PLUS_HINT = "o + s finds the buddy of a lower half only; o ^ s works for both halves"
+_NOT_ALLOCATED_HINT = ("a buddy may merge only when it is on the free list of its size: a buddy that is not the "
+                       "start of an allocated block can still be split, with part of it in use")
+
+
+def _bug_hints(total: int, calls) -> list[list[When]]:
+    """For each call: hints shown when the student's free blocks are what a known bug leaves."""
+    variants = [(bug, _free_blocks_with(bug, total, calls)) for bug in ("plus", "plus_masked", "not_allocated")]
+    return [[When("equals", _NOT_ALLOCATED_HINT if bug == "not_allocated" else _PLUS_HINT, found[i])
+             for bug, found in variants] for i in range(len(calls))]
 
 
 # Hand-traced on 16 slots (notebook 09 draws the same sequence). (call, argument, result, free blocks)
@@ -54,7 +107,8 @@ TRACE_16 = [
 def hand_trace(run):
     a = _new(run, 16)
     done = []
-    for call, arg, result, free in TRACE_16:
+    hints = _bug_hints(16, [(call, arg) for call, arg, _, _ in TRACE_16])
+    for step, (call, arg, result, free) in enumerate(TRACE_16):
         got = getattr(a, call)(arg)
         done.append(f"{call}({arg})")
         if call == "alloc":
@@ -67,7 +121,7 @@ def hand_trace(run):
         expect_equal(a.free_blocks(), free, f"free blocks (offset, size) after {' ; '.join(done)}",
                      rule=f"{RULE}: split halves go to the free lists; a freed block merges with its "
                           f"buddy while the buddy is free",
-                     hint="draw the 16 slots on paper and replay the calls")
+                     hint="draw the 16 slots on paper and replay the calls", when=hints[step])
 
 
 @check("task12", "the buddy is found by XOR, merging never crosses a block boundary",
@@ -79,14 +133,15 @@ def xor_buddy(run):
                  rule=f"{RULE}: a split keeps the lower half and frees the upper one, and a 2-slot request takes "
                       f"exactly 2 slots: the four blocks fill 8 slots from 0 up")
     steps = [(4, [(4, 2)]), (2, [(2, 2), (4, 2)]), (0, [(0, 4), (4, 2)]), (6, [(0, 8)])]
+    hints = _bug_hints(8, [("alloc", 2)] * 4 + [("free", offset) for offset, _ in steps])[4:]
     done = []
-    for offset, free in steps:
+    for step, (offset, free) in enumerate(steps):
         a.free(offset)
         done.append(f"free({offset})")
         expect_equal(a.free_blocks(), free, f"free blocks after four alloc(2) and {' ; '.join(done)}",
                      rule=f"{RULE}: the buddy of the block of size s at offset o is at o ^ s; "
                           f"(2, 2) and (4, 2) are neighbours but not buddies",
-                     hint="o + s finds the buddy of a lower half only; o ^ s works for both halves")
+                     when=hints[step])
         _expect_tiling(a, f"after {' ; '.join(done)}")
 
 

@@ -79,6 +79,7 @@ class Check:
     # Hidden checks: fn(seed) -> JSON data, the scenario, drawn in the grader (root) only. The
     # driver (a public `@scenario_driver`) then gets the data as `run.scenario`, never the seed.
     scenario: Callable | None = None
+    when: tuple = ()  # conditional hints (hints.When) for the trusted numeric record
 
     @property
     def key(self) -> str:
@@ -90,10 +91,11 @@ _loaded: set[str] = set()
 
 
 def check(task: str, name: str, rule: str = "", *, hint: str = "", hidden: bool = False,
-          expected: Callable | None = None, scenario: Callable | None = None):
+          expected: Callable | None = None, scenario: Callable | None = None, when=()):
     """Register a driver ``fn(run)`` as a graded check of `task`. With `scenario` (hidden checks:
     ``scenario(seed) -> JSON data``, run in the grader only) the driver must be a public
-    `scenario_driver`, which the sandboxed child runs on the data alone."""
+    `scenario_driver`, which the sandboxed child runs on the data alone. `when`: conditional
+    hints (hints.When) for the trusted numeric record."""
     if task not in manifest.TASKS:
         raise ValueError(f"unknown task {task!r}; known: {', '.join(manifest.TASKS)}")
 
@@ -101,7 +103,7 @@ def check(task: str, name: str, rule: str = "", *, hint: str = "", hidden: bool 
         module = getattr(fn, "__module__", "")
         if scenario is not None and driver_name(fn) is None:
             raise ValueError(f"{task}/{name}: a check with a scenario needs a @scenario_driver driver")
-        found = Check(task, name, fn, rule, hint, hidden, expected, module, scenario)
+        found = Check(task, name, fn, rule, hint, hidden, expected, module, scenario, tuple(when))
         bucket = _REGISTRY.setdefault(task, [])
         bucket[:] = [c for c in bucket if c.key != found.key]  # re-registering replaces
         bucket.append(found)
@@ -111,11 +113,11 @@ def check(task: str, name: str, rule: str = "", *, hint: str = "", hidden: bool 
 
 
 def hidden_scenario(task: str, name: str, rule: str = "", *, driver: Callable, hint: str = "",
-                    expected: Callable | None = None):
+                    expected: Callable | None = None, when=()):
     """Register ``fn(seed) -> JSON data`` as the scenario planner of a hidden check of `task`
     whose driver is the public `driver` (a `scenario_driver`)."""
     def register(fn):
-        check(task, name, rule, hint=hint, hidden=True, expected=expected, scenario=fn)(driver)
+        check(task, name, rule, hint=hint, hidden=True, expected=expected, scenario=fn, when=when)(driver)
         return fn
 
     return register
@@ -383,12 +385,17 @@ class Run:
         return kernel_source(filename, self.impl)
 
     # -- recording --------------------------------------------------------------------------
-    def _record(self, what, value, kind, *, rule="", hint="", shown=None, expected_shown=None, tol=None):
+    def _record(self, what, value, kind, *, rule="", hint="", shown=None, expected_shown=None, tol=None,
+                when=(), setup=False):
         item = {"w": str(what), "v": value, "k": kind}
+        if setup:
+            item["su"] = True  # the state earlier calls left: a difference here is not this step's bug
         if rule:
             item["r"] = str(rule)
         if hint:
             item["h"] = str(hint)
+        if when:
+            item["hw"] = [w.to_data() for w in when]  # shown only when their condition holds
         if shown is not None:
             item["s"] = _short(shown)
         if expected_shown is not None:
@@ -397,24 +404,25 @@ class Run:
             item["tol"] = float(tol)
         self.stream.obs.append(item)
 
-    def see(self, what: str, value, *, rule: str = "", hint: str = "", shown=None) -> None:
-        """Record `value` (plain data; tensors as digests) under the label `what`."""
-        self._record(what, to_data(value), "eq", rule=rule, hint=hint, shown=shown)
+    def see(self, what: str, value, *, rule: str = "", hint: str = "", shown=None, when=(), setup=False) -> None:
+        """Record `value` (plain data; tensors as digests) under the label `what`. `setup`: the
+        value is the state the check's earlier calls built, not the result of the step it checks."""
+        self._record(what, to_data(value), "eq", rule=rule, hint=hint, shown=shown, when=when, setup=setup)
 
-    def see_array(self, what: str, array, *, tol: float, rule: str = "", hint: str = "") -> None:
+    def see_array(self, what: str, array, *, tol: float, rule: str = "", hint: str = "", when=()) -> None:
         """Record a numeric array in full, to be compared within relative tolerance `tol`."""
-        self._record(what, encode_array(array), "array", rule=rule, hint=hint, tol=tol)
+        self._record(what, encode_array(array), "array", rule=rule, hint=hint, tol=tol, when=when)
 
-    def see_condition(self, ok: bool, what: str, *, rule="", expected=None, actual=None, hint="") -> None:
+    def see_condition(self, ok: bool, what: str, *, rule="", expected=None, actual=None, hint="", when=()) -> None:
         self._record(what, bool(ok), "cond", rule=rule, hint=hint,
                      shown=None if ok or actual is None else actual,
-                     expected_shown=None if expected is None else expected)
+                     expected_shown=None if expected is None else expected, when=when)
         if not ok:
             raise Stop
 
-    def see_equal(self, actual, expected, what: str, *, rule="", hint="") -> None:
+    def see_equal(self, actual, expected, what: str, *, rule="", hint="", when=()) -> None:
         value = to_data(actual)
-        self._record(what, value, "eq", rule=rule, hint=hint)
+        self._record(what, value, "eq", rule=rule, hint=hint, when=when)
         if value != to_data(expected):
             raise Stop
 
@@ -448,10 +456,11 @@ def see(what: str, value, **details) -> None:
     current().see(what, value, **details)
 
 
-def expect_equal(actual, expected, what: str, *, rule: str = "", hint: str = "") -> None:
+def expect_equal(actual, expected, what: str, *, rule: str = "", hint: str = "", when=()) -> None:
     """In a driver: record `actual`; the judge compares it with the reference's value. A value the
-    driver already knows is wrong (it differs from `expected`) ends the check there."""
-    current().see_equal(actual, expected, what, rule=rule, hint=hint)
+    driver already knows is wrong (it differs from `expected`) ends the check there. `when`:
+    hints shown only when their condition holds (`hints.When`)."""
+    current().see_equal(actual, expected, what, rule=rule, hint=hint, when=when)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -496,8 +505,9 @@ def expected_stream(c: Check, seed: int = 0, scenario=None) -> Stream:
         run = Run(None, 0, scenario=scenario_data(c, seed) if scenario is None else scenario)
     else:
         run = Run(None, seed)
-    for what, array, tol in c.expected(run):
-        run.see_array(what, array, tol=tol, rule=c.rule, hint=c.hint)
+    for what, array, tol, *when in c.expected(run):
+        # a fourth item: this output's own conditional hints (what a known bug computes there)
+        run.see_array(what, array, tol=tol, rule=c.rule, hint=c.hint, when=c.when + tuple(*when))
     return run.stream
 
 

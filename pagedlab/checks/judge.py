@@ -16,6 +16,7 @@ import numpy as np
 from ..kernels import UNWRITTEN_BITS
 from ..pool import MAGIC_TAG
 from .framework import Stream, decode_array
+from .hints import shown as shown_hint
 
 
 @dataclass
@@ -23,6 +24,10 @@ class Verdict:
     passed: bool
     message: str = ""
     grader_problem: bool = False  # the trusted record itself is broken: not the student's fault
+    # For a hidden check, before its scenarios are published: the rule of the first difference
+    # and a sentence that says what went wrong without the scenario's values.
+    rule: str = ""
+    gist: str = ""
 
 
 _PATTERNS = (
@@ -229,45 +234,86 @@ def _outputs_only(expected: Stream, got: Stream):
     expected order; a check the driver itself failed (wrong shape, ...) is reported as it said."""
     failed = next((o for o in got.obs if o.get("k") == "cond" and o.get("v") is False), None)
     if failed is not None:
-        return Verdict(False, _failure_text(failed))
+        return Verdict(False, _failure_text(failed), gist="an output failed the check of its shape or type")
     labels = {o["w"] for o in expected.obs}
     kept = [o for o in got.obs if o.get("w") in labels]
     return Stream(kept, got.status, got.error)
 
 
-def judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdict:
+def _array_gist(mine: dict) -> str:
+    """What went wrong with one output, without the scenario's values."""
+    if isinstance(mine.get("v"), dict):
+        return "an output differs from the trusted result beyond the tolerance"
+    text = mine.get("s") if isinstance(mine.get("s"), str) else ""
+    failed = re.search(r"the kernel failed to run: (\w+)", text)
+    if failed:
+        return f"the kernel failed to run ({failed.group(1)})"
+    if text.startswith("not launched"):
+        return "the kernel was not launched: it hung earlier"
+    return "an output was not produced"
+
+
+def _unvalued(label: str) -> str:
+    """A label with its numbers hidden: names the step of a hidden check, not its scenario."""
+    return re.sub(r"-?\d+", "…", label)
+
+
+def _first_line(text: str) -> str:
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+
+
+def judge(expected: Stream, got: Stream | None, *, problem: str = "", rule: str = "") -> Verdict:
     """Pass when `got` recorded exactly the trusted values, in order, and finished normally.
 
     `problem` describes how the student's process ended when it did not finish the check
-    (a crash, a timeout, an unreadable record): that is then the explanation.
+    (a crash, a timeout, an unreadable record): that is then the explanation. `rule`: the
+    check's own rule, cited for observations that name none.
     """
+    if rule and expected.obs:
+        expected = Stream([o if o.get("r") else {**o, "r": rule} for o in expected.obs], expected.status,
+                          expected.error)
+    verdict = _judge(expected, got, problem=problem)
+    if not verdict.passed and not verdict.rule:
+        verdict.rule = rule
+    return verdict
+
+
+def _judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdict:
     if expected.status != "completed":
         why = (expected.error or {}).get("text") or (expected.obs[-1]["w"] if expected.obs else expected.status)
         return Verdict(False, f"the reference solution does not pass this check ({why}); tell your instructor",
-                       grader_problem=True)
+                       grader_problem=True, gist="the reference solution does not pass this check (the autograder's problem)")
     if got is None:
-        return Verdict(False, problem or "the check produced no record")
+        return Verdict(False, problem or "the check produced no record",
+                       gist=_first_line(problem) or "the check produced no record")
     if expected.obs and all(o.get("k") == "array" for o in expected.obs):
         got = _outputs_only(expected, got)
         if isinstance(got, Verdict):
             return got
     failures = []
+    gist, cited = "", ""
     for index, want in enumerate(expected.obs):
         if index >= len(got.obs):
             break
         mine = got.obs[index]
         if mine.get("w") != want["w"]:
-            failures.append(_report(f"the check took a different path at: {want['w']}", want.get("r", ""),
-                                    hint="your code's results sent the check down another branch "
-                                         f"(your run recorded {mine.get('w')!r} here)"))
+            gist, cited = "your code's results sent the check down another branch than the reference's", want.get("r", "")
+            failures.append(_report(
+                "your code's results sent the check down another path than the reference's",
+                want.get("r", ""), extra=[f"the reference's next step: {want['w']}",
+                                          f"yours:                    {mine.get('w')}"]))
             break
         ok, lines = _same(want, mine)
         if ok:
             continue
         if want.get("k") == "array":
-            failures.append(_report(want["w"], want.get("r", ""), hint=want.get("h", ""), extra=lines))
+            if not failures:
+                gist, cited = _array_gist(mine), want.get("r", "")
+            failures.append(_report(want["w"], want.get("r", ""), hint=shown_hint(want, mine), extra=lines))
             continue  # arrays do not change the path: report every one that differs
         expected_text = want.get("x", show(want.get("v")))
+        if want.get("k") == "cond" and "x" not in want and isinstance(mine.get("s"), str):
+            expected_text = "what the line above says"  # never a bare True
         actual_text = mine.get("s") if isinstance(mine.get("s"), str) else show(mine.get("v"))
         decoded = decode_patterns(mine.get("v"))
         extra = _said(want, mine, expected_text, actual_text) + [f"decoded:  {d}" for d in decoded]
@@ -276,7 +322,13 @@ def judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdict
             extra.append(f"detail:   {following['w']}: {following['s']}")
             if following.get("h"):
                 extra.append(f"          {following['h']}")
-        failures.append(_report(want["w"], want.get("r", ""), hint=want.get("h", ""), extra=extra))
+        what = want["w"]
+        gist, cited = f"{_unvalued(what)}: your value differs from the reference solution's", want.get("r", "")
+        if want.get("su"):
+            gist = "the state the check's earlier calls built already differed from the reference's"
+        if want.get("su"):  # the calls before the step went wrong first: blame them, not the step
+            what = f"the set-up already differed from the reference's, before the step this check is about: {what}"
+        failures.append(_report(what, want.get("r", ""), hint=shown_hint(want, mine), extra=extra))
         break
     if failures:
         first, rest = failures[0], failures[1:]
@@ -289,21 +341,29 @@ def judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdict
             right = [w for w in arrays[:len(got.obs)] if w not in wrong]
             first += f"\n  right: {len(right)} of {len(arrays)} outputs" + (
                 f" ({'; '.join(right[:4])}{' …' if len(right) > 4 else ''})" if right else "")
-        return Verdict(False, first)
+        return Verdict(False, first, rule=cited, gist=gist)
     extra = got.obs[len(expected.obs):]
     if extra and extra[0].get("k") == "cond" and extra[0].get("v") is False:
-        return Verdict(False, _failure_text(extra[0]))  # the driver found more wrong than the reference
+        return Verdict(False, _failure_text(extra[0]), rule=extra[0].get("r", ""),  # the driver found more wrong
+                       gist="your code failed a step the reference solution passes")
     if len(got.obs) < len(expected.obs) or got.status != "completed":
+        step_obs = expected.obs[len(got.obs)] if len(got.obs) < len(expected.obs) else None
+        cited = (step_obs or {}).get("r", "")
         if problem:
-            return Verdict(False, problem)
+            return Verdict(False, problem, rule=cited, gist=_first_line(problem))
         error = got.error or {}
         if error.get("text"):
-            return Verdict(False, _raised(error, expected.obs[len(got.obs)] if len(got.obs) < len(expected.obs) else None))
-        step = expected.obs[len(got.obs)]["w"] if len(got.obs) < len(expected.obs) else "the end of the check"
-        return Verdict(False, f"the check stopped before {step!r} ({got.status})")
+            kind = error.get("type") or "an exception"
+            gist = ("not implemented yet" if kind == "NotImplementedError" else f"your code raised {kind}"
+                    + (f" at {error['where']}" if error.get("where") else ""))
+            return Verdict(False, _raised(error, step_obs), rule=cited, gist=gist)
+        step = step_obs["w"] if step_obs else "the end of the check"
+        return Verdict(False, f"the check stopped before {step!r} ({got.status})", rule=cited,
+                       gist=f"the check stopped before its end ({got.status})")
     if len(got.obs) > len(expected.obs):
         return Verdict(False, f"the check recorded {len(got.obs) - len(expected.obs)} more observations "
-                              "than the reference: your code sent it down another path")
+                              "than the reference: your code sent it down another path",
+                       gist="your code's results sent the check down another path than the reference's")
     return Verdict(True)
 
 

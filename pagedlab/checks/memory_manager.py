@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from .. import cmem
 from ..harness import hw3
 from ..pool import Pool
-from .framework import CheckFailure, check, expect, expect_equal
+from .framework import CheckFailure, check, expect, expect_equal, see
+from .hints import When
 
 # Rules, quoted in every failure message.
 R_NULL = "notebook 05, Check before allocate: engine None → None / −1 before anything else"
@@ -34,6 +35,11 @@ R_FREE = "notebook 02, Task 2 · free_sequence"
 R_FORK = "notebook 04, Task 3 · fork_sequence"
 R_APPEND = "notebook 04, Task 4 · append_kv"
 R_DESTROY = "notebook 05, Task 5 · llm_destroy"
+R_MAPS = ("notebook 02, Two-level block tables: logical block i of a sequence maps one block; blocks are "
+          "taken only where a call needs one")
+R_SETUP = ("notebook 02, Task 2 · create_sequence: the check's earlier calls (create_sequence maps "
+           "ceil(len / 16) blocks, first-fit; fork_sequence and append_kv as their rules say) leave the "
+           "reference's state")
 R_LIST = "notebook 03, The intrusive registry: active_seqs is a circular doubly linked list; new sequences go at the tail (head->prev)"
 
 
@@ -80,6 +86,11 @@ class Bench:
 
     def expect_unchanged(self, before: Observation, call: str, rule: str = R_UNCHANGED) -> None:
         """Raise unless nothing observable changed since `before` (for a rejected call)."""
+        st = before.state
+        see(f"{call}: the state before the call (free_local_blocks, ref counts, blocks mapped per sequence)",
+            {"blocks mapped per sequence": {str(q.seq_id): len(q.mapping) for q in st.seqs},
+             "free_local_blocks": st.free, "ref counts": list(st.refs)},
+            rule=R_SETUP, setup=True)
         diff = self.pool.diff(before.pool)
         expect(not diff, f"{call} was rejected but wrote the pool", rule=rule,
                expected="pool bytes unchanged", actual=str(diff))
@@ -101,17 +112,25 @@ class Bench:
         free = sum(1 for r in st.refs if r == 0)
         expect_equal(st.free, free, f"after {after}: free_local_blocks vs blocks with ref_count 0",
                      rule=R_FREE_COUNT)
+        # Which block each logical block maps to is a value: a label holds no observed value, so
+        # a wrong block reads as "expected 0, yours 10", never as a different path.
+        see(f"after {after}: the block each logical block maps to",
+            {f"sequence {s.seq_id}, logical block {logical}": block for s in st.seqs for logical, block in s.mapping},
+            rule=R_MAPS, when=[When("same_keys", "{key} is block {yours} in yours, block {expected} in the "
+                                                  "reference: " + R_FIRST_FIT.split(": ", 1)[1])])
         users = [0] * st.total
+        outside = [(s.seq_id, logical, block) for s in st.seqs for logical, block in s.mapping
+                   if not 0 <= block < st.total]
+        expect(not outside, f"after {after}: every mapped block id lies in the pool",
+               rule="notebook 02, Why two levels?: L2 entries hold a block id or −1",
+               expected=f"0..{st.total - 1} or −1",
+               actual=", ".join(f"sequence {q} maps logical block {lg} to {b}" for q, lg, b in outside[:4]))
         for s in st.seqs:
-            for logical, block in s.mapping:
-                expect(0 <= block < st.total,
-                       f"after {after}: sequence {s.seq_id} maps logical block {logical} to {block}, "
-                       f"outside the pool", rule="notebook 02, Why two levels?: L2 entries hold a block id or −1",
-                       expected=f"0..{st.total - 1} or −1", actual=block)
+            for _, block in s.mapping:
                 users[block] += 1
         for b, (r, u) in enumerate(zip(st.refs, users, strict=True)):
-            expect(r == u, f"after {after}: ref_count[{b}] disagrees with the block tables", rule=R_REFS,
-                   expected=f"{u} (entries mapping block {b})", actual=r)
+            expect(r == u, f"after {after}: ref_count[{b}] equals the block-table entries mapping block {b}",
+                   rule=R_REFS, expected=f"{u} (entries mapping block {b})", actual=r)
         _expect_links(self.engine, after)
 
     def heap_changes(self, since: Observation):
@@ -198,7 +217,7 @@ def _init_rejects(run):
         heap = cmem.snapshot()
         got = mm.llm_init(*args)
         expect(got is None, f"llm_init with {why} should return None", rule=R_INIT + ": None if pool_addr is NULL or pool_size < BLOCK_SIZE",
-               expected=None, actual=repr(got))
+               expected="None", actual=repr(got))
         changes = cmem.changes_since(heap)
         expect(not changes, f"llm_init with {why} allocated memory before rejecting", rule=R_UNCHANGED,
                expected="no heap activity", actual=str(changes))
@@ -320,7 +339,7 @@ def _create_bad_len(run):
             before = b.observe()
             got = b.mm.create_sequence(b.engine, 2, length)
             expect(got is None, f"create_sequence(engine, 2, {length}) should return None", rule=R_CREATE,
-                   expected=None, actual=repr(got))
+                   expected="None", actual=repr(got))
             b.expect_unchanged(before, f"create_sequence(engine, 2, {length})")
         expect(b.mm.create_sequence(None, 3, 5) is None, "create_sequence(None, ...) should return None", rule=R_NULL)
 
@@ -340,7 +359,7 @@ def _create_not_c_ints(run):
                                (f"create_sequence(engine, 2, {shown})", (2, value))):
                 before = b.observe()
                 got = b.mm.create_sequence(b.engine, *args)
-                expect(got is None, f"{call} should return None", rule=R_BAD_INPUT, expected=None,
+                expect(got is None, f"{call} should return None", rule=R_BAD_INPUT, expected="None",
                        actual=repr(got), hint="validate with is_c_int(...) before anything else")
                 b.expect_unchanged(before, call, rule=R_BAD_INPUT)
 
@@ -354,7 +373,7 @@ def _create_dup(run):
             before = b.observe()
             got = b.mm.create_sequence(b.engine, sid, 5)
             expect(got is None, f"create_sequence with the active id {sid} should return None",
-                   rule=R_CREATE + ": None if seq_id already active", expected=None, actual=repr(got))
+                   rule=R_CREATE + ": None if seq_id already active", expected="None", actual=repr(got))
             b.expect_unchanged(before, f"create_sequence(engine, {sid}, 5) with a duplicate id")
 
 
@@ -364,7 +383,7 @@ def _create_256(run):
         before = b.observe()
         got = b.mm.create_sequence(b.engine, 1, 4097)
         expect(got is None, "create_sequence(len=4097) needs 257 blocks and must return None",
-               rule=R_CREATE + ": None if ceil(len/16) > 256", expected=None, actual=repr(got))
+               rule=R_CREATE + ": None if ceil(len/16) > 256", expected="None", actual=repr(got))
         b.expect_unchanged(before, "create_sequence(len=4097)")
         seq = b.mm.create_sequence(b.engine, 2, 4096)
         _expect_returned_seq(seq, b.engine, 2, "create_sequence(len=4096)", R_CREATE)
@@ -382,7 +401,7 @@ def _create_oom(run):
             before = b.observe()
             got = b.mm.create_sequence(b.engine, 2, length)
             expect(got is None, f"create_sequence(len={length}) needs {-(-length // 16)} blocks but 5 are free",
-                   rule=R_CREATE + ": None if ceil(len/16) > free_local_blocks", expected=None, actual=repr(got))
+                   rule=R_CREATE + ": None if ceil(len/16) > free_local_blocks", expected="None", actual=repr(got))
             b.expect_unchanged(before, f"create_sequence(len={length}) with 5 free blocks")
         seq = b.mm.create_sequence(b.engine, 2, 80)
         _expect_returned_seq(seq, b.engine, 2, "create_sequence(len=80) with exactly 5 free blocks", R_CREATE)
@@ -577,7 +596,7 @@ def _fork_rejects(run):
             before = b.observe()
             got = b.mm.fork_sequence(b.engine, parent, new)
             expect(got is None, f"fork_sequence(engine, {parent}, {new}): {why}, so it should return None",
-                   rule=R_FORK + ": None unless the parent exists and new_id is unused", expected=None, actual=repr(got))
+                   rule=R_FORK + ": None unless the parent exists and new_id is unused", expected="None", actual=repr(got))
             b.expect_unchanged(before, f"fork_sequence(engine, {parent}, {new})")
         expect(b.mm.fork_sequence(None, 1, 3) is None, "fork_sequence(None, ...) should return None", rule=R_NULL)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..lazy import lazy_module
 from .framework import CheckFailure, check, expect, see
+from .hints import When
 
 # Imported when a driver or an expectation first needs them: the grader of Tasks 6-8 only lists
 # these checks (their records are committed), so it never pays torch's import.
@@ -124,7 +125,7 @@ def write_lands_in_slots(run):
         result = pa.write_kv(k_cache, v_cache, k, v, slots)
         context = f"{dtype}, 37 tokens, num_kv_heads={num_kv_heads}, head_size={head_size}"
         expect(result is None, f"write_kv updates the caches in place and returns None ({context})",
-               rule=RULE_WRITE, expected=None, actual=type(result).__name__)
+               rule=RULE_WRITE, expected="None", actual=type(result).__name__)
         _expect_cache(k_cache, slots, k, "k_cache", context)
         _expect_cache(v_cache, slots, v, "v_cache", context)
 
@@ -221,14 +222,50 @@ def drive_attention(run, cases) -> None:
                       hint=ATTN_HINT)
 
 
-ATTN_HINT = ("NaN means an unused cache slot was read; otherwise check the softmax scale, the kv head "
-             "of each query head and the sequence length")
+ATTN_HINT = ""  # every hint of these checks is conditional (ATTN_WHEN, _padding_hints)
+ATTN_WHEN = (When("computed_nan", "NaN means an unused cache slot was read: only positions below seq_len hold "
+                                  "the sequence's tokens; the rest of the last block and the -1 padding do not"),)
+PADDING_HINT = ("padding took part in the softmax: positions past seq_len (the -1 entries and the rest of the "
+                "last block) must get no weight. Masked with a 0 logit they still get exp(0 - max); mask "
+                "with -inf, or gather only seq_len tokens")
+
+
+def _padded_attention(batch, scale, width: int):
+    """What a softmax computes when `width - seq_len` padding positions join it with a logit of 0
+    (and a value of 0): the output of padding "masked" with 0 instead of -inf."""
+    import numpy as np
+
+    rows = []
+    for s, (k, v) in enumerate(zip(batch.keys, batch.values, strict=True)):
+        q = batch.q[s].double().numpy()
+        k, v = k.double().numpy(), v.double().numpy()
+        group = q.shape[0] // k.shape[1]
+        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+        step = float(scale) if scale is not None else 1.0 / np.sqrt(q.shape[-1])
+        logits = np.einsum("hd,nhd->hn", q, k) * step
+        pad = np.zeros((logits.shape[0], max(width - logits.shape[1], 0)))
+        top = np.maximum(logits.max(1, keepdims=True), 0 if pad.size else -np.inf)
+        weights, rest = np.exp(logits - top), np.exp(pad - top)
+        rows.append(np.einsum("hn,nhd->hd", weights, v) / (weights.sum(1) + rest.sum(1))[:, None])
+    return np.stack(rows)
+
+
+def _padding_hints(batch, scale, tol) -> list:
+    """The padding hint, shown when the output is what a 0-masked padding computes (padded to
+    the block table's width, or to the batch's longest sequence)."""
+    widths = {batch.block_tables.shape[1] * batch.block_size, int(batch.seq_lens.max())}
+    return [When("close", PADDING_HINT, {"array": _padded_attention(batch, scale, w), "tol": max(tol, 1e-6) * 10})
+            for w in sorted(widths)]
 
 
 def expected_attention(cases):
     def expected(run):
-        return [(_attention_label(context), build_batch(kwargs).expected(scale).numpy(),
-                 TOL[str(kwargs.get("dtype", "torch.float32"))]) for context, kwargs, scale in cases]
+        found = []
+        for context, kwargs, scale in cases:
+            batch, tol = build_batch(kwargs), TOL[str(kwargs.get("dtype", "torch.float32"))]
+            found.append((_attention_label(context), batch.expected(scale).numpy(), tol,
+                          _padding_hints(batch, scale, tol)))
+        return found
     return expected
 
 
@@ -249,5 +286,5 @@ SHARED_AND_SCALE = [
 for _name, _cases in (("MHA in float64 and float32, lengths 1, bs-1, bs, bs+1, 511", MHA),
                       ("grouped-query attention: 8/2, 12/4, 16/1 heads", GQA),
                       ("blocks shared between sequences, block sizes 8 and 32, a custom scale", SHARED_AND_SCALE)):
-    check("task9", _name, rule=RULE_ATTN, hint=ATTN_HINT, expected=expected_attention(_cases))(
+    check("task9", _name, rule=RULE_ATTN, hint=ATTN_HINT, when=ATTN_WHEN, expected=expected_attention(_cases))(
         lambda run, cases=_cases: drive_attention(run, cases))

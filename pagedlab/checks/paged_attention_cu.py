@@ -14,9 +14,12 @@ from __future__ import annotations
 import hashlib
 import os
 
+import numpy as np
+
 from ..kernel_batch import make_kernel_batch
 from ..kernels import KERNEL_FILE, OUTPUT_TOL, decode_on_executor
 from .framework import check
+from .hints import When
 
 RULE = "notebook 08, Task 10 · the kernel: paged_attention_v1 equals dense attention over each sequence's tokens"
 TOL = OUTPUT_TOL
@@ -44,12 +47,29 @@ def kernel_label(context: str, schedule: str) -> str:
     return f"kernel output ({context}, schedule {schedule})"
 
 
+def untouched_stub(source: str, filename: str) -> None:
+    """Raise NotImplementedError, as an untouched Python task does, when a part of the kernel is
+    still the exercise's stub (its prompt, note and `return;`): the kernel returns there, and
+    "every element still holds the NaN" would describe the stub, not a bug."""
+    import re
+
+    from ..assign import KERNEL_STUB_NOTE
+
+    found = re.search(r"// YOUR CODE HERE \(([^\n]*)\)\n[ \t]*" + re.escape(KERNEL_STUB_NOTE) + r"\n[ \t]*return;",
+                      source)
+    if found:
+        line = source[:found.start()].count("\n") + 1
+        raise NotImplementedError(f"{found.group(1)} ({filename}, line {line}, still the exercise's stub: "
+                                  "the kernel returns there)")
+
+
 def drive_kernel(run, cases, schedules=None) -> None:
     """Launch the kernel of the run's implementation on every case under every schedule and
     record each output in full (float32); the judge compares them with float64 dense attention."""
     from .. import cuda
     from ..cuda import KernelTimeout
 
+    untouched_stub(run.kernel_source(KERNEL_FILE), KERNEL_FILE)
     source = hashlib.sha256(run.kernel_source(KERNEL_FILE).encode()).hexdigest()
     first_schedule = (schedules or check_schedules())[0]
     for context, kwargs, scale in cases:
@@ -103,10 +123,13 @@ def expected_outputs(cases, schedules=None):
     return expected
 
 
-HINT = ("NaN means something never written was read or left: out itself, a cache slot outside the "
-        "sequence (unused slots hold NaN) or shared memory read before a __syncthreads(). If only some "
-        "schedules fail, a barrier is missing; if only GQA fails, check the kv head; if only some "
-        "lengths fail, check the loop bounds and the block table row")
+HINT = ""  # every hint of the output checks is conditional (WHEN): none under a race report or a hang
+WHEN = (
+    When("unwritten", "some of out still holds the NaN it was filled with: every (head, sequence) block writes "
+                      "its row of head_size values"),
+    When("computed_nan", "NaN computed: something never written was read: a cache slot outside the sequence "
+                         "(unused slots hold NaN) or shared memory read before a __syncthreads()"),
+)
 
 
 def _batch(lens, **kwargs):
@@ -131,7 +154,7 @@ SHARED = [("first 3 blocks shared with sequence 0",
 
 
 def _register(name: str, cases) -> None:
-    check("task10", name, rule=RULE, hint=HINT, expected=expected_outputs(cases))(lambda run: drive_kernel(run, cases))
+    check("task10", name, rule=RULE, hint=HINT, when=WHEN, expected=expected_outputs(cases))(lambda run: drive_kernel(run, cases))
 
 
 _register("MHA, head sizes 32 to 256, lengths 1, bs-1, bs, bs+1", HEAD_SIZES)
@@ -151,3 +174,46 @@ def refresh() -> None:
         gpu_checks.register()
     else:
         framework.unregister("task10", gpu_checks.NAME)
+
+
+# ---------------------------------------------------------------------------------------------
+# Feedback only (the manifest's `feedback`): how the work is spread over the threads
+# ---------------------------------------------------------------------------------------------
+SPREAD_CHECK = "how the work is spread over the threads of each warp (feedback only)"
+R_SPREAD = ("notebook 08, Task 10 · the kernel: the 128 threads of a block share the work (tokens for the "
+            "logits, dimensions for the output), so each warp-level load serves many lanes at once")
+MIN_LANES = 8.0  # of 32: the reference averages close to 32; a kernel one thread runs serially, 1
+
+
+def _spread(profile) -> tuple[float, int, int]:
+    """(active lanes per warp-level global load, lane accesses, requests) of one launch's profile."""
+    loads = [r for r in profile.rows if r.space == "global" and r.access == "load"]
+    lanes, requests = sum(r.lanes for r in loads), sum(r.requests for r in loads)
+    return (lanes / requests if requests else 0.0), lanes, requests
+
+
+@check("task10", SPREAD_CHECK, rule=R_SPREAD)
+def _work_spread(run):
+    """A kernel whose thread 0 computes everything gives the right numbers, so the output checks
+    pass it; on a GPU it runs one lane of 128. The executor's access profile counts, per
+    warp-level load, how many lanes took part: that is shown, and a serial kernel fails here
+    (as feedback: the check earns and costs nothing)."""
+    from .. import cuda
+    from .. import kernels as K
+    from .framework import expect
+
+    untouched_stub(run.kernel_source(KERNEL_FILE), KERNEL_FILE)
+    batch = make_kernel_batch([200, 37], num_heads=4, num_kv_heads=2, head_size=64, block_size=16, seed=1010)
+    arrays = batch.numpy()
+    launch = K.validate(*arrays, scale=None, max_dynamic_shared=cuda.MAX_DYNAMIC_SHARED_MEMORY)
+    out = np.full(arrays[0].shape, K.UNWRITTEN_BITS, dtype=np.uint32).view(np.float32)
+    kernel = K._kernel("cpu", run.kernel_source(KERNEL_FILE))
+    profile = kernel.profile(launch.grid, (K.NUM_THREADS,), (out, *arrays, *launch.scalars),
+                             shared_mem=launch.shared_mem, timeout=launch_timeout())
+    lanes_per_load, lanes, requests = _spread(profile)
+    expect(lanes_per_load >= MIN_LANES, "global loads: lanes of a warp active per warp-level request",
+           rule=R_SPREAD, expected=f"at least {MIN_LANES:g} of 32 on average (the reference: close to 32)",
+           actual=f"{lanes_per_load:.1f} of 32 ({lanes} lane loads in {requests} warp-level requests): "
+                  "most loads are made by a few lanes while the others wait. Give thread tid the tokens "
+                  "t = tid, tid + NUM_THREADS, ... and the dimensions d = tid, tid + NUM_THREADS, ...",
+           hint="a GPU runs the 32 lanes of a warp together: what one lane does alone takes as long as 32 lanes' work")

@@ -21,17 +21,56 @@ import numpy as np
 from ..kernel_batch import make_kernel_batch
 from ..kernels import PARTITION_SIZE, V2_KERNEL_FILE, decode_v2_on_executor, unwritten, v2_workspace
 from .framework import check, expect
-from .paged_attention_cu import SANITIZER, check_schedules
+from .hints import When
+from .paged_attention_cu import SANITIZER, check_schedules, untouched_stub
 
 RULE = ("notebook 10, Task 14 · the v2 kernel: paged_attention_v2 + paged_attention_v2_reduce equal "
         "dense attention over each sequence's tokens")
 R_TEMP = ("notebook 10, Task 14 · the v2 kernel: for partition p of a sequence, max_logits = max logit, "
           "exp_sums = sum exp(logit - max), tmp_out = sum exp(logit - max) * v (unnormalised); "
           "partitions past the end are never written")
-HINT = ("NaN means something never written was read or left: out (written by the reduce kernel), a "
-        "temporary slot of a partition that does not exist, a cache slot past the sequence, or shared "
-        "memory read before a barrier. Wrong only with several partitions: rescale each partition by "
-        "exp(m_p - M) in the reduce. Wrong just past a partition edge: the token range or the partition count")
+HINT = ""  # every hint of the output checks is conditional: WHEN, and _bug_hints per case
+WHEN = (
+    When("unwritten", "some of out still holds the NaN it was filled with: the reduce kernel writes out, one "
+                      "row of head_size values per (head, sequence) block"),
+    When("computed_nan", "NaN computed: something never written was read: a temporary slot of a partition "
+                         "that does not exist, a cache slot past the sequence, or shared memory before a barrier"),
+)
+RESCALE_HINT = ("the partitions were combined without rescaling: multiply partition p's exp-sum and output by "
+                "exp(m_p - M), M the largest m_p, in the reduce")
+DROPPED_HINT = ("the last partition's tokens are missing: num_partitions = ceil(seq_len / partition_size), "
+                "and the last partition runs to seq_len")
+
+
+def _bug_outputs(batch, scale, partition_size: int) -> dict:
+    """What two known bugs of a split-K kernel compute, in float64: the reduce without the
+    exp(m_p - M) rescaling, and the last partition of every longer sequence dropped."""
+    found = {"rescale": [], "dropped": []}
+    for s, (k, v) in enumerate(zip(batch.keys, batch.values, strict=True)):
+        q = np.asarray(batch.q[s], np.float64)
+        k, v = np.asarray(k, np.float64), np.asarray(v, np.float64)
+        group = q.shape[0] // k.shape[1]
+        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+        step = float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+        logits = np.einsum("hd,nhd->hn", q, k) * step
+        sums, outs = 0.0, 0.0
+        for first in range(0, logits.shape[1], partition_size):
+            part = logits[:, first:first + partition_size]
+            e = np.exp(part - part.max(1, keepdims=True))
+            sums = sums + e.sum(1)
+            outs = outs + np.einsum("hn,nhd->hd", e, v[first:first + partition_size])
+        found["rescale"].append(outs / sums[:, None])
+        n = logits.shape[1]
+        cut = (n - 1) // partition_size * partition_size if n > partition_size else n
+        e = np.exp(logits[:, :cut] - logits[:, :cut].max(1, keepdims=True))
+        found["dropped"].append(np.einsum("hn,nhd->hd", e, v[:cut]) / e.sum(1)[:, None])
+    return {name: np.stack(rows) for name, rows in found.items()}
+
+
+def _bug_hints(batch, scale, partition_size: int) -> list:
+    bugs = _bug_outputs(batch, scale, partition_size)
+    return [When("close", RESCALE_HINT, {"array": bugs["rescale"], "tol": 10 * TOL}),
+            When("close", DROPPED_HINT, {"array": bugs["dropped"], "tol": 10 * TOL})]
 TOL = 2e-5
 LAUNCH_TIMEOUT = 30.0
 _HUNG: dict[str, str] = {}
@@ -98,6 +137,7 @@ def unwritten_past_the_end(exc, seq_lens, partition_size) -> str:
 
 
 def drive_v2(run, cases, schedules=None) -> None:
+    untouched_stub(run.kernel_source(V2_KERNEL_FILE), V2_KERNEL_FILE)
     schedules = schedules or check_schedules()
     for context, kwargs, scale, partition_size in cases:
         args = make_kernel_batch(**kwargs).numpy()
@@ -114,15 +154,16 @@ def drive_v2(run, cases, schedules=None) -> None:
 def expected_v2(cases, schedules=None):
     def expected(run):
         found = []
-        for context, kwargs, scale, _ in cases:
-            want = make_kernel_batch(**kwargs).expected(scale)
-            found += [(_label(context, s), want, TOL) for s in schedules or check_schedules()]
+        for context, kwargs, scale, partition_size in cases:
+            batch = make_kernel_batch(**kwargs)
+            want, bugs = batch.expected(scale), _bug_hints(batch, scale, partition_size)
+            found += [(_label(context, s), want, TOL, bugs) for s in schedules or check_schedules()]
         return found
     return expected
 
 
 def _register(name, cases):
-    check("task14", name, rule=RULE, hint=HINT, expected=expected_v2(cases))(lambda run: drive_v2(run, cases))
+    check("task14", name, rule=RULE, hint=HINT, when=WHEN, expected=expected_v2(cases))(lambda run: drive_v2(run, cases))
 
 
 _register("partition edges: lengths k*P-1, k*P, k*P+1 for P = 64 and P = 512", [
@@ -168,6 +209,7 @@ def _temp_labels(s):
 
 
 def _drive_temporaries(run):
+    untouched_stub(run.kernel_source(V2_KERNEL_FILE), V2_KERNEL_FILE)
     batch = make_kernel_batch(**TEMP_BATCH)
     num_seqs, num_heads, head_size = batch.q.shape
     ws = v2_workspace(num_seqs, num_heads, head_size, TEMP_ROOM * TEMP_P, TEMP_P)

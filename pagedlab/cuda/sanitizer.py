@@ -196,8 +196,9 @@ class Session:
     """The checks (and optionally the profile) of one launch: configures the runtime before the
     launch, turns its report into an exception afterwards."""
 
-    def __init__(self, kernel, checks: frozenset, cfg, profile: bool = False):
+    def __init__(self, kernel, checks: frozenset, cfg, profile: bool = False, lanes_ordered: bool = False):
         self.kernel, self.checks, self.cfg, self.profile = kernel, checks, cfg, profile
+        self.lanes_ordered = lanes_ordered  # lanes of one warp ordered: only cross-warp races remain
         self.profile_entries: list[tuple] = []
         self.profile_overflow = False
         self._rt = None
@@ -212,7 +213,7 @@ class Session:
         self._buf = executor.SharedBuffer(rt, nbytes)
         self._buf.view(nbytes)[:] = 0
         base = self._buf.data
-        cfg = Config(race="race" in self.checks, mem="memcheck" in self.checks,
+        cfg = Config(race=(2 if self.lanes_ordered else 1) if "race" in self.checks else 0, mem="memcheck" in self.checks,
                      init="init" in self.checks, profile=self.profile, status=ST_SANITIZER)
         cfg.report = base
         cfg.prof = base + ctypes.sizeof(Report)
@@ -455,7 +456,9 @@ def _error(rep: Report, build, session) -> SanitizerError:
                f"with no barrier ordering the two, so {outcome} depends on which thread runs first. "
                f"{fix}.")
         return RaceError(msg, kind=HAZARDS[hazard], block=blk, threads=(first[3], second[3]),
-                         lines=(l1, l2), address=rep.addr, variable=where)
+                         lines=(l1, l2), address=rep.addr, variable=where, same_warp=same_warp,
+                         fix=fix, pair=f"{first[0]} {first[1]} at {at(first[2])}; {second[0]} {second[1]} "
+                                       f"at {at(second[2])}")
     line = lines.get(int(rep.pc))
     if rep.kind == REP_UNINIT:
         where = _shared_name(build, rep.offset, rep.size, session)
@@ -500,14 +503,14 @@ def run(kernel, args, cfg, checks: frozenset, profile: bool = False) -> Session:
     module = getattr(kernel, "_module", None)
     globals_ = module.launch_globals() if module is not None else None  # one set, checks or not
     canonical = cfg.schedule == "round_robin" and cfg.workers == 1
-    saved = [] if canonical else [
-        (a, a.copy()) for p, a in zip(kernel.params, args, strict=True) if p.pointer and not p.const]
+    saved = [(a, a.copy()) for p, a in zip(kernel.params, args, strict=True)
+             if p.pointer and not p.const] if "race" in checks or not canonical else []
     try:
         executor.launch(build, kernel.name, kernel.params, args, cfg, sanitizer=session,
                         globals=globals_)
     except SanitizerError as first:
         if canonical:
-            raise
+            raise _warp_advice(first, build, kernel, args, cfg, checks, saved, globals_) from None
         for a, copy in saved:
             a[...] = copy
         again = dataclasses.replace(cfg, schedule="round_robin", seed=0, workers=1)
@@ -515,8 +518,40 @@ def run(kernel, args, cfg, checks: frozenset, profile: bool = False) -> Session:
             executor.launch(build, kernel.name, kernel.params, args, again,
                             sanitizer=Session(kernel, checks, again, profile), globals=globals_)
         except SanitizerError as canon:
-            raise canon.with_traceback(None) from None
+            raise _warp_advice(canon, build, kernel, args, cfg, checks, saved, globals_).with_traceback(None) from None
         except KernelError:
             pass  # e.g. a deadlock only this order hits: report what the first run found
         raise first from None  # the canonical order ran clean: keep what this schedule found
     return session
+
+
+def _warp_advice(err, build, kernel, args, cfg, checks, saved, globals_):
+    """A race between lanes of one warp advises __syncwarp(); but when threads of other warps
+    touch the same data between the same barriers, a __syncwarp() fixes nothing and the next
+    run reports those. Re-run with the lanes of a warp ordered: a race left is between warps,
+    so the advice is a __syncthreads(), naming the other warp's access."""
+    if not isinstance(err, RaceError) or not err.report.get("same_warp"):
+        return err
+    for a, copy in saved:
+        a[...] = copy
+    again = dataclasses.replace(cfg, schedule="round_robin", seed=0, workers=1)
+    try:
+        executor.launch(build, kernel.name, kernel.params, args, again, globals=globals_,
+                        sanitizer=Session(kernel, frozenset({"race"}), again, lanes_ordered=True))
+    except RaceError as across:
+        if across.report.get("same_warp"):
+            return err
+        fix = err.report["fix"].split(", i.e.")[0]
+        advice = (f"These two threads are lanes of one warp, but a __syncwarp() is not enough here: threads "
+                  f"of different warps touch the same data with no barrier between them too "
+                  f"({across.report['pair']}). Put a __syncthreads() between the accesses (every thread "
+                  f"of the block must reach it)")
+        message = str(err).replace(fix, advice)
+        report = {k: v for k, v in err.report.items() if k != "fix"}
+        return RaceError(message, **{**report, "fix": advice})
+    except KernelError:
+        pass
+    finally:
+        for a, copy in saved:
+            a[...] = copy
+    return err

@@ -240,8 +240,10 @@ void record(State* s, int t, uint64_t pc, int space, int how, uint64_t addr, uin
 }
 
 // ---- checks ---------------------------------------------------------------------------------
+// race == 2: lanes of one warp count as ordered (as if a __syncwarp() stood between any two of
+// their accesses): what is left is a race a __syncwarp() cannot fix.
 inline bool ordered(const State* s, int t, int other, uint32_t other_clk) {
-    return (other >> 5) == (t >> 5) && s->lclk[t] > other_clk;
+    return (other >> 5) == (t >> 5) && (s->cfg.race == 2 || s->lclk[t] > other_clk);
 }
 
 [[noreturn]] void race(Worker* w, State* s, int t, int hazard, int other, uint32_t other_pc,

@@ -56,8 +56,9 @@ def task_output(outcome: TaskOutcome) -> str:
     if hidden:
         ok = sum(1 for c in hidden if c.passed)
         lines.append(f"hidden checks: {ok} of {len(hidden)} passed"
-                     + ("" if ok == len(hidden) else " (new scenarios drawn at grading time; their details "
+                     + ("" if ok == len(hidden) else " (new scenarios drawn at grading time; their values "
                         "are released with the grades)"))
+        lines += hidden_reasons(hidden)
     if outcome.problem:
         lines.append("")
         lines.append(outcome.problem)
@@ -65,6 +66,22 @@ def task_output(outcome: TaskOutcome) -> str:
         lines.append("")
         lines.append(outcome.note)
     return "\n".join(lines)
+
+
+def hidden_reasons(hidden) -> list[str]:
+    """Each failed hidden check with what went wrong and the rule it broke, as a public check
+    says them, but without its name or its scenario's values (those wait for publication)."""
+    lines = []
+    for number, c in enumerate(hidden, start=1):
+        if c.passed:
+            continue
+        reason = c.gist or ("did not finish: the run ended before this check" if c.passed is None
+                            else "failed")
+        # Indented deeper than a public ✗: the class report counts it once, under the hidden entry.
+        lines.append(f"   ✗ hidden check {number}: {reason}")
+        if c.rule:
+            lines.append(f"       rule:     {c.rule}")
+    return lines
 
 
 def hidden_output(outcome: TaskOutcome) -> str:

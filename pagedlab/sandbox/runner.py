@@ -41,6 +41,8 @@ class CheckOutcome:
     seconds: float = 0.0
     scored: bool = True  # False: feedback only (the manifest's `feedback`)
     hidden: bool = False  # an instructor-only check: shown as a count, not by name
+    rule: str = ""  # the rule the first difference broke (shown for hidden checks too)
+    gist: str = ""  # what went wrong, without the scenario's values (a hidden check's reason)
 
 
 @dataclass
@@ -362,7 +364,7 @@ def run_task(row: manifest.Task, impl: str, impl_dir: Path, *, env: dict | None 
             outcome.checks.append(CheckOutcome(c.name, None, problem, scored=scored, hidden=c.hidden))
             continue
         try:
-            verdict = judge(want, records.get(index), problem=problem)
+            verdict = judge(want, records.get(index), problem=problem, rule=c.rule)
         except (ValueError, TypeError, RecursionError, OverflowError) as exc:
             # The trusted side is the reference's, so what cannot be compared is the record.
             outcome.checks.append(CheckOutcome(c.name, False, f"the check's record could not be judged "
@@ -372,7 +374,7 @@ def run_task(row: manifest.Task, impl: str, impl_dir: Path, *, env: dict | None 
         if verdict.grader_problem:
             outcome.grader_error = True
         outcome.checks.append(CheckOutcome(c.name, verdict.passed, verdict.message, scored=scored,
-                                           hidden=c.hidden))
+                                           hidden=c.hidden, rule=verdict.rule, gist=verdict.gist))
     refer_to_first_report(outcome.checks)  # a kernel's sanitizer report once, not under every check
     if outcome.grader_error:
         first = next((c.message for c in outcome.checks if c.message and "reference" in c.message), trusted_problem[0])

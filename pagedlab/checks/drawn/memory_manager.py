@@ -6,7 +6,37 @@ from __future__ import annotations
 from ... import cmem
 from ...harness import hw3
 from ...pool import Pool
-from ..framework import scenario_driver, see
+from .. import framework
+from .. import memory_manager as public
+from ..framework import scenario_driver
+
+# The rule each observation cites, by what its label names (first match): a hidden failure says
+# which rule broke, as a public one does, before its scenario's values are published.
+RULES = [
+    ("ref counts after llm_init", public.R_INIT + ": ref_count is a zeroed array of total_local_blocks ints"),
+    ("heap after llm_init", public.R_INIT + ": llm_init allocates exactly the engine and the ref-count array "
+                            "(nothing when it returns None)"),
+    ("llm_init(", public.R_INIT + ": None if pool_addr is NULL or pool_size < BLOCK_SIZE; otherwise "
+                  "total = free = pool_size // BLOCK_SIZE"),
+    ("empty list", public.R_LIST),
+    ("pool", public.R_POOL),
+    ("free_sequence(", public.R_FREE),
+    ("create_sequence(", public.R_CREATE),
+    ("fork_sequence(", public.R_FORK),
+    ("append", public.R_APPEND),
+    ("llm_destroy", public.R_DESTROY),
+    ("heap blocks left", public.R_LEAK),
+    ("heap", public.R_LEAK),
+    ("engine state", public.R_REFS + "; " + public.R_FREE_COUNT.split(": ", 1)[1] + "; blocks are taken first-fit"),
+]
+
+
+def see(what: str, value, **details) -> None:
+    for key, rule in RULES:
+        if key in what:
+            details.setdefault("rule", rule)
+            break
+    framework.see(what, value, **details)
 
 
 def _snap(engine) -> dict:
