@@ -75,8 +75,14 @@ def run(task: str, impl=None, *, quiet: bool = False) -> None:
         print("\n".join(lines))
     failed = [c for c in outcome.checks if not c.passed]
     scored = [c for c in outcome.checks if c.scored]
+    # A demo's require after the graded cell reads this verdict instead of running the checks
+    # again: after a hang, that would be the time limit once more for every demo cell.
     if outcome.passed and not failed:
-        _passed.add(key)  # a demo's require right after the graded cell need not run them again
+        _passed.add(key)
+        _failed.pop(key, None)
+    else:
+        _passed.discard(key)
+        _failed[key] = _needs(row)
     if failed or not outcome.checks:
         where = row.cite()
         raise CheckFailure(f"{len(failed)} of {len(outcome.checks)} checks did not pass for {row.label} "
@@ -92,6 +98,61 @@ _failed: dict = {}  # (task, folder, digest of its files) -> why `require` stopp
 # The message of the last `require` that stopped a demo cell. The cells after it use what that
 # cell would have made, so their NameError (or a stub's NotImplementedError) is this same story.
 _blocking: str = ""
+# Each name a stopped cell would have bound -> why it stopped. A later cell that reads one of them
+# is told that story even if its own require passed (it may need other tasks than the one missing).
+_stopped_names: dict = {}
+
+
+def _needs(row) -> str:
+    return (f"This cell runs your code for a demo and needs {row.label} to pass first "
+            f"(it does not yet: run its graded cell in notebook {row.notebook_number} "
+            f"to see why). Nothing of your code ran here.")
+
+
+def _bound_names(source: str) -> set:
+    """The names a cell binds at its top level (assignments, loops, imports, defs)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names: set = set()
+
+    def visit(node):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            return  # what a def binds inside is its own
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return names
+
+
+def _cell_source(frame) -> str:
+    """The text of the notebook cell (or script) a frame runs, as IPython registered it."""
+    import linecache
+
+    while frame is not None and frame.f_code.co_name != "<module>":
+        frame = frame.f_back
+    if frame is None:
+        return ""
+    return "".join(linecache.getlines(frame.f_code.co_filename, frame.f_globals))
+
+
+def _stop(message: str, source: str) -> None:
+    """A demo cell stops here: later reads of what it would have made say `message`."""
+    global _blocking
+    _blocking = message
+    for name in _bound_names(source):
+        _stopped_names[name] = message
 
 
 def _version_key(row, impl) -> tuple:
@@ -115,25 +176,28 @@ def require(*tasks: str, impl=None) -> None:
     process (once per version of the student's files); if any fails, the cell stops with a
     message pointing at the graded cell instead of running the demo on broken code."""
     global _blocking
+    import sys
+
     from . import manifest
 
     _short_tracebacks_in_ipython()
+    source = _cell_source(sys._getframe(1))
     for task in tasks:
         row = manifest.task(task)
         key = _version_key(row, impl)
         if key in _passed:
             continue
-        if key not in _failed:
+        if key not in _failed:  # a verdict (a hang's included) is asked for once per version
             _, outcome = _outcome(task, impl)
             if outcome.passed:
                 _passed.add(key)
                 continue
-            _failed[key] = (f"This cell runs your code for a demo and needs {row.label} to pass first "
-                            f"(it does not yet: run its graded cell in notebook {row.notebook_number} "
-                            f"to see why). Nothing of your code ran here.")
-        _blocking = _failed[key]
-        raise CheckFailure(_blocking)
+            _failed[key] = _needs(row)
+        _stop(_failed[key], source)
+        raise CheckFailure(_failed[key])
     _blocking = ""
+    for name in _bound_names(source):  # this cell runs: what it binds is no longer missing
+        _stopped_names.pop(name, None)
 
 
 _installed = False
@@ -153,12 +217,24 @@ def _short_tracebacks_in_ipython() -> None:
         return
 
     def handler(self, etype, value, tb, tb_offset=None):
+        why = _stopped_names.get(getattr(value, "name", None)) if issubclass(etype, NameError) else None
         if issubclass(etype, CheckFailure):
             self._showtraceback(etype, value, [f"{etype.__name__}: {value}"])
-        elif _blocking:  # a name the stopped demo cell would have made, or a stub it would have passed
-            self._showtraceback(CheckFailure, CheckFailure(_blocking), [f"CheckFailure: {_blocking}"])
+        elif why or _blocking:  # a name a stopped demo cell would have made, or a stub it would have passed
+            why = why or _blocking
+            _stop(why, _cell_source(_innermost_cell_frame(tb)))  # this cell stopped for the same reason
+            self._showtraceback(CheckFailure, CheckFailure(why), [f"CheckFailure: {why}"])
         else:
             self.showtraceback((etype, value, tb), tb_offset=tb_offset)
 
     shell.set_custom_exc((CheckFailure, NameError, NotImplementedError), handler)
     _installed = True
+
+
+def _innermost_cell_frame(tb):
+    """The frame of the cell itself in a traceback from IPython (its first ``<module>`` frame)."""
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "<module>":
+            return tb.tb_frame
+        tb = tb.tb_next
+    return None
