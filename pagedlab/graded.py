@@ -136,22 +136,24 @@ def _bound_names(source: str) -> set:
     return names
 
 
-def _cell_source(frame) -> str:
-    """The text of the notebook cell (or script) a frame runs, as IPython registered it."""
+def _cell_source(frame) -> str | None:
+    """The text of the notebook cell a frame runs in, as IPython registered it; None outside a
+    cell (a script, a test)."""
     import linecache
 
     while frame is not None and frame.f_code.co_name != "<module>":
         frame = frame.f_back
-    if frame is None:
-        return ""
-    return "".join(linecache.getlines(frame.f_code.co_filename, frame.f_globals))
+    entry = linecache.cache.get(frame.f_code.co_filename) if frame is not None else None
+    if entry is None or entry[1] is not None:  # IPython caches a cell with no mtime: no file
+        return None
+    return "".join(entry[2])
 
 
-def _stop(message: str, source: str) -> None:
+def _stop(message: str, source: str | None) -> None:
     """A demo cell stops here: later reads of what it would have made say `message`."""
     global _blocking
     _blocking = message
-    for name in _bound_names(source):
+    for name in _bound_names(source or ""):
         _stopped_names[name] = message
 
 
@@ -196,7 +198,7 @@ def require(*tasks: str, impl=None) -> None:
         _stop(_failed[key], source)
         raise CheckFailure(_failed[key])
     _blocking = ""
-    for name in _bound_names(source):  # this cell runs: what it binds is no longer missing
+    for name in _bound_names(source or ""):  # this cell runs: what it binds is no longer missing
         _stopped_names.pop(name, None)
 
 
@@ -217,11 +219,13 @@ def _short_tracebacks_in_ipython() -> None:
         return
 
     def handler(self, etype, value, tb, tb_offset=None):
-        why = _stopped_names.get(getattr(value, "name", None)) if issubclass(etype, NameError) else None
+        if issubclass(etype, NameError):  # a name a stopped demo cell would have made?
+            why = _stopped_names.get(getattr(value, "name", None))
+        else:  # a stub the stopped cell would have passed
+            why = _blocking if issubclass(etype, NotImplementedError) else None
         if issubclass(etype, CheckFailure):
             self._showtraceback(etype, value, [f"{etype.__name__}: {value}"])
-        elif why or _blocking:  # a name a stopped demo cell would have made, or a stub it would have passed
-            why = why or _blocking
+        elif why:
             _stop(why, _cell_source(_innermost_cell_frame(tb)))  # this cell stopped for the same reason
             self._showtraceback(CheckFailure, CheckFailure(why), [f"CheckFailure: {why}"])
         else:

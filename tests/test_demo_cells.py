@@ -244,3 +244,58 @@ def test_the_walk_finds_what_the_notebooks_run():
     assert module_tasks("memory_manager")["append_kv"] == {"task2", "task4"}  # take_block is Task 2's
     assert module_tasks("memory_manager")["list_for_each"] == set()
     assert module_tasks("prefix_cache")["hash_block_tokens"] == set()  # given: 09 uses it before Task 11
+
+
+@pytest.fixture
+def fresh_verdicts(monkeypatch):
+    from pagedlab import graded
+
+    for name, value in (("_passed", set()), ("_failed", {}), ("_stopped_names", {}), ("_blocking", "")):
+        monkeypatch.setattr(graded, name, value)
+    calls = []
+    real = graded._outcome
+    monkeypatch.setattr(graded, "_outcome", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    return calls
+
+
+def test_a_require_after_a_failed_graded_cell_does_not_run_the_checks_again(fresh_verdicts):
+    """After a graded cell found a hang, each demo's require would wait for the hang again."""
+    from pagedlab import graded
+    from pagedlab.checks import CheckFailure
+
+    with pytest.raises(CheckFailure):
+        graded.run("task1", impl="exercises", quiet=True)
+    for _ in range(2):
+        with pytest.raises(CheckFailure, match="needs Task 1 .* to pass first"):
+            graded.require("task1", impl="exercises")
+    assert fresh_verdicts == ["task1"]
+
+
+def test_a_cell_reading_what_a_stopped_demo_made_says_why(fresh_verdicts, capsys):
+    """In IPython: a demo stops at Task 1; the next cell's own require (Task 12) passes but it reads
+    the stopped cell's `engine`: one line, the first cell's reason. A name nobody was to make
+    keeps its own NameError."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from pagedlab import graded
+
+    shell = InteractiveShell.instance()
+    monkey = graded._installed
+    try:
+        graded._installed = False
+        cells = ['import pagedlab\npagedlab.graded.require("task1", impl="exercises")\nengine = object()\n',
+                 'pagedlab.graded.require("task12", impl="solutions")\nprint(engine)\n',
+                 'print(engine)\n',
+                 'print(a_typo)\n']
+        shown = []
+        for cell in cells:
+            capsys.readouterr()
+            shell.run_cell(cell)
+            shown.append([line for line in capsys.readouterr().out.splitlines() if line.strip()])
+    finally:
+        shell.set_custom_exc((), None)
+        graded._installed = monkey
+        InteractiveShell.clear_instance()
+    needs = [line for lines in shown[:3] for line in lines if "needs Task 1 " in line]
+    assert [len(lines) for lines in shown[:3]] == [1, 1, 1] and len(needs) == 3, shown
+    assert any("NameError" in line and "a_typo" in line for line in shown[3]), shown[3]
