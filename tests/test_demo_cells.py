@@ -299,3 +299,14 @@ def test_a_cell_reading_what_a_stopped_demo_made_says_why(fresh_verdicts, capsys
     needs = [line for lines in shown[:3] for line in lines if "needs Task 1 " in line]
     assert [len(lines) for lines in shown[:3]] == [1, 1, 1] and len(needs) == 3, shown
     assert any("NameError" in line and "a_typo" in line for line in shown[3]), shown[3]
+
+
+def test_a_c_track_verdict_is_remembered_per_version_of_llm_memory_c(tmp_path):
+    """The C folder has no memory_manager.py: an edit of llm_memory.c must make a new version, or
+    a require would repeat the verdict on the file before the fix."""
+    from pagedlab import graded
+
+    (tmp_path / "llm_memory.c").write_text("/* stub */\n")
+    before = graded._version_key(manifest.task("task3"), tmp_path)
+    (tmp_path / "llm_memory.c").write_text("/* fixed */\n")
+    assert graded._version_key(manifest.task("task3"), tmp_path) != before
