@@ -98,8 +98,9 @@ _failed: dict = {}  # (task, folder, digest of its files) -> why `require` stopp
 # The message of the last `require` that stopped a demo cell. The cells after it use what that
 # cell would have made, so their NameError (or a stub's NotImplementedError) is this same story.
 _blocking: str = ""
-# Each name a stopped cell would have bound -> why it stopped. A later cell that reads one of them
-# is told that story even if its own require passed (it may need other tasks than the one missing).
+# Each name a stopped cell would have bound -> (task, impl, why it stopped). A later cell that reads
+# one of them is told that story even if its own require passed (it may need other tasks than the
+# one missing), until that task passes on the files as they are now.
 _stopped_names: dict = {}
 
 
@@ -149,12 +150,23 @@ def _cell_source(frame) -> str | None:
     return "".join(entry[2])
 
 
-def _stop(message: str, source: str | None) -> None:
-    """A demo cell stops here: later reads of what it would have made say `message`."""
+def _stop(why: tuple, source: str | None) -> None:
+    """A demo cell stops here (`why`: task, impl, message): later reads of what it would have made
+    say the message."""
     global _blocking
-    _blocking = message
+    _blocking = why[2]
     for name in _bound_names(source or ""):
-        _stopped_names[name] = message
+        _stopped_names[name] = why
+
+
+def _still_missing(name) -> str | None:
+    """Why `name` does not exist, if a stopped demo would have made it and its task still fails."""
+    from . import manifest
+
+    why = _stopped_names.get(name)
+    if why is None or _version_key(manifest.task(why[0]), why[1]) in _passed:
+        return None  # fixed since: the NameError is the student's own story now
+    return why[2]
 
 
 def _version_key(row, impl) -> tuple:
@@ -199,11 +211,9 @@ def require(*tasks: str, impl=None) -> None:
                 _passed.add(key)
                 continue
             _failed[key] = _needs(row)
-        _stop(_failed[key], source)
+        _stop((task, impl, _failed[key]), source)
         raise CheckFailure(_failed[key])
     _blocking = ""
-    for name in _bound_names(source or ""):  # this cell runs: what it binds is no longer missing
-        _stopped_names.pop(name, None)
 
 
 _installed = False
@@ -223,14 +233,16 @@ def _short_tracebacks_in_ipython() -> None:
         return
 
     def handler(self, etype, value, tb, tb_offset=None):
+        name = getattr(value, "name", None)
         if issubclass(etype, NameError):  # a name a stopped demo cell would have made?
-            why = _stopped_names.get(getattr(value, "name", None))
+            why = _still_missing(name)
         else:  # a stub the stopped cell would have passed
             why = _blocking if issubclass(etype, NotImplementedError) else None
         if issubclass(etype, CheckFailure):
             self._showtraceback(etype, value, [f"{etype.__name__}: {value}"])
         elif why:
-            _stop(why, _cell_source(_innermost_cell_frame(tb)))  # this cell stopped for the same reason
+            if name in _stopped_names:  # this cell stopped for the same reason: so did its names
+                _stop(_stopped_names[name], _cell_source(_innermost_cell_frame(tb)))
             self._showtraceback(CheckFailure, CheckFailure(why), [f"CheckFailure: {why}"])
         else:
             self.showtraceback((etype, value, tb), tb_offset=tb_offset)

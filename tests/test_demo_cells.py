@@ -271,34 +271,44 @@ def test_a_require_after_a_failed_graded_cell_does_not_run_the_checks_again(fres
     assert fresh_verdicts == ["task1"]
 
 
-def test_a_cell_reading_what_a_stopped_demo_made_says_why(fresh_verdicts, capsys):
+def test_a_cell_reading_what_a_stopped_demo_made_says_why(fresh_verdicts, capsys, tmp_path):
     """In IPython: a demo stops at Task 1; the next cell's own require (Task 12) passes but it reads
-    the stopped cell's `engine`: one line, the first cell's reason. A name nobody was to make
-    keeps its own NameError."""
+    the stopped cell's `engine`: one line, the first cell's reason, and so for a cell reading what
+    that one made. A name nobody was to make keeps its NameError, and so does `engine` once Task 1
+    passes (the demo was not re-run: the reason is no longer the task)."""
+    import shutil
+
     from IPython.core.interactiveshell import InteractiveShell
 
     from pagedlab import graded
 
+    shutil.copy(ROOT / "exercises" / "memory_manager.py", tmp_path)
+    folder = repr(str(tmp_path))
+    cells = [f'import pagedlab\npagedlab.graded.require("task1", impl={folder})\nengine = object()\n',
+             'pagedlab.graded.require("task12", impl="solutions")\nmade = [engine]\n',
+             'print(made)\n',
+             'print(a_typo)\n',
+             f'import shutil\nshutil.copy({str(ROOT / "solutions" / "memory_manager.py")!r}, {folder})\n'
+             f'pagedlab.graded.require("task1", impl={folder})\n',
+             'print(engine)\n']
     shell = InteractiveShell.instance()
-    monkey = graded._installed
+    installed = graded._installed
+    shown = []
     try:
         graded._installed = False
-        cells = ['import pagedlab\npagedlab.graded.require("task1", impl="exercises")\nengine = object()\n',
-                 'pagedlab.graded.require("task12", impl="solutions")\nprint(engine)\n',
-                 'print(engine)\n',
-                 'print(a_typo)\n']
-        shown = []
         for cell in cells:
             capsys.readouterr()
             shell.run_cell(cell)
             shown.append([line for line in capsys.readouterr().out.splitlines() if line.strip()])
     finally:
         shell.set_custom_exc((), None)
-        graded._installed = monkey
+        graded._installed = installed
         InteractiveShell.clear_instance()
     needs = [line for lines in shown[:3] for line in lines if "needs Task 1 " in line]
     assert [len(lines) for lines in shown[:3]] == [1, 1, 1] and len(needs) == 3, shown
     assert any("NameError" in line and "a_typo" in line for line in shown[3]), shown[3]
+    assert shown[4] == [], shown[4]
+    assert any("NameError" in line and "engine" in line for line in shown[5]), shown[5]
 
 
 def test_a_c_track_verdict_is_remembered_per_version_of_llm_memory_c(tmp_path):
