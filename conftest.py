@@ -36,7 +36,7 @@ COURSE_VENV = "course-venv"
 
 # Started first (longest first, measured in docs/testing.md) so the short tests fill the other
 # workers around them instead of one long group starting last.
-LONGEST_FIRST = (INSTALLED_VENV, USERS, "release-clone", "nbval-08_cuda_kernel", "graded-class", COURSE_VENV,
+LONGEST_FIRST = (INSTALLED_VENV, USERS, "release-clone", "pip-fallback", "nbval-08_cuda_kernel", "graded-class", COURSE_VENV,
                  "nbval-10_swap_and_v2", "nbval-09_prefix_caching_and_utilization", "notebook-cuts")
 
 

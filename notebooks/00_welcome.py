@@ -49,10 +49,11 @@
 #    file, so after an edit just re-run the cell (no kernel restart).
 # 3. **Graded cells** look like `pagedlab.graded.run("task2")`. They print one ✓/✗ line per check
 #    and, on failure, which rule was broken, what was expected and what your code did.
-# 4. **Grade everything** from a terminal, exactly as the autograder does:
+# 4. **Grade everything** from a terminal in the course folder, exactly as the autograder does
+#    (`.venv/bin/` is where the course installed it; in an activated venv `pagedlab` alone works):
 #
 #    ```
-#    pagedlab grade --impl exercises
+#    .venv/bin/pagedlab grade --impl exercises
 #    ```
 #
 #    Your `exercises/` start as stubs; each graded cell says what its functions must do. To run
@@ -64,6 +65,7 @@
 # | 00 | welcome, environment check | – |
 # | 01 | how big is the KV cache, and where does memory go to waste | – |
 # | 02 | the two-level block table | 1 `llm_init`, 2 `create_sequence` / `free_sequence` |
+# | 02c | the C track: Part A in C (instead of, or after, 02–05) | 1–5 in `llm_memory.c` |
 # | 03 | the intrusive registry and `container_of` | – |
 # | 04 | fork, reference counts, copy-on-write | 3 `fork_sequence`, 4 `append_kv` |
 # | 05 | first-fit, out of memory, a clean teardown | 5 `llm_destroy` (and all of Part A again) |
@@ -76,8 +78,8 @@
 # %% [markdown]
 # ## Is this machine ready?
 #
-# `pagedlab doctor` (also a terminal command) lists what the course needs and what it found.
-# *optional* rows are fine: without a GPU, kernels run on the CPU executor.
+# `pagedlab doctor` (also a terminal command: `.venv/bin/pagedlab doctor`) lists what the course
+# needs and what it found. *optional* rows are fine: without a GPU, kernels run on the CPU executor.
 
 # %%
 # %matplotlib inline

@@ -205,6 +205,7 @@ plt.show()
 # records (19 blocks) and draw its table.
 
 # %%
+pagedlab.graded.require("task2")
 mm.create_sequence(engine, 5, 300)
 viz.draw_block_table(engine, 5)
 plt.show()

@@ -160,6 +160,7 @@ pagedlab.graded.run("task5", impl=c_folder)
 # as they draw a Python one: the pool with its owners and ref counts, and a block table.
 
 # %%
+pagedlab.graded.require("task1", "task2", "task3", "task4", impl=c_folder)  # a crash here would end the kernel
 pool = Pool(64 * 32)
 engine = mm.llm_init(pool.addr, pool.size)
 mm.create_sequence(engine, 1, 40)
@@ -169,6 +170,7 @@ mm.create_sequence(engine, 3, 300)
 viz.draw_engine(engine, title="a C engine: seq 2 forked from 1, then copy-on-write")
 
 # %%
+pagedlab.graded.require("task2", "task5", impl=c_folder)
 mm.llm_destroy(engine)
 
 from pagedlab.explorer import Explorer

@@ -186,7 +186,7 @@ pagedlab.graded.run("task4");
 # in for the prompt's KV data; prefill never writes the pool in HW3).
 
 # %%
-pagedlab.graded.require("task1", "task2", "task3", "task4")  # checked in a separate process first
+pagedlab.graded.require("task1", "task2", "task3")  # checked in a separate process first
 mm = pagedlab.load("memory_manager")  # pick up your latest edits
 pool = Pool(16 * hw3.BLOCK_SIZE)       # 16 blocks of 64 bytes
 engine = mm.llm_init(pool.addr, pool.size)
@@ -201,13 +201,15 @@ print("prompt freed:   ref counts", hw3.ref_counts(engine)[:6], " free", engine.
 viz.draw_engine(engine, [1], title="3 samples share the prompt's blocks")
 plt.show()
 
-
 # %% [markdown]
 # Each sample now generates its own tokens. Watch the first round: samples 1 and 2 find block 2
 # shared and copy it; sample 3 finds it with `ref_count == 1` (it is the last owner) and writes in
 # place. The pool diff proves that a CoW touches exactly one block: 16 words = 64 bytes.
 
 # %%
+pagedlab.graded.require("task2", "task4")  # append_kv takes its blocks with Task 2's take_block
+
+
 def what_happened(before, after, seq_id):
     # Compare the sequence's mapping before/after one append and name the event.
     old = dict(before.seq(seq_id).mapping)
@@ -237,6 +239,7 @@ for sample in (1, 2, 3):
               f"word 5 holds the new record {pool.words(new)[5]}")
 
 # %%
+pagedlab.graded.require("task2", "task4")
 # Each sample generates 11 more tokens: block 2 fills up (48 records) and the 49th record
 # of each sample needs a new page.
 for step in range(1, 12):
@@ -262,6 +265,7 @@ plt.show()
 # Clean up (Task 5, next notebook, is `llm_destroy`; here we free the samples one by one):
 
 # %%
+pagedlab.graded.require("task2")
 for sample in (1, 2, 3):
     mm.free_sequence(engine, sample)
 print("free blocks:", engine.free_local_blocks, "of", engine.total_local_blocks)

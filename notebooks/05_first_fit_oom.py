@@ -165,6 +165,7 @@ for call, fn in rejected.items():
 # 1-record sequence 4. Now the pool is full.
 
 # %%
+pagedlab.graded.require("task2", "task3", "task4")
 mm.fork_sequence(engine, 1, 3)
 mm.create_sequence(engine, 4, 1)
 print("free blocks:", engine.free_local_blocks)
@@ -183,6 +184,7 @@ viz.draw_pool(engine, title="a full pool: no free block, sequences 1 and 3 share
 plt.show()
 
 # %%
+pagedlab.graded.require("task1", "task2", "task4")
 # The missing-L2 case needs 256 records: a 16-block pool filled by one sequence.
 big_pool = Pool(16 * hw3.BLOCK_SIZE)
 big = mm.llm_init(big_pool.addr, big_pool.size)
@@ -223,7 +225,6 @@ print("append_kv ->", result, "| heap:", cmem.changes_since(heap_snap),
 # %%
 pagedlab.graded.run("task5");
 
-
 # %% [markdown]
 # ### A planted leak
 #
@@ -232,6 +233,9 @@ pagedlab.graded.run("task5");
 # left (`leak_report(since)` lists only allocations made after the snapshot).
 
 # %%
+pagedlab.graded.require("task1", "task2", "task3", "task4")  # small_session below runs them
+
+
 def hasty_destroy(engine):
     # BUG (on purpose): forgets the L2 tables behind each L1 slot.
     for node in mm.list_for_each(engine.active_seqs):
@@ -260,6 +264,8 @@ print(cmem.leak_report(snap))
 lost = cmem.changes_since(snap).allocated
 print(f"\n(cmem.live_allocations() lists all {len(cmem.live_allocations())} live blocks of this Python "
       f"process, e.g. the engines above; leak_report(snap) keeps the {len(lost)} allocated since snap.)")
+for block in lost:  # tidy up the planted leak
+    cmem.free(block.address)
 
 # %% [markdown]
 # Four L2 tables of 64 bytes: two for sequence 1 (it crosses into L1 slot 1), one each for
@@ -268,9 +274,7 @@ print(f"\n(cmem.live_allocations() lists all {len(cmem.live_allocations())} live
 # your `llm_destroy`:
 
 # %%
-for block in lost:  # tidy up the planted leak first
-    cmem.free(block.address)
-
+pagedlab.graded.require("task1", "task2", "task3", "task4", "task5")
 mm = pagedlab.load("memory_manager")
 snap = cmem.snapshot()
 pool_s, engine_s = small_session(mm)
@@ -280,6 +284,7 @@ print("llm_destroy ->", mm.llm_destroy(engine_s))
 print(cmem.leak_report(snap))
 
 # %%
+pagedlab.graded.require("task2", "task5")
 # The engines of the earlier sections, torn down by your llm_destroy as well.
 for e in (engine, big):
     mm.llm_destroy(e)

@@ -131,7 +131,7 @@ pagedlab.graded.run("task7");
 # and a K/V cache with as many blocks as the pool, starting as NaN (= never written).
 
 # %%
-pagedlab.graded.require("task1", "task2", "task6", "task7")  # checked in a separate process first
+pagedlab.graded.require("task1", "task2", "task3")  # checked in a separate process first
 mm = pagedlab.load("memory_manager")
 pa = pagedlab.load("paged_attention")
 pool = Pool(12 * hw3.BLOCK_SIZE)
@@ -149,6 +149,7 @@ print("sequences", ids, " seq_lens", lens.tolist())
 print(rows)
 
 # %%
+pagedlab.graded.require("task6", "task7")
 BS, KVH, D = hw3.KV_PER_BLOCK, 2, 8   # the engine's 16 records per block = 16 tokens per block
 k_cache = torch.full((engine.total_local_blocks, BS, KVH, D), float("nan"))
 v_cache = torch.full_like(k_cache, float("nan"))
@@ -208,6 +209,7 @@ draw_cache_rows(k_cache, owner, "K cache rows after writing sequences 0 and 3 (s
 # kernel performs them before the step.)
 
 # %%
+pagedlab.graded.require("task2", "task4", "task6", "task7")
 before = rows[ids.index(2)].clone()
 mm.append_kv(engine, 2, 1)              # the HW3 record; the engine copies the block (CoW)
 rows = torch.from_numpy(block_tables.block_table_rows(engine))
@@ -227,6 +229,7 @@ print("sequence 2's new token (position", n - 1, ") -> slot", int(slot))
 draw_cache_rows(k_cache, owner, "after sequence 2's first own token: its copy of block 2, plus one row")
 
 # %%
+pagedlab.graded.require("task2", "task5")
 print("llm_destroy ->", mm.llm_destroy(engine))
 
 # %% [markdown]

@@ -90,6 +90,7 @@ plt.show()
 pagedlab.graded.run("task8");
 
 # %%
+pagedlab.graded.require("task6", "task8")  # gather_kv finds its slots with your slot_mapping
 pa = pagedlab.load("paged_attention")
 for s in range(3):
     k, v = pa.gather_kv(batch.k_cache, batch.v_cache, batch.block_tables[s], int(batch.seq_lens[s]))
@@ -139,6 +140,7 @@ pagedlab.graded.run("task9");
 # allow `2e-5`. In float64 the two agree to ~1e-16.
 
 # %%
+pagedlab.graded.require("task6", "task8", "task9")
 pa = pagedlab.load("paged_attention")
 batch = make_paged_batch([1, 15, 16, 17, 200], num_heads=8, num_kv_heads=2, head_size=32,
                          block_size=16, shared_blocks=0, seed=1)
@@ -153,7 +155,6 @@ viz.draw_attention_check(out32, expected, name="paged (float32)", ref_name="dens
                          ylabel="(sequence, head) row")
 plt.show()
 
-
 # %% [markdown]
 # The three heatmaps: your output, the reference, and their absolute difference (own colour
 # scale). A bug usually has a shape: a stripe of rows (one sequence or one head wrong: a bad
@@ -163,6 +164,9 @@ plt.show()
 # What does a wrong GQA mapping look like? `h % num_kv_heads` instead of `h // group` is a classic:
 
 # %%
+pagedlab.graded.require("task6", "task8")
+
+
 def attention_wrong_gqa(q, k_cache, v_cache, block_tables, seq_lens):
     # Query head h reads kv head h % num_kv_heads: interleaved groups instead of consecutive.
     num_heads, num_kv = q.shape[1], k_cache.shape[2]

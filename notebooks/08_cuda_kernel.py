@@ -252,7 +252,36 @@ except cuda.OutOfBoundsError as exc:
 # on whenever a kernel misbehaves, and once on a kernel you believe is right:
 # `with cuda.checking(): ...` turns them on for every launch inside the block, and the graded
 # checks of Task 10 run your kernel with them on.
+
+# %% [markdown]
+# ## ✏️ Task 10 · the kernel
 #
+# Open **`exercises/paged_attention.cu`**. Three regions are yours, each marked `YOUR CODE HERE`
+# and described by the comment above it. Each ends with a placeholder `return;` (so the untouched
+# kernel leaves `out` unwritten): delete it when you write that part.
+#
+# 1. **logits**: for `t = tid; t < seq_len; t += NUM_THREADS`: the physical block
+#    `block_table[t / block_size]`, the key at row `t % block_size` and kv head `kv_head`
+#    (strides `block_stride`, `token_stride` are given), `logits[t] = scale * dot(q, k)`, and
+#    keep `thread_max`;
+# 2. **softmax**: `warp_max`, `partial[warp]`, a barrier, the block max; `exp(logit - max)` into
+#    `logits[t]` and `thread_sum`; the same two-level reduction for the sum (mind the barrier of
+#    the demo above); `inv_sum = 1 / sum`;
+# 3. **output**: for each owned dimension `d`, `sum_t logits[t] * v[t][d]`, walking the sequence
+#    block by block, times `inv_sum`, into `out_vec[d]`.
+#
+# The checks launch your kernel on the CPU executor under **every schedule**, on many shapes
+# (head sizes 32–256, GQA, block sizes 8–32, 2048 tokens, shared blocks), and compare with
+# float64 dense attention (relative error ≤ 2e-5). The output starts as a special NaN, so an
+# element you never write is named as such. A compile error shows the compiler's message with your
+# line numbers. The last check is **feedback only** (it earns and costs nothing): it shows how many
+# lanes of a warp your kernel's loads use. A kernel whose thread 0 computes everything gets the
+# right numbers, but on a GPU it would run one lane of 128.
+
+# %%
+pagedlab.graded.run("task10");
+
+# %% [markdown]
 # ## The memory-access profile: why vLLM groups threads per key
 #
 # A GPU serves a warp's 32 loads as **one request**, and global memory moves in **32-byte
@@ -264,6 +293,7 @@ except cuda.OutOfBoundsError as exc:
 # shared memory, the bank-conflict ways. Here it is for **your** kernel:
 
 # %%
+pagedlab.graded.require("task10")  # your kernel runs in this kernel's process below
 batch = make_paged_batch([256, 256], num_heads=4, num_kv_heads=4, head_size=128, block_size=16, seed=0)
 args = batch.numpy()
 plan = kernels.validate(*args)
@@ -339,34 +369,6 @@ for name, grid, tag in (("thread_per_token", n // 128, "keys A"), ("warp_per_tok
 # `[32][33]`.)
 
 # %% [markdown]
-# ## ✏️ Task 10 · the kernel
-#
-# Open **`exercises/paged_attention.cu`**. Three regions are yours, each marked `YOUR CODE HERE`
-# and described by the comment above it. Each ends with a placeholder `return;` (so the untouched
-# kernel leaves `out` unwritten): delete it when you write that part.
-#
-# 1. **logits**: for `t = tid; t < seq_len; t += NUM_THREADS`: the physical block
-#    `block_table[t / block_size]`, the key at row `t % block_size` and kv head `kv_head`
-#    (strides `block_stride`, `token_stride` are given), `logits[t] = scale * dot(q, k)`, and
-#    keep `thread_max`;
-# 2. **softmax**: `warp_max`, `partial[warp]`, a barrier, the block max; `exp(logit - max)` into
-#    `logits[t]` and `thread_sum`; the same two-level reduction for the sum (mind the barrier of
-#    the demo above); `inv_sum = 1 / sum`;
-# 3. **output**: for each owned dimension `d`, `sum_t logits[t] * v[t][d]`, walking the sequence
-#    block by block, times `inv_sum`, into `out_vec[d]`.
-#
-# The checks launch your kernel on the CPU executor under **every schedule**, on many shapes
-# (head sizes 32–256, GQA, block sizes 8–32, 2048 tokens, shared blocks), and compare with
-# float64 dense attention (relative error ≤ 2e-5). The output starts as a special NaN, so an
-# element you never write is named as such. A compile error shows the compiler's message with your
-# line numbers. The last check is **feedback only** (it earns and costs nothing): it shows how many
-# lanes of a warp your kernel's loads use. A kernel whose thread 0 computes everything gets the
-# right numbers, but on a GPU it would run one lane of 128.
-
-# %%
-pagedlab.graded.run("task10");
-
-# %% [markdown]
 # ## The GPU path
 #
 # ### Compile check with NVRTC
@@ -391,6 +393,7 @@ print(f"... {len(ptx.splitlines())} lines of PTX;",
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+pagedlab.graded.require("task10")
 gpu_batch = make_paged_batch([100, 7, 300], num_heads=8, num_kv_heads=2, head_size=64, block_size=16, seed=5)
 if cuda.cupy_available():
     import cupy
@@ -409,6 +412,7 @@ else:
 # before the launch (dtypes, shapes, block ids in range, shared memory).
 
 # %%
+pagedlab.graded.require("task10")
 batch = make_paged_batch([1, 15, 16, 17, 300], num_heads=8, num_kv_heads=2, head_size=64,
                          block_size=16, shared_blocks=0, seed=7)
 out = kernels.paged_attention_decode(*batch.numpy(), backend="cpu")
@@ -430,7 +434,7 @@ plt.show()
 # sequence's own tokens.
 
 # %%
-pagedlab.graded.require("task1", "task2")  # your engine runs in this kernel below
+pagedlab.graded.require("task1", "task2", "task3", "task4", "task5", "task10")  # your engine and kernel run below
 mm = pagedlab.load("memory_manager")
 pool = Pool(24 * hw3.BLOCK_SIZE)
 engine = mm.llm_init(pool.addr, pool.size)

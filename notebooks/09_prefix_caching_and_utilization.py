@@ -160,6 +160,7 @@ pagedlab.graded.run("task11")
 # 9. `D` finishes; `F` tries again.
 
 # %%
+pagedlab.graded.require("task11")  # your prefix cache runs in this kernel below
 SYS = list(range(100, 112))  # three full blocks of 4 tokens
 mgr = pc.PrefixCacheManager(num_blocks=10, block_size=4)
 trace = []
@@ -247,6 +248,7 @@ draw_trace(trace)
 # every hit is on a block some finished request left behind.
 
 # %%
+pagedlab.graded.require("task11")
 rng = np.random.default_rng(0)
 system_prompts = [rng.integers(0, 32_000, 64).tolist() for _ in range(12)]
 requests = [system_prompts[rng.integers(12)] + rng.integers(0, 32_000, rng.integers(5, 40)).tolist()
@@ -522,6 +524,7 @@ for allocator, row in (("buddy", runs[:3]), ("first-fit", first_fit)):
 # suffers more from 128-token blocks, and why?
 
 # %%
+pagedlab.graded.require("task12")  # the contiguous oracle of the second workload uses your allocator
 block_sizes = (8, 16, 32, 64, 128)
 sweeps = {}
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))

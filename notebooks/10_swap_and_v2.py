@@ -261,6 +261,7 @@ draw_both("after swap_out(gpu, cpu, 4)")
 # Swapping back in takes new GPU blocks: the old ones may have been handed out meanwhile.
 
 # %%
+pagedlab.graded.require("task13")
 hw3.build_sequence(gpu, 7, 40, [1, 3, 6])          # a new request takes some of the freed blocks
 back = swap.swap_in(cpu, gpu, 1)
 print("mapping (cpu block -> gpu block):", back)
@@ -274,6 +275,7 @@ draw_both("after a new request took blocks 1, 3, 6 and swap_in(cpu, gpu, 1)")
 # engines, both pools and the heap exactly as they were.
 
 # %%
+pagedlab.graded.require("task13")
 room = cpu.free_local_blocks
 hw3.build_sequence(cpu, 200, 16 * (room - 8), list(range(cpu.total_local_blocks - (room - 8), cpu.total_local_blocks)))
 before = (hw3.state(gpu), hw3.state(cpu), gpu_pool.snapshot(), cpu_pool.snapshot())
@@ -286,6 +288,7 @@ print("unchanged:", (hw3.state(gpu), hw3.state(cpu)) == before[:2],
 # into its shared last block), and block 3 to another.
 
 # %%
+pagedlab.graded.require("task13")
 (pool, _), (engine, _) = rig(16, 1, seed=1)
 print("copied:", swap.copy_blocks(engine, [(4, 7), (4, 8), (3, 12)]))
 print("block 7 == block 4:", pool.words(7) == pool.words(4), "| block 12 == block 3:", pool.words(12) == pool.words(3))
@@ -416,24 +419,6 @@ for batch in (1, 4, 16, 64):
 # blocks already fill the GPU, and v2's extra launch and temporaries would be pure overhead. Past
 # 8,192 tokens v1's per-block work (and its logits in shared memory) grows too large.
 # `kernels.choose_version` is that rule; `paged_attention_decode(..., version="auto")` uses it.
-#
-# On the CPU executor the same launches have the same shape: blocks, and tokens per block. The
-# executor runs blocks on as many workers as the machine has cores, so on a laptop both kernels
-# have enough blocks to keep every core busy and their times are close; it is a GPU with 132 SMs
-# that v1 leaves idle. (This cell runs *your* kernels: with the Task 10 and 14 stubs it returns at
-# once, with NaN.)
-
-# %%
-batch = make_paged_batch([8192], num_heads=4, num_kv_heads=1, head_size=128, block_size=16, seed=5)
-args = batch.numpy()
-for version in ("v1", "v2"):
-    kernels.decode_on_executor(*args, version=version)  # build once, untimed
-    start = time.perf_counter()
-    out = kernels.decode_on_executor(*args, version=version)
-    took = time.perf_counter() - start
-    blocks = 4 if version == "v1" else 4 * 16
-    print(f"{version}: {blocks:>3} blocks x {8192 * 4 // blocks:>5} tokens each, {took:.3f} s on the CPU executor, "
-          f"max relative error vs float64 {max_relative_error(out, batch.expected()):.1e}")
 
 # %% [markdown]
 # ### Splitting a softmax and putting it back together
@@ -561,6 +546,28 @@ print("exp_sums:\n", ws.exp_sums[:, 0])
 print("never written (partitions past the end):\n", kernels.unwritten(ws.exp_sums)[:, 0])
 q, k, v = small.q[0:1].double(), small.keys[0].double(), small.values[0].double()
 print("agrees with dense attention:", torch.allclose(torch.from_numpy(out[0:1]).double(), dense_attention(q, k, v), atol=1e-5))
+
+# %% [markdown]
+# ### v1 and v2 on one long context
+#
+# Back to the 8K-token sequence of the start of Part 4, through your v1 (Task 10) and v2 kernels.
+# On the CPU executor the same launches have the same shape: blocks, and tokens per block. The
+# executor runs blocks on as many workers as the machine has cores, so on a laptop both kernels
+# have enough blocks to keep every core busy and their times are close; it is a GPU with 132 SMs
+# that v1 leaves idle.
+
+# %%
+pagedlab.graded.require("task10", "task14")  # your kernels run below
+batch = make_paged_batch([8192], num_heads=4, num_kv_heads=1, head_size=128, block_size=16, seed=5)
+args = batch.numpy()
+for version in ("v1", "v2"):
+    kernels.decode_on_executor(*args, version=version)  # build once, untimed
+    start = time.perf_counter()
+    out = kernels.decode_on_executor(*args, version=version)
+    took = time.perf_counter() - start
+    blocks = 4 if version == "v1" else 4 * 16
+    print(f"{version}: {blocks:>3} blocks x {8192 * 4 // blocks:>5} tokens each, {took:.3f} s on the CPU executor, "
+          f"max relative error vs float64 {max_relative_error(out, batch.expected()):.1e}")
 
 # %% [markdown]
 # ## What to take away

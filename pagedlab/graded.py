@@ -77,8 +77,14 @@ def run(task: str, impl=None, *, quiet: bool = False) -> None:
         print(escape("\n".join(lines)))  # messages quote the student's code's own text
     failed = [c for c in outcome.checks if not c.passed]
     scored = [c for c in outcome.checks if c.scored]
+    # A demo's require after the graded cell reads this verdict instead of running the checks
+    # again: after a hang, that would be the time limit once more for every demo cell.
     if outcome.passed and not failed:
-        _passed.add(key)  # a demo's require right after the graded cell need not run them again
+        _passed.add(key)
+        _failed.pop(key, None)
+    else:
+        _passed.discard(key)
+        _failed[key] = _needs(row)
     if failed or not outcome.checks:
         where = row.cite()
         raise CheckFailure(f"{len(failed)} of {len(outcome.checks)} checks did not pass for {row.label} "
@@ -94,6 +100,75 @@ _failed: dict = {}  # (task, folder, digest of its files) -> why `require` stopp
 # The message of the last `require` that stopped a demo cell. The cells after it use what that
 # cell would have made, so their NameError (or a stub's NotImplementedError) is this same story.
 _blocking: str = ""
+# Each name a stopped cell would have bound -> (task, impl, why it stopped). A later cell that reads
+# one of them is told that story even if its own require passed (it may need other tasks than the
+# one missing), until that task passes on the files as they are now.
+_stopped_names: dict = {}
+
+
+def _needs(row) -> str:
+    return (f"This cell runs your code for a demo and needs {row.label} to pass first "
+            f"(it does not yet: run its graded cell in notebook {row.notebook_number} "
+            f"to see why). Nothing of your code ran here.")
+
+
+def _bound_names(source: str) -> set:
+    """The names a cell binds at its top level (assignments, loops, imports, defs)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names: set = set()
+
+    def visit(node):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            return  # what a def binds inside is its own
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return names
+
+
+def _cell_source(frame) -> str | None:
+    """The text of the notebook cell a frame runs in, as IPython registered it; None outside a
+    cell (a script, a test)."""
+    import linecache
+
+    while frame is not None and frame.f_code.co_name != "<module>":
+        frame = frame.f_back
+    entry = linecache.cache.get(frame.f_code.co_filename) if frame is not None else None
+    if entry is None or entry[1] is not None:  # IPython caches a cell with no mtime: no file
+        return None
+    return "".join(entry[2])
+
+
+def _stop(why: tuple, source: str | None) -> None:
+    """A demo cell stops here (`why`: task, impl, message): later reads of what it would have made
+    say the message."""
+    global _blocking
+    _blocking = why[2]
+    for name in _bound_names(source or ""):
+        _stopped_names[name] = why
+
+
+def _still_missing(name) -> str | None:
+    """Why `name` does not exist, if a stopped demo would have made it and its task still fails."""
+    from . import manifest
+
+    why = _stopped_names.get(name)
+    if why is None or _version_key(manifest.task(why[0]), why[1]) in _passed:
+        return None  # fixed since: the NameError is the student's own story now
+    return why[2]
 
 
 def _version_key(row, impl) -> tuple:
@@ -106,6 +181,10 @@ def _version_key(row, impl) -> tuple:
     digest = hashlib.sha256()
     for name in row.files:
         path = folder / name
+        if not path.is_file():  # the C track: llm_memory.c stands in for memory_manager.py
+            from .ctrack import ALTERNATE_FILES
+
+            path = next((folder / alt for alt in ALTERNATE_FILES.get(name, ()) if (folder / alt).is_file()), path)
         digest.update(path.read_bytes() if path.is_file() else b"")
     return (row.id, str(folder), digest.hexdigest())
 
@@ -117,24 +196,25 @@ def require(*tasks: str, impl=None) -> None:
     process (once per version of the student's files); if any fails, the cell stops with a
     message pointing at the graded cell instead of running the demo on broken code."""
     global _blocking
+    import sys
+
     from . import manifest
 
     _short_tracebacks_in_ipython()
+    source = _cell_source(sys._getframe(1))
     for task in tasks:
         row = manifest.task(task)
         key = _version_key(row, impl)
         if key in _passed:
             continue
-        if key not in _failed:
+        if key not in _failed:  # a verdict (a hang's included) is asked for once per version
             _, outcome = _outcome(task, impl)
             if outcome.passed:
                 _passed.add(key)
                 continue
-            _failed[key] = (f"This cell runs your code for a demo and needs {row.label} to pass first "
-                            f"(it does not yet: run its graded cell in notebook {row.notebook_number} "
-                            f"to see why). Nothing of your code ran here.")
-        _blocking = _failed[key]
-        raise CheckFailure(_blocking)
+            _failed[key] = _needs(row)
+        _stop((task, impl, _failed[key]), source)
+        raise CheckFailure(_failed[key])
     _blocking = ""
 
 
@@ -155,12 +235,28 @@ def _short_tracebacks_in_ipython() -> None:
         return
 
     def handler(self, etype, value, tb, tb_offset=None):
+        name = getattr(value, "name", None)
+        if issubclass(etype, NameError):  # a name a stopped demo cell would have made?
+            why = _still_missing(name)
+        else:  # a stub the stopped cell would have passed
+            why = _blocking if issubclass(etype, NotImplementedError) else None
         if issubclass(etype, CheckFailure):
             self._showtraceback(etype, value, [f"{etype.__name__}: {value}"])
-        elif _blocking:  # a name the stopped demo cell would have made, or a stub it would have passed
-            self._showtraceback(CheckFailure, CheckFailure(_blocking), [f"CheckFailure: {_blocking}"])
+        elif why:
+            if name in _stopped_names:  # this cell stopped for the same reason: so did its names
+                _stop(_stopped_names[name], _cell_source(_innermost_cell_frame(tb)))
+            self._showtraceback(CheckFailure, CheckFailure(why), [f"CheckFailure: {why}"])
         else:
             self.showtraceback((etype, value, tb), tb_offset=tb_offset)
 
     shell.set_custom_exc((CheckFailure, NameError, NotImplementedError), handler)
     _installed = True
+
+
+def _innermost_cell_frame(tb):
+    """The frame of the cell itself in a traceback from IPython (its first ``<module>`` frame)."""
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "<module>":
+            return tb.tb_frame
+        tb = tb.tb_next
+    return None

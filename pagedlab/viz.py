@@ -26,15 +26,56 @@ _PALETTE = [  # tab20, saturated shades first
 ]
 
 
+_ASSIGNED: dict[int, str] = {}  # sequence id -> its colour, for this process
+
+
 def seq_color(seq_id: int) -> str:
-    """The colour of sequence `seq_id` in every picture."""
-    return _PALETTE[seq_id % len(_PALETTE)]
+    """The colour of sequence `seq_id` in every picture of this session.
+
+    Its own palette entry (id mod 16) unless a sequence drawn earlier took it, then the next free
+    one: seq 4 and seq 100 (notebook 10's swap) are told apart, and a sequence keeps its colour
+    from picture to picture. Past 16 sequences colours repeat; `distinct_colors` keeps one
+    picture's apart.
+    """
+    colour = _ASSIGNED.get(seq_id)
+    if colour is None:
+        taken = set(_ASSIGNED.values())
+        n = len(_PALETTE)
+        order = [_PALETTE[(seq_id + k) % n] for k in range(n)]
+        colour = _ASSIGNED[seq_id] = next((c for c in order if c not in taken), order[0])
+    return colour
+
+
+def distinct_colors(seq_ids) -> dict[int, str]:
+    """{seq id: colour} for one picture: each its `seq_color`, unless another owner in the same
+    picture already has it (possible only past 16 sequences in a session)."""
+    out: dict[int, str] = {}
+    for sid in dict.fromkeys(seq_ids):
+        colour = seq_color(sid)
+        if colour in out.values():
+            colour = next((c for c in _PALETTE if c not in out.values()), colour)
+        out[sid] = colour
+    return out
+
+
+def _luminance(colour: str) -> float:
+    """WCAG relative luminance of "#rrggbb"."""
+    def linear(c):
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (linear(int(colour[i:i + 2], 16) / 255) for i in (1, 3, 5))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG contrast ratio of two "#rrggbb" colours (1 to 21; 4.5 reads well in small print)."""
+    hi, lo = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
 
 
 def ink(face: str) -> str:
-    """Black or white text, whichever reads better on the colour `face` ("#rrggbb")."""
-    r, g, b = (int(face[i:i + 2], 16) / 255 for i in (1, 3, 5))
-    return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.6 else "white"
+    """Black or white text, whichever contrasts more with the colour `face` ("#rrggbb"): at least
+    4.5:1 on any colour (white on orange was 2.5:1)."""
+    return "#000000" if contrast(face, "#000000") >= contrast(face, "#ffffff") else "#ffffff"
 
 
 # --------------------------------------------------------------------------------------------
@@ -150,6 +191,7 @@ def draw_pool(engine, *, ax=None, cols: int = 16, title: str | None = None, lege
     if own_figure:
         _, ax = plt.subplots(figsize=(min(0.62 * cols + 1.8, 12), 0.62 * rows + 0.9))
     owners = view.owners()
+    colour = distinct_colors([s.seq_id for s in view.seqs] + [sid for who in owners.values() for sid, _ in who])
     for b in range(total):
         r, c = divmod(b, cols)
         x, y = c, rows - 1 - r
@@ -160,14 +202,15 @@ def draw_pool(engine, *, ax=None, cols: int = 16, title: str | None = None, lege
         else:
             w = 1 / len(who)
             for k, (sid, _) in enumerate(who):
-                ax.add_patch(Rectangle((x + k * w, y), w, 1, facecolor=seq_color(sid), lw=0))
+                ax.add_patch(Rectangle((x + k * w, y), w, 1, facecolor=colour[sid], lw=0))
             ax.add_patch(Rectangle((x, y), 1, 1, fill=False, edgecolor="white", lw=1.5))
+        # The number sits on the block's first stripe (grey #555 on a shared brown block was unreadable).
         ax.text(x + 0.06, y + 0.94, str(b), fontsize=6, va="top", ha="left",
-                color=ink(seq_color(who[0][0])) if len(who) == 1 else "#555555")
+                color=ink(colour[who[0][0]] if who else FREE_COLOR))
         if len(who) == 1:
             sid, logical = who[0]
             ax.text(x + 0.5, y + 0.42, f"S{sid}\nL{logical}", fontsize=6.5, ha="center",
-                    va="center", color=ink(seq_color(sid)), linespacing=0.9)
+                    va="center", color=ink(colour[sid]), linespacing=0.9)
         if ref > 1:
             ax.text(x + 0.5, y + 0.42, f"×{ref}", fontsize=9, fontweight="bold", ha="center",
                     va="center", color="black",
@@ -183,7 +226,7 @@ def draw_pool(engine, *, ax=None, cols: int = 16, title: str | None = None, lege
     ax.set_title(title or f"pool: {total} blocks, {used} in use, free_local_blocks = "
                  f"{view.free_blocks}", fontsize=9)
     if legend:
-        handles = [Patch(color=seq_color(s.seq_id), label=f"seq {s.seq_id} ({s.kv_count} rec)")
+        handles = [Patch(color=colour[s.seq_id], label=f"seq {s.seq_id} ({s.kv_count} rec)")
                    for s in view.seqs]
         handles.append(Patch(color=FREE_COLOR, label="free"))
         if any(view.ref_count[b] != len(owners.get(b, [])) for b in range(total)):

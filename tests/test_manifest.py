@@ -71,6 +71,33 @@ def test_notebook_00_lists_every_notebooks_tasks():
 
 
 @pytest.mark.task_wide
+def test_every_notebook_has_its_row_in_the_course_map_and_notebook_00():
+    """Notebooks outside the manifest too (02c, the C track, grades Tasks 1-5 in C): a row each,
+    with the tasks its graded cells run, and the exercise file it has students edit."""
+    readme = {name: (files, tasks) for name, files, tasks in re.findall(
+        r"^\| `(\d\d\w*)` \| [^|]* \| ([^|]*) \| ([^|]*) \|$", (ROOT / "README.md").read_text(), re.M)}
+    welcome = dict(re.findall(r"^# \| (\d\dc?) \| [^|]* \| ([^|]*) \|$",
+                              (ROOT / "notebooks" / "00_welcome.py").read_text(), re.M))
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.py")):
+        graded = sorted({int(n) for n in re.findall(r'^(?:pagedlab\.)?graded\.run\("task(\d+)"', path.read_text(), re.M)})
+        assert path.stem in readme, f"README's course map has no row for {path.stem}"
+        assert path.stem.split("_")[0] in welcome, f"notebook 00's table has no row for {path.stem}"
+        assert _numbers(readme[path.stem][1]) == graded, (path.stem, readme[path.stem][1])
+        assert _numbers(welcome[path.stem.split("_")[0]]) == graded, (path.stem, welcome[path.stem.split("_")[0]])
+        for name in re.findall(r"exercises/([\w.]+)", readme[path.stem][0]):
+            assert (ROOT / "exercises" / name).is_file(), (path.stem, name)
+
+
+def test_notebook_00_and_the_readme_run_pagedlab_from_the_venv():
+    """Outside an activated venv there is no `pagedlab` command: the course's own is .venv/bin/pagedlab."""
+    for path in (ROOT / "README.md", ROOT / "notebooks" / "00_welcome.py"):
+        blocks = re.findall(r"```\w*\n(.*?)```", path.read_text(), re.S)
+        commands = [line.strip("# ").strip() for block in blocks for line in block.splitlines()]
+        bare = [c for c in commands if re.match(r"pagedlab (grade|doctor|notebook|assign|release)\b", c)]
+        assert not bare, f"{path.name}: {bare}"
+
+
+@pytest.mark.task_wide
 def test_graded_cells_run_exactly_the_manifests_tasks():
     for notebook, numbers in _tasks_by_notebook().items():
         text = (ROOT / "notebooks" / f"{notebook}.py").read_text()

@@ -219,3 +219,44 @@ def test_ci_run_installs_chromium_beside_the_venv_and_stops_when_apt_fails(tmp_p
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "bootstrap ran" in failed.stdout and "course test ran" not in failed.stdout
     assert "E: apt says 100" in failed.stderr and "installing chromium failed" in failed.stderr
+
+
+def _python_with_its_own_pip(version: tuple[int, int]) -> str | None:
+    """A python{version} outside any venv that can make a venv with the pip it bundles."""
+    for candidate in (f"/usr/bin/python{version[0]}.{version[1]}", shutil.which(f"python{version[0]}.{version[1]}")):
+        if candidate and os.access(candidate, os.X_OK) and subprocess.run(
+                [candidate, "-c", "import ensurepip, venv"], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+@pytest.mark.integration
+@pytest.mark.xdist_group("pip-fallback")  # minutes of download and unpacking: started first (conftest.py)
+def test_the_pip_fallback_installs_the_lock_with_the_pip_the_oldest_locked_python_ships(tmp_path):
+    """PAGEDLAB_INSTALLER=pip on a fresh venv of the lock's Python (3.11, the oldest one the lock
+    is for; older ones resolve from pyproject.toml without hashes) and the pip it bundles (23.x):
+    that pip read the lock's dependencies again and refused an extra as unpinned in hash mode."""
+    python = _python_with_its_own_pip(bootstrap.LOCK_PYTHON)
+    if python is None:
+        pytest.skip(f"no python{'.'.join(map(str, bootstrap.LOCK_PYTHON))} with ensurepip here")
+    venv = tmp_path / "venv"
+    env = {**os.environ, "PAGEDLAB_INSTALLER": "pip", "PAGEDLAB_COMPILE_BYTECODE": "0"}
+    env.pop("VIRTUAL_ENV", None)
+    proc = subprocess.run([python, str(ROOT / "tools" / "bootstrap.py"), str(venv)],
+                          capture_output=True, text=True, env=env, timeout=1800)
+    said = [line for line in (proc.stdout + proc.stderr).splitlines() if "is ignored: it is neither" not in line]
+    assert proc.returncode == 0, "\n".join(said[-30:])
+    assert "installing the course's packages with pip from requirements.lock" in proc.stdout, proc.stdout
+    py = venv / "bin" / "python"
+    bundled = subprocess.run([python, "-c", "import ensurepip; print(ensurepip.version())"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    used = subprocess.run([py, "-m", "pip", "--version"], capture_output=True, text=True, check=True).stdout
+    assert used.split()[1] == bundled, f"the venv's pip is not the bundled {bundled}: {used}"
+    drift = subprocess.run([py, "-c", "from pagedlab import lockcheck; import sys; "
+                            f"print(lockcheck.drift(lockcheck.read_lock(open({str(LOCK)!r}).read())))"],
+                           capture_output=True, text=True, env=env)
+    assert drift.returncode == 0 and drift.stdout.strip() == "[]", drift.stdout + drift.stderr
+    check = subprocess.run([py, "-m", "pip", "check"], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    stamp = (venv / ".pagedlab-installed").read_text().split()
+    assert stamp[0] == "pip", stamp

@@ -59,3 +59,50 @@ def test_attention_check_refuses_mismatched_shapes():
 
     with pytest.raises(ValueError, match="shapes differ"):
         viz.draw_attention_check(np.ones((2, 4, 8)), np.ones((2, 4, 16)))
+
+
+@pytest.fixture
+def fresh_colours(monkeypatch):
+    monkeypatch.setattr(viz, "_ASSIGNED", {})
+
+
+def test_sequences_drawn_together_never_share_a_colour(fresh_colours):
+    """Notebook 10 after swap_out: seq 4 (moved to the CPU) beside seq 100 (16 * 6 + 4) were both
+    brown. A picture's owners, and a session's first 16 sequences, each get their own colour."""
+    S = viz.SeqView.from_blocks
+    gpu = viz.EngineView(16, 8, [1] * 8 + [0] * 8, [S(4, [0, 1, 2]), S(20, [3, 4]), S(1, [5, 6, 7])])
+    cpu = viz.EngineView(12, 6, [1] * 6 + [0] * 6, [S(100, [1, 3, 4]), S(4, [0, 2, 5])])
+    fig, (a, b) = plt.subplots(1, 2)
+    viz.draw_pool(gpu, ax=a)
+    viz.draw_pool(cpu, ax=b)
+    legend = {}
+    for ax in (a, b):
+        for handle, text in zip(ax.get_legend().legend_handles, ax.get_legend().get_texts(), strict=True):
+            legend.setdefault(text.get_text().split(" (")[0], set()).add(matplotlib.colors.to_hex(handle.get_facecolor()))
+    seqs = {name: colours for name, colours in legend.items() if name.startswith("seq")}
+    assert all(len(c) == 1 for c in seqs.values()), f"a sequence changed colour between pictures: {seqs}"
+    colours = [next(iter(c)) for c in seqs.values()]
+    assert len(set(colours)) == len(colours) == 4, seqs
+    viz._ASSIGNED.clear()  # a new session: its first 16 sequences, whatever their ids
+    assert len({viz.seq_color(i) for i in (0, 16, 32, *range(200, 213))}) == 16
+    # Past the palette, one picture still keeps its owners apart.
+    many = viz.EngineView(24, 0, [1] * 24, [S(300 + k, [k]) for k in range(16)])
+    assert len(set(viz.distinct_colors(s.seq_id for s in many.seqs).values())) == 16
+
+
+def test_text_on_every_block_colour_reads_at_least_4_5_to_1(fresh_colours):
+    """Small block numbers in white on orange (2.5:1) or in grey on a shared brown block (1.3:1)
+    were hard to read: each label takes black or white by contrast with what lies under it."""
+    for face in [viz.FREE_COLOR, *viz._PALETTE]:
+        assert viz.contrast(viz.ink(face), face) >= 4.5, face
+    S = viz.SeqView.from_blocks
+    view = viz.EngineView(16, 12, [2, 1, 1, 1] + [0] * 12,
+                          [S(4, [0, 1]), S(1, [0, 2]), S(3, [3])])  # block 0 shared by brown and orange
+    ax = viz.draw_pool(view, cols=16)
+    colour = viz.distinct_colors([4, 1, 3])
+    owners = view.owners()
+    numbers = {t.get_text(): t for t in ax.texts if t.get_position()[1] > 0.9}
+    for block in range(4):
+        under = colour[owners[block][0][0]]
+        text = matplotlib.colors.to_hex(numbers[str(block)].get_color())
+        assert viz.contrast(text, under) >= 4.5, (block, text, under)

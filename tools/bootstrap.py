@@ -167,7 +167,10 @@ def install(venv: Path, installer: str, uv: str | None) -> str:
         "(uv was not available: this takes a few minutes)")
     base = [py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *links]
     if use_lock:
-        run([*base, *torch_sources(wheelhouses), "--require-hashes", "-r", LOCK])
+        # --no-deps: the lock already lists every package. Without it, the pip a Python ships
+        # (23.x with 3.11) resolves the dependencies again, and an extra such as
+        # jsonschema[format-nongpl]>=4.18.0 counts as an unpinned requirement in hash mode.
+        run([*base, *torch_sources(wheelhouses), "--no-deps", "--require-hashes", "-r", LOCK])
         run([*base, "--no-deps", "-e", ROOT])
     else:
         run([*base, "-c", CONSTRAINTS, "-e", f"{ROOT}[dev]"])
