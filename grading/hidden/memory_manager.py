@@ -8,6 +8,7 @@ student's record with the reference solution's record of the same seed.
 from __future__ import annotations
 
 from pagedlab import cmem
+from pagedlab.checks import scenes
 from pagedlab.checks.framework import check, see
 from pagedlab.harness import hw3
 from pagedlab.pool import Pool
@@ -28,7 +29,7 @@ def _heap(since) -> list:
 
 def _engine(run, blocks):
     pool = Pool(blocks * hw3.BLOCK_SIZE)
-    return pool, hw3.new_engine(pool.addr, pool.size)
+    return pool, scenes.engine(pool)
 
 
 def _layout(rng, total, count, used, holes=True) -> dict:
@@ -71,7 +72,7 @@ def init_random(run):
         head = hw3.addr(engine.active_seqs)
         see("empty list", [cmem.address(engine.active_seqs.next) == head, cmem.address(engine.active_seqs.prev) == head])
         see(f"heap after llm_init({size} bytes)", _heap(heap))
-        hw3.teardown(engine)
+        hw3.sweep(heap)
 
 
 @check("task2", "create_sequence / free_sequence on a random stream", rule=RULE, hidden=True)
@@ -106,7 +107,7 @@ def create_free_random(run):
         see(f"step {step}: engine state", _snap(engine))
         see(f"step {step}: pool written", bool(pool.diff(untouched)))
         see(f"step {step}: live heap blocks", _heap(heap)[:2])
-    hw3.teardown(engine)
+    hw3.release(engine)
 
 
 @check("task3", "fork_sequence of random parents, valid and invalid ids", rule=RULE, hidden=True)
@@ -121,7 +122,7 @@ def fork_random(run):
     # whose first L1 entries are NULL.
     for sid, (count, holes) in zip(ids, ((1, False), (16, False), (rng.randrange(17, 60), False),
                                          (rng.randrange(2, 15), "always")), strict=True):
-        hw3.build_sequence(engine, sid, _kv_for(rng, layout := _layout(rng, total, count, used, holes)), layout)
+        engine = scenes.with_sequence(engine, sid, _kv_for(rng, layout := _layout(rng, total, count, used, holes)), layout)
     heap = cmem.snapshot()
     # Each parent forked, then a fork of a fork, an unknown parent, a new id already in use.
     plan = [(p, None) for p in ids] + [("fork", None), ("unknown", None), (None, "used")]
@@ -135,7 +136,7 @@ def fork_random(run):
         see(f"step {step}: fork_sequence({parent}, {new}) returned a Sequence", got is not None)
         see(f"step {step}: engine state", _snap(engine))
         see(f"step {step}: heap", _heap(heap))
-    hw3.teardown(engine)
+    hw3.release(engine)
 
 
 @check("task4", "append_kv with random values over forks, CoW and full pools", rule=RULE, hidden=True)
@@ -154,10 +155,10 @@ def append_random(run):
                                  (long, 16, rng.randrange(1, 4))):
         layout = _layout(rng, total, count, used, holes=False)
         kv = (max(layout) + 1) * 16 - kv_short
-        hw3.build_sequence(engine, sid, kv, layout)
+        engine = scenes.with_sequence(engine, sid, kv, layout)
         seqs[sid] = (kv, layout)
     twin = rng.randrange(10**5, 2 * 10**5)
-    hw3.build_sequence(engine, twin, *seqs[partly])  # a fork: shares every block
+    engine = scenes.with_sequence(engine, twin, *seqs[partly])  # a fork: shares every block
     ids = [s.seq_id for s in hw3.sequences(engine)]
     plan = [partly, full, long, long, long, long] + [None] * 54
     for step, sid in enumerate(plan):
@@ -180,12 +181,12 @@ def append_random(run):
     donor = rng.choice([s for s in hw3.state(engine).seqs if s.mapping])
     layout = dict(donor.mapping)
     twin = rng.randrange(4 * 10**5, 5 * 10**5)
-    hw3.build_sequence(engine, twin, max(layout) * 16 + rng.randrange(1, 16), layout)
+    engine = scenes.with_sequence(engine, twin, max(layout) * 16 + rng.randrange(1, 16), layout)
     value = rng.randrange(-2**31, 2**31)
     see(f"append_kv({twin}, {value}) to a fork whose partly full last block is shared, the pool full",
         mm.append_kv(engine, twin, value))
     see("engine state after that append", _snap(engine))
-    hw3.teardown(engine)
+    hw3.release(engine)
 
 
 @check("task5", "llm_destroy of a random engine leaves nothing behind", rule=RULE, hidden=True)
@@ -196,11 +197,11 @@ def destroy_random(run):
     # An engine with no sequence is always destroyed too.
     empty_pool = Pool(rng.randrange(1, 40) * hw3.BLOCK_SIZE)
     heap = cmem.snapshot()
-    see("llm_destroy(an engine with no sequences)", mm.llm_destroy(hw3.new_engine(empty_pool.addr, empty_pool.size)))
+    see("llm_destroy(an engine with no sequences)", mm.llm_destroy(scenes.engine(empty_pool)))
     see("heap blocks left after llm_destroy of the empty engine", _heap(heap)[:2])
     pool = Pool(total * hw3.BLOCK_SIZE)
     heap = cmem.snapshot()
-    engine = hw3.new_engine(pool.addr, pool.size)
+    engine = scenes.engine(pool)
     used: set = set()
     sids = rng.sample(range(1, 10**5), rng.randrange(2, 6))
     first = sids[0]
@@ -211,9 +212,9 @@ def destroy_random(run):
                          holes="always" if sid == first else True)
         if not layout:  # the pool is full
             break
-        hw3.build_sequence(engine, sid, _kv_for(rng, layout), layout)
+        engine = scenes.with_sequence(engine, sid, _kv_for(rng, layout), layout)
         if sid == first or rng.random() < 0.5:  # shared blocks: always at least one fork
-            hw3.build_sequence(engine, sid + 10**5, _kv_for(rng, layout), layout)
+            engine = scenes.with_sequence(engine, sid + 10**5, _kv_for(rng, layout), layout)
     before = pool.snapshot()
     see("llm_destroy(engine)", mm.llm_destroy(engine))
     see("heap blocks left after llm_destroy", _heap(heap)[:2])

@@ -21,7 +21,7 @@ from pagedlab.lazy import lazy_module
 
 # Imported by the drivers when they run: the grader only lists these checks (see the public module).
 torch = lazy_module("torch")
-reference = lazy_module("pagedlab.reference")
+batches = lazy_module("pagedlab.batches")
 poison = lazy_module("pagedlab.checks.poison")
 
 RULE = "the same rules as the public checks, on scenarios drawn at grading time"
@@ -125,7 +125,7 @@ def gather_cases(seed: int):
 def gather_random(run):
     pa = run.load("paged_attention")
     for i, (kwargs, table_dtype) in enumerate(gather_cases(run.seed)):
-        batch = poison.poisoned(reference.make_paged_batch(**kwargs))
+        batch = poison.poisoned(batches.make_paged_batch(**kwargs))
         tables = batch.block_tables.to(table_dtype)
         for s, n in enumerate(batch.seq_lens.tolist()):
             k, v = pa.gather_kv(batch.k_cache, batch.v_cache, tables[s], n)

@@ -27,7 +27,7 @@ def _random_group_engine(rig, rng):
         if not blocks:
             break
         layouts[seq_id] = blocks
-        hw3.build_sequence(rig.gpu, seq_id, 16 * (len(blocks) - 1) + rng.randint(1, 16), blocks)
+        rig.add("gpu", seq_id, 16 * (len(blocks) - 1) + rng.randint(1, 16), blocks)
     return layouts, free
 
 
@@ -40,7 +40,7 @@ def swap_random(run):
         taken = rng.sample(range(rig.cpu.total_local_blocks), rng.randint(1, rig.cpu.total_local_blocks // 3))
         # Always a CPU sequence under an id the GPU uses too: that sequence cannot swap out.
         clash = rng.choice(sorted(layouts))
-        hw3.build_sequence(rig.cpu, clash, 16 * len(taken), taken)
+        rig.add("cpu", clash, 16 * len(taken), taken)
         order = [s for s in sorted(layouts) if s != clash]
         rng.shuffle(order)
         order.insert(rng.randrange(3), clash)

@@ -2,7 +2,7 @@
 
 Every check builds its own random data (fixed seeds, never zeros), scatters it over a shuffled
 paged cache whose unused slots are NaN, and compares with a float64 answer computed without any
-paging (`pagedlab.reference`). A slot read that should not happen shows up as NaN, and the
+paging (`pagedlab.reference`, on the judge side only). A slot read that should not happen shows up as NaN, and the
 caches of Tasks 7-9 are poisoned (`poison.py`): a -1 table entry or a negative slot used as an
 index raises, and the block a -1 would wrap to is NaN.
 """
@@ -10,12 +10,12 @@ index raises, and the block a -1 would wrap to is NaN.
 from __future__ import annotations
 
 from ..lazy import lazy_module
-from .framework import CheckFailure, check, expect, see
+from .framework import CheckFailure, Expected, check, expect, see
 
 # Imported when a driver or an expectation first needs them: the grader of Tasks 6-8 only lists
 # these checks (their records are committed), so it never pays torch's import.
 torch = lazy_module("torch")
-reference = lazy_module("pagedlab.reference")
+batches = lazy_module("pagedlab.batches")
 poison = lazy_module("pagedlab.checks.poison")
 
 RULE_SLOT = "notebook 06, The slot of a token: slot(p) = block_table[p // block_size] * block_size + p % block_size"
@@ -151,7 +151,7 @@ def write_skips_padding(run):
 def gather_in_order(run):
     pa = _module(run)
     for block_size in (8, 16):
-        batch = poison.poisoned(reference.make_paged_batch(LENGTHS(block_size), num_heads=2, num_kv_heads=2, head_size=32,
+        batch = poison.poisoned(batches.make_paged_batch(LENGTHS(block_size), num_heads=2, num_kv_heads=2, head_size=32,
                                           block_size=block_size, seed=80 + block_size))
         for s, n in enumerate(batch.seq_lens.tolist()):
             k, v = pa.gather_kv(batch.k_cache, batch.v_cache, batch.block_tables[s], n)
@@ -163,7 +163,7 @@ def gather_in_order(run):
 @check("task8", "gather follows shared blocks (after a fork) and float64 caches", rule=RULE_GATHER)
 def gather_shared(run):
     pa = _module(run)
-    batch = poison.poisoned(reference.make_paged_batch([40, 45, 33], num_heads=4, num_kv_heads=2, head_size=16, block_size=16,
+    batch = poison.poisoned(batches.make_paged_batch([40, 45, 33], num_heads=4, num_kv_heads=2, head_size=16, block_size=16,
                                       dtype=torch.float64, shared_blocks=2, seed=81))
     for s, n in enumerate(batch.seq_lens.tolist()):
         k, v = pa.gather_kv(batch.k_cache, batch.v_cache, batch.block_tables[s], n)
@@ -202,7 +202,7 @@ def build_batch(kwargs):
     q_scale = kwargs.pop("q_scale", 1)
     if isinstance(kwargs.get("dtype"), str):  # "torch.float64" in the module's case lists
         kwargs["dtype"] = getattr(torch, kwargs["dtype"].removeprefix("torch."))
-    batch = reference.make_paged_batch(**kwargs)
+    batch = batches.make_paged_batch(**kwargs)
     batch.q = batch.q * q_scale
     return batch
 
@@ -225,11 +225,9 @@ ATTN_HINT = ("NaN means an unused cache slot was read; otherwise check the softm
              "of each query head and the sequence length")
 
 
-def expected_attention(cases):
-    def expected(run):
-        return [(_attention_label(context), build_batch(kwargs).expected(scale).numpy(),
-                 TOL[str(kwargs.get("dtype", "torch.float32"))]) for context, kwargs, scale in cases]
-    return expected
+def expected_attention(cases) -> Expected:
+    """The judge side's float64 dense attention of `cases` (`pagedlab.trusted.expectations`)."""
+    return Expected("attention", (cases,))
 
 
 MHA = [(f"{dtype}, 4 heads, head_size 64, block_size 16",

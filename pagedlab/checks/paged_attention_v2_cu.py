@@ -14,13 +14,10 @@ unnormalised output, against float64, and nothing written for partitions that do
 from __future__ import annotations
 
 import hashlib
-import math
-
-import numpy as np
 
 from ..kernel_batch import make_kernel_batch
 from ..kernels import PARTITION_SIZE, V2_KERNEL_FILE, decode_v2_on_executor, unwritten, v2_workspace
-from .framework import check, expect
+from .framework import Expected, check, expect
 from .paged_attention_cu import SANITIZER, check_schedules
 
 RULE = ("notebook 10, Task 14 · the v2 kernel: paged_attention_v2 + paged_attention_v2_reduce equal "
@@ -111,14 +108,9 @@ def drive_v2(run, cases, schedules=None) -> None:
             run.see_array(_label(context, schedule), out, tol=TOL, hint=HINT)
 
 
-def expected_v2(cases, schedules=None):
-    def expected(run):
-        found = []
-        for context, kwargs, scale, _ in cases:
-            want = make_kernel_batch(**kwargs).expected(scale)
-            found += [(_label(context, s), want, TOL) for s in schedules or check_schedules()]
-        return found
-    return expected
+def expected_v2(cases, schedules=None) -> Expected:
+    """Computed by the judge (`pagedlab.trusted.expectations`)."""
+    return Expected("v2_outputs", (cases, schedules))
 
 
 def _register(name, cases):
@@ -188,30 +180,5 @@ def _drive_temporaries(run):
                           if name == "tmp_out" else HINT)
 
 
-def _expected_temporaries(run):
-    batch = make_kernel_batch(**TEMP_BATCH)
-    found = [(_label(TEMP_CONTEXT, TEMP_SCHEDULE), batch.expected(), TOL)]
-    head_size = batch.q.shape[-1]
-    scale = 1.0 / math.sqrt(head_size)
-    for s, n in enumerate(TEMP_LENS):
-        k, v = batch.keys[s].astype(np.float64), batch.values[s].astype(np.float64)
-        parts = -(-n // TEMP_P)
-        m = np.zeros((2, parts))
-        sums = np.zeros((2, parts))
-        outs = np.zeros((2, parts, head_size))
-        for h in range(2):
-            q = batch.q[s, h].astype(np.float64)
-            for p in range(parts):
-                tokens = slice(p * TEMP_P, min((p + 1) * TEMP_P, n))
-                logits = (k[tokens, 0] @ q) * scale   # one kv head serves both query heads
-                top = logits.max()
-                e = np.exp(logits - top)
-                m[h, p], sums[h, p] = float(top), float(e.sum())
-                outs[h, p] = e @ v[tokens, 0]
-        labels = _temp_labels(s)
-        found += [(labels["max_logits"], m, TOL), (labels["exp_sums"], sums, TOL), (labels["tmp_out"], outs, TOL)]
-    return found
-
-
 check("task14", "temporaries: each partition's max, exp-sum and unnormalised output; nothing past the end",
-      rule=R_TEMP, hint=HINT, expected=_expected_temporaries)(_drive_temporaries)
+      rule=R_TEMP, hint=HINT, expected=Expected("v2_temporaries"))(_drive_temporaries)
