@@ -286,15 +286,19 @@ def sealed(sandbox_user, monkeypatch):
 
 
 _PROBE = textwrap.dedent('''
-    import importlib, json, sys
+    import importlib, json, os, sys
     from pathlib import Path
+    def _raise(exc):
+        raise exc
     root = Path(sys.argv[1])
     got = {}
     for rel in sys.argv[2:]:
         path = root / rel
-        files = [path] if path.is_file() else (sorted(path.rglob("*")) if path.is_dir() else [path])
         try:
-            got[rel] = "read " + str(len(b"".join(p.read_bytes() for p in files if p.is_file()))) + " bytes"
+            files = [path]
+            if path.is_dir():  # listing it must fail too (rglob would swallow the error)
+                files = [Path(d) / n for d, _, names in os.walk(path, onerror=_raise) for n in names]
+            got[rel] = "read " + str(len(b"".join(p.read_bytes() for p in files))) + " bytes"
         except OSError as exc:
             got[rel] = type(exc).__name__
     for module in ("pagedlab.reference", "pagedlab.trusted.expectations", "pagedlab.harness.answers.buddy",
