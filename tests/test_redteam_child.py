@@ -147,7 +147,11 @@ def _grade(sub: Path, tasks, **kw) -> dict:
 # ---------------------------------------------------------------------------------------------
 # With the student-API guard on (as graded): the guard refuses early, nothing is left to steal
 # ---------------------------------------------------------------------------------------------
-def test_taking_tasks_1_3_5_from_the_harness_in_the_child_earns_nothing(tmp_path):
+@pytest.mark.parametrize("guard", ["on", "off"])
+def test_taking_tasks_1_3_5_from_the_harness_in_the_child_earns_nothing(tmp_path, monkeypatch, guard):
+    """Off too: with no guard in the way the harness still has nothing that answers a task."""
+    if guard == "off":
+        monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(API_OFF))
     results = _grade(_submission(tmp_path / "sub", "memory_manager.py", HARNESS_STEAL), ["1", "3", "5"],
                      hidden=False)
     assert results["score"] == 0, _scores(results)
