@@ -1,7 +1,7 @@
 """Test data for the attention tasks: a decode batch stored in a paged KV cache.
 
 Public: the check child builds its scenarios with it. The answer a batch is checked against
-(`PagedBatch.expected`, dense attention) lives in `pagedlab.reference`, which the check child never
+(`PagedBatch.expected`, dense attention) lives in `pagedlab.trusted.reference`, which the check child never
 imports and the grading set-up makes root-only. `pagedlab.reference` re-exports these names for
 the notebooks.
 """
@@ -43,7 +43,7 @@ class PagedBatch:
     def expected(self, scale: float | None = None) -> torch.Tensor:
         """Decode output per sequence from `dense_attention` in float64: ``[num_seqs, num_heads, head_size]``."""
         # judge side: root-only where the checks run
-        from .reference import dense_attention
+        from .trusted.reference import dense_attention
 
         rows = [dense_attention(self.q[s:s + 1].double(), k.double(), v.double(), scale)[0]
                 for s, (k, v) in enumerate(zip(self.keys, self.values, strict=True))]

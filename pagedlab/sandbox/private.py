@@ -3,8 +3,8 @@
 The check child runs the submission's code as the sandbox user, and that code can do anything
 the user can: read any file it may read, import any module it may import. So everything that
 encodes an answer is made unreadable to it (owned by root, mode 0700 / 0600, compiled bytecode
-included): the reference solutions, the reference attention, the answer models, the judge-side
-expectations and the committed records. The child never imports any of them; the judge (root)
+included): the reference solutions, the answer models, the judge side (`pagedlab/trusted/`: the
+reference attention and the expectations) and the committed records. The child never imports any of them; the judge (root)
 does. `grading/setup.sh` seals them in the Gradescope image; `pagedlab grade` as root warns
 when one is readable by others.
 
@@ -22,7 +22,6 @@ from pathlib import Path
 # Relative to the course's top folder. Folders are sealed whole.
 ANSWERS = (
     "solutions",
-    "pagedlab/reference.py",
     "pagedlab/harness/answers",
     "pagedlab/trusted",
     "pagedlab/checks/expected.json",
