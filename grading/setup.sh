@@ -82,9 +82,12 @@ cd "$SRC"
 SMOKE=()
 [ -z "${PAGEDLAB_SETUP_TASKS:-}" ] || SMOKE=(--tasks "$PAGEDLAB_SETUP_TASKS")
 "$VENV/bin/python" -m pagedlab grade --impl solutions ${SMOKE[@]+"${SMOKE[@]}"} --json "$AUTOGRADER/setup-solutions.json"
-# The reference and its committed records stay the grader's: the judge reads them as root, the
-# submission's code (user student) cannot. Hidden checks stay readable: their drivers run there.
-chmod -R go-rwx "$SRC/solutions" "$SRC/pagedlab/checks/expected.json"
+# Everything that encodes an answer stays the grader's: the reference solutions and attention,
+# the answer models, the judge-side expectations and the committed records (list:
+# pagedlab/sandbox/private.py). The judge reads them as root; the submission's code (user
+# student) can neither read nor import them, and the check child never needs them. Hidden checks
+# stay readable: their drivers run there.
+"$VENV/bin/python" -m pagedlab.sandbox.private seal "$SRC"
 # ...and the untouched exercises must score 0 without any autograder problem (this also proves
 # the checks never need the now-private solutions).
 "$VENV/bin/python" -m pagedlab grade --impl exercises ${SMOKE[@]+"${SMOKE[@]}"} --json "$AUTOGRADER/setup-exercises.json"

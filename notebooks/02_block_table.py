@@ -29,7 +29,7 @@
 import matplotlib.pyplot as plt
 
 import pagedlab
-from pagedlab import viz
+from pagedlab import cmem, viz
 from pagedlab.harness import hw3
 from pagedlab.pool import Pool
 
@@ -177,6 +177,7 @@ pagedlab.graded.run("task2");
 pagedlab.graded.require("task1", "task2")  # the demo below runs your engine in this kernel
 mm = pagedlab.load("memory_manager")  # pick up your latest edits
 pool = Pool(32 * hw3.BLOCK_SIZE)
+heap = cmem.snapshot()  # what the heap held before: the harness frees the rest at the end
 engine = mm.llm_init(pool.addr, pool.size)
 
 mm.create_sequence(engine, 1, 40)   # 3 blocks
@@ -213,7 +214,7 @@ plt.show()
 for seq_id in (1, 3, 4, 5):  # llm_destroy is Task 5 (notebook 05): free one by one for now
     mm.free_sequence(engine, seq_id)
 print("after freeing everything: free_local_blocks =", engine.free_local_blocks)
-hw3.teardown(engine)  # the harness frees the engine itself until you write llm_destroy
+hw3.sweep(heap)  # the harness frees what the demo allocated until you write llm_destroy
 
 # %% [markdown] tags=["instructor"]
 # ## For instructors: the explorer

@@ -84,9 +84,13 @@ plt.show()
 # %%
 # NBVAL_IGNORE_OUTPUT
 pool = pagedlab.pool.Pool(16 * hw3.BLOCK_SIZE)
-engine = hw3.new_engine(pool.addr, pool.size)      # built by the harness, as a correct llm_init would
-hw3.build_sequence(engine, 11, 20, [0, 1])
-hw3.build_sequence(engine, 12, 5, [2])
+# The engine as data: 16 blocks, three in use; sequence 11 maps blocks 0 and 1 in the L2 table
+# at L1 slot 0, sequence 12 maps block 2. The harness writes exactly this into memory.
+UNMAPPED = [hw3.UNMAPPED] * 14
+engine = hw3.engine_from(pool.addr, hw3.EngineLayout(
+    total=16, free=13, refs=(1, 1, 1) + (0,) * 13,
+    seqs=(hw3.SeqLayout(11, 20, tables=((0, (0, 1, *UNMAPPED)),)),
+          hw3.SeqLayout(12, 5, tables=((0, (2, -1, *UNMAPPED)),)))))
 
 for node in mm.list_for_each(engine.active_seqs):
     seq = mm.container_of(node, Sequence, "node")
@@ -200,7 +204,7 @@ for question, value in truth.items():
 # The harness built this engine, so the harness frees it:
 
 # %%
-hw3.teardown(engine)
+hw3.release(engine)
 print("live heap bytes after teardown:", cmem.live_bytes())
 
 # %% [markdown]

@@ -42,8 +42,9 @@ import numpy as np
 import torch
 
 import pagedlab
-from pagedlab import kernels, viz
+from pagedlab import cmem, kernels, viz
 from pagedlab import scheduler as sch
+from pagedlab.checks import scenes
 from pagedlab.harness import hw3
 from pagedlab.pool import Pool
 from pagedlab.reference import dense_attention, make_paged_batch, max_relative_error
@@ -177,17 +178,19 @@ def rig(gpu_blocks=32, cpu_blocks=24, seed=0):
     pools = Pool(gpu_blocks * hw3.BLOCK_SIZE), Pool(cpu_blocks * hw3.BLOCK_SIZE)
     for pool in pools:
         pool.bytes[:] = rng.integers(0, 256, pool.size, dtype=np.uint8)
-    return pools, [hw3.new_engine(p.addr, p.size) for p in pools]
+    return pools, [scenes.engine(p) for p in pools]
 
 
+heap = cmem.snapshot()  # the harness frees everything the demo allocated at the end
 (gpu_pool, cpu_pool), (gpu, cpu) = rig()
-hw3.build_sequence(gpu, 1, 50, [3, 6, 1, 8])        # the parent
-hw3.build_sequence(gpu, 2, 20, [0])                 # unrelated
-hw3.build_sequence(gpu, 3, 51, [3, 6, 1, 10])       # child, copy-on-write on its last block
-hw3.build_sequence(gpu, 4, 60, [3, 6, 11, 12])      # child with two blocks of its own
-hw3.build_sequence(gpu, 5, 70, [13, 14, 15, 16, 17])  # unrelated
-hw3.build_sequence(gpu, 6, 33, [12, 20, 21])        # shares block 12 with child 4 only
-hw3.build_sequence(cpu, 100, 40, [1, 3, 4])         # swapped out earlier: CPU holes at 0 and 2
+gpu = scenes.engine(gpu_pool, [                    # (id, kv_count, blocks): built from this data
+    (1, 50, [3, 6, 1, 8]),                         # the parent
+    (2, 20, [0]),                                  # unrelated
+    (3, 51, [3, 6, 1, 10]),                        # child, copy-on-write on its last block
+    (4, 60, [3, 6, 11, 12]),                       # child with two blocks of its own
+    (5, 70, [13, 14, 15, 16, 17]),                 # unrelated
+    (6, 33, [12, 20, 21])])                        # shares block 12 with child 4 only
+cpu = scenes.engine(cpu_pool, [(100, 40, [1, 3, 4])])  # swapped out earlier: CPU holes at 0 and 2
 
 
 def draw_both(title):
@@ -262,7 +265,7 @@ draw_both("after swap_out(gpu, cpu, 4)")
 
 # %%
 pagedlab.graded.require("task13")
-hw3.build_sequence(gpu, 7, 40, [1, 3, 6])          # a new request takes some of the freed blocks
+gpu = scenes.with_sequence(gpu, 7, 40, [1, 3, 6], release=False)  # a new request takes some freed blocks
 back = swap.swap_in(cpu, gpu, 1)
 print("mapping (cpu block -> gpu block):", back)
 records_ok = all(gpu_pool.words(g) == cpu_pool.words(c) for c, g in back)
@@ -277,7 +280,8 @@ draw_both("after a new request took blocks 1, 3, 6 and swap_in(cpu, gpu, 1)")
 # %%
 pagedlab.graded.require("task13")
 room = cpu.free_local_blocks
-hw3.build_sequence(cpu, 200, 16 * (room - 8), list(range(cpu.total_local_blocks - (room - 8), cpu.total_local_blocks)))
+cpu = scenes.with_sequence(cpu, 200, 16 * (room - 8), list(range(cpu.total_local_blocks - (room - 8), cpu.total_local_blocks)),
+                           release=False)
 before = (hw3.state(gpu), hw3.state(cpu), gpu_pool.snapshot(), cpu_pool.snapshot())
 print("CPU free blocks:", cpu.free_local_blocks, "- swap_out(gpu, cpu, 1) returns", swap.swap_out(gpu, cpu, 1))
 print("unchanged:", (hw3.state(gpu), hw3.state(cpu)) == before[:2],
@@ -293,8 +297,7 @@ pagedlab.graded.require("task13")
 print("copied:", swap.copy_blocks(engine, [(4, 7), (4, 8), (3, 12)]))
 print("block 7 == block 4:", pool.words(7) == pool.words(4), "| block 12 == block 3:", pool.words(12) == pool.words(3))
 print("refused (destination 2 is also a source):", swap.copy_blocks(engine, [(1, 2), (2, 5)]))
-for e in (gpu, cpu, engine):
-    hw3.teardown(e)
+hw3.sweep(heap)
 
 # %% [markdown]
 # ## Part 3 · Where each policy wins

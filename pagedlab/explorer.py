@@ -86,6 +86,9 @@ class Explorer:
         if not self._checked(f"llm_init(pool, {self.pool.size})"):
             self.engine = None
             return
+        from . import cmem
+
+        self._heap = cmem.snapshot()  # before llm_init: what the harness frees without llm_destroy
         try:
             engine = self.mm.llm_init(self.pool.addr, self.pool.size)
         except Exception as exc:  # noqa: BLE001 - a student's bug is shown, not raised
@@ -185,7 +188,7 @@ class Explorer:
         if not self._checked("llm_destroy(engine)"):
             from .harness import hw3
 
-            hw3.teardown(self.engine)  # the harness frees what it can reach instead
+            hw3.sweep(self._heap)  # the harness frees what this engine's calls allocated instead
             self.engine = None
             return
         try:

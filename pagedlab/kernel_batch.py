@@ -1,39 +1,28 @@
-"""A decode batch in a paged KV cache, and its dense answer, in numpy alone.
+"""A decode batch in a paged KV cache, in numpy alone (its dense answer is judge side).
 
 The kernel checks (Tasks 10 and 14) launch the student's CUDA C on numpy arrays and judge the
 output against float64 attention. Neither side runs torch code, so neither should pay torch's
 import (seconds of CPU per graded process): this is `pagedlab.reference.make_paged_batch`'s
-layout and NaN poisoning with numpy's random generator, and the decode attention of
-`pagedlab.reference.dense_attention` written out in float64 numpy.
+layout and NaN poisoning with numpy's random generator. The decode attention the output is judged
+against (`KernelBatch.expected`) is `pagedlab.trusted.attention`, which the check child never
+imports.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["KernelBatch", "make_kernel_batch", "decode_attention"]
+__all__ = ["KernelBatch", "make_kernel_batch"]
 
 
-def decode_attention(q, k, v, scale: float | None = None) -> np.ndarray:
-    """One decode query per head over one sequence, in float64.
+def __getattr__(name: str):
+    if name == "decode_attention":  # moved to the judge side; the old name still works there
+        from .trusted.attention import decode_attention
 
-    ``q [num_heads, head_size]``, ``k`` and ``v [seq_len, num_kv_heads, head_size]``; query head
-    ``h`` reads kv head ``h // (num_heads // num_kv_heads)`` (grouped-query attention).
-    """
-    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
-    num_heads, head_size = q.shape
-    group = num_heads // k.shape[1]
-    if scale is None:
-        scale = 1.0 / math.sqrt(head_size)
-    # np.repeat puts kv head j at query heads j*group .. j*group+group-1, the course's rule.
-    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
-    logits = np.einsum("hd,nhd->hn", q, k) * float(scale)
-    weights = np.exp(logits - logits.max(axis=1, keepdims=True))
-    weights /= weights.sum(axis=1, keepdims=True)
-    return np.einsum("hn,nhd->hd", weights, v)
+        return decode_attention
+    raise AttributeError(name)
 
 
 @dataclass
@@ -58,6 +47,9 @@ class KernelBatch:
 
     def expected(self, scale: float | None = None) -> np.ndarray:
         """Decode output in float64: ``[num_seqs, num_heads, head_size]``."""
+        # judge side: root-only where the checks run
+        from .trusted.attention import decode_attention
+
         return np.stack([decode_attention(self.q[s], k, v, scale)
                          for s, (k, v) in enumerate(zip(self.keys, self.values, strict=True))])
 

@@ -56,15 +56,10 @@ STUDENT_TESTS = Path("tests") / "student"   # shipped as the student edition's t
 # Lines of solution regions that the shipped harness and demos must contain too: a shared idiom of
 # the course's API, not a piece of a solution. Each is allowed anywhere.
 SHARED_IDIOMS = {
-    "engine = cmem.new(LLMEngine)": "hw3.new_engine builds engines for the checks of Tasks 2-5",
-    "engine.pool_base_ptr = pool_addr": "hw3.new_engine",
-    "seq = cmem.new(Sequence)": "hw3.build_sequence builds scenarios without the student's code",
-    "if engine.ref_count[block] == 0:": "hw3.build_sequence keeps ref counts consistent",
-    "engine.ref_count[block] += 1": "hw3.build_sequence",
-    "engine.free_local_blocks -= 1": "hw3.build_sequence",
-    "cmem.free(seq)": "teardown after a check; notebook 05's deliberately leaky destroy",
-    "cmem.free(engine)": "teardown after a check; notebooks 04-05",
-    "cmem.free(engine.ref_count)": "teardown after a check; notebooks 04-05",
+    "engine.pool_base_ptr = pool_addr": "hw3.engine_from writes an engine's fields from data",
+    "cmem.free(seq)": "notebook 05's deliberately leaky destroy",
+    "cmem.free(engine)": "notebooks 04-05",
+    "cmem.free(engine.ref_count)": "notebooks 04-05",
     "if engine is None:": "argument checks in the harness and viz",
     "if block is None:": "cmem",
     "if block != -1:": "viz draws mapped L2 entries",

@@ -195,18 +195,17 @@ def test_each_mutant_names_its_class_once():
 # --- each mutant is wrong on its class (so a check that draws the class can catch it) ----------
 
 def _mm_hole_engine(mm, task: str):
+    from pagedlab.checks import scenes
     from pagedlab.harness import hw3
     from pagedlab.pool import Pool
 
     if task == "task4":  # one full L2 table, the next append needs a new one; one block free
         pool = Pool(17 * 64)
-        engine = hw3.new_engine(pool.addr, pool.size)
-        hw3.build_sequence(engine, 1, 256, list(range(16)))
+        engine = scenes.engine(pool, [(1, 256, list(range(16)))])
         got = mm.append_kv(engine, 1, 42)
     else:  # an L2 table whose mapped entries start at offset 2, with holes between them
         pool = Pool(32 * 64)
-        engine = hw3.new_engine(pool.addr, pool.size)
-        hw3.build_sequence(engine, 1, 16 * 10, {2: 5, 5: 7, 9: 3})
+        engine = scenes.engine(pool, [(1, 16 * 10, {2: 5, 5: 7, 9: 3})])
         got = mm.free_sequence(engine, 1) if task == "task2" else mm.fork_sequence(engine, 1, 2) is not None
     state = hw3.state(engine)
     return got, state.free, list(state.refs)
@@ -257,7 +256,6 @@ def _kernel(impl: str, m: Mutant):
 
 def _swap(sw, m: Mutant):
     from pagedlab.checks.swap import Rig
-    from pagedlab.harness import hw3
 
     if m.domain_class.startswith("block ids"):
         with Rig(32, 1, seed=5) as rig:
@@ -266,9 +264,9 @@ def _swap(sw, m: Mutant):
             except Exception as exc:  # noqa: BLE001
                 return type(exc).__name__
     with Rig(16, 16, seed=5) as rig:
-        hw3.build_sequence(rig.gpu, 1, 20, [0, 1])
-        hw3.build_sequence(rig.gpu, 2, 20, [2, 3])
-        hw3.build_sequence(rig.cpu, 2, 20, [0])  # id 2 on both: sequence 1 may still swap out
+        rig.add("gpu", 1, 20, [0, 1])
+        rig.add("gpu", 2, 20, [2, 3])
+        rig.add("cpu", 2, 20, [0])  # id 2 on both: sequence 1 may still swap out
         return sw.swap_out(rig.gpu, rig.cpu, 1)
 
 

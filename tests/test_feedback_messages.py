@@ -265,15 +265,14 @@ def test_pool_legends_side_by_side_stay_clear_of_the_next_panel():
     import matplotlib.pyplot as plt
 
     from pagedlab import viz
+    from pagedlab.checks import scenes
     from pagedlab.harness import hw3
     from pagedlab.pool import Pool
 
     pools = Pool(32 * hw3.BLOCK_SIZE), Pool(24 * hw3.BLOCK_SIZE)
-    gpu, cpu = (hw3.new_engine(p.addr, p.size) for p in pools)
-    for sid, length, blocks in [(1, 50, [3, 6, 1, 8]), (2, 20, [0]), (3, 51, [3, 6, 1, 10]),
-                                (4, 60, [3, 6, 11, 12]), (5, 70, [13, 14, 15, 16, 17]), (6, 33, [12, 20, 21])]:
-        hw3.build_sequence(gpu, sid, length, blocks)
-    hw3.build_sequence(cpu, 100, 40, [1, 3, 4])
+    gpu = scenes.engine(pools[0], [(1, 50, [3, 6, 1, 8]), (2, 20, [0]), (3, 51, [3, 6, 1, 10]),
+                                   (4, 60, [3, 6, 11, 12]), (5, 70, [13, 14, 15, 16, 17]), (6, 33, [12, 20, 21])])
+    cpu = scenes.engine(pools[1], [(100, 40, [1, 3, 4])])
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 2.8))
     viz.draw_pool(gpu, ax=left, cols=16)
     viz.draw_pool(cpu, ax=right, cols=12)
@@ -288,7 +287,7 @@ def test_pool_legends_side_by_side_stay_clear_of_the_next_panel():
     assert "seq 2 (20 rec)" in labels
     plt.close(fig)
     for engine in (gpu, cpu):
-        hw3.teardown(engine)
+        hw3.release(engine)
 
 
 # ---------------------------------------------------------------- demo cells

@@ -25,7 +25,7 @@ def _draw_engine(rig: Rig, rng: random.Random) -> None:
         else:
             blocks = [free.pop() for _ in range(rng.randint(1, 8))]
         layouts[seq_id] = blocks
-        hw3.build_sequence(rig.gpu, seq_id, 16 * (len(blocks) - 1) + rng.randint(1, 16), blocks)
+        rig.add("gpu", seq_id, 16 * (len(blocks) - 1) + rng.randint(1, 16), blocks)
 
 
 def test_the_solution_moves_and_refuses_as_the_model_says():

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from pagedlab import viz  # noqa: E402
+from pagedlab.checks import scenes  # noqa: E402
 from pagedlab.harness import hw3  # noqa: E402
 from pagedlab.pool import Pool  # noqa: E402
 
@@ -16,12 +17,11 @@ from pagedlab.pool import Pool  # noqa: E402
 @pytest.fixture
 def engine():
     pool = Pool(32 * hw3.BLOCK_SIZE)
-    eng = hw3.new_engine(pool.addr, 32 * hw3.BLOCK_SIZE)
-    hw3.build_sequence(eng, 7, 40, [4, 1, 9])                  # scattered blocks
-    hw3.build_sequence(eng, 3, 20 * 16, {0: 2, 17: 11})        # an L1 hole: slot 1 only
-    hw3.build_sequence(eng, 8, 40, [4, 1, 9])                  # shares seq 7's blocks
+    eng = scenes.engine(pool, [(7, 40, [4, 1, 9]),                  # scattered blocks
+                               (3, 20 * 16, {0: 2, 17: 11}),        # an L1 hole: slot 1 only
+                               (8, 40, [4, 1, 9])])                 # shares seq 7's blocks
     yield eng
-    hw3.teardown(eng)
+    hw3.release(eng)
     plt.close("all")
 
 

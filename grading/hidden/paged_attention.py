@@ -23,6 +23,7 @@ from pagedlab.checks.paged_attention import (
     TOL,
     _attention_label,
 )
+from pagedlab.trusted.expectations import padding_hints
 
 RULE = "the same rules as the public checks, on scenarios drawn at grading time"
 
@@ -154,9 +155,14 @@ def attention_cases(seed: int):
 
 
 def expected_attention(run):
-    """The trusted side: float64 dense attention of every case, within q's dtype's tolerance."""
-    return [(_attention_label(c["context"]), drawn.attention_batch(c).expected(c["scale"]).numpy(),
-             TOL[c["batch"].get("q_dtype", c["batch"]["dtype"])]) for c in run.scenario["cases"]]
+    """The trusted side: float64 dense attention of every case, within q's dtype's tolerance,
+    and the padding hint's trigger."""
+    found = []
+    for c in run.scenario["cases"]:
+        batch, tol = drawn.attention_batch(c), TOL[c["batch"].get("q_dtype", c["batch"]["dtype"])]
+        found.append((_attention_label(c["context"]), batch.expected(c["scale"]).numpy(), tol,
+                      padding_hints(batch, c["scale"], tol)))
+    return found
 
 
 @hidden_scenario("task9", "paged attention on batches drawn at grading time", rule=RULE_ATTN, hint=ATTN_HINT, when=ATTN_WHEN,

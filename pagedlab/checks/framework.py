@@ -73,7 +73,9 @@ class Check:
     hint: str = ""
     hidden: bool = False
     # Trusted expectations for numeric checks: fn(run) -> [(label, ndarray, tol)], computed in the
-    # judge's process. None: the expected record comes from the reference solution.
+    # judge's process; the course's own are `Expected` (a name in the judge-side module, plus
+    # data), so the check child holds nothing that computes them. None: the expected record comes
+    # from the reference solution.
     expected: Callable | None = None
     module: str = ""
     # Hidden checks: fn(seed) -> JSON data, the scenario, drawn in the grader (root) only. The
@@ -85,6 +87,22 @@ class Check:
     def key(self) -> str:
         return f"{self.task}/{'hidden/' if self.hidden else ''}{self.name}"
 
+
+@dataclass(frozen=True)
+class Expected:
+    """A check's expectation as data: the name of a function of `pagedlab.trusted.expectations`
+    (judge side: the check child never imports it, and the grading set-up makes it root-only) and
+    the public scenario data it takes. Calling it with a run imports that module."""
+
+    function: str
+    args: tuple = ()
+
+    def __call__(self, run):
+        module = importlib.import_module(EXPECTATIONS)
+        return getattr(module, self.function)(*self.args)(run)
+
+
+EXPECTATIONS = "pagedlab.trusted.expectations"
 
 _REGISTRY: dict[str, list[Check]] = {}
 _loaded: set[str] = set()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from .. import cmem
 from ..harness import hw3
 from ..pool import Pool
+from . import scenes
 from .framework import CheckFailure, check, expect, expect_equal, see
 from .hints import When
 
@@ -61,17 +62,20 @@ class Bench:
         self.mm = _mm(run)
         self.pool = Pool(pool_bytes if pool_bytes is not None else num_blocks * hw3.BLOCK_SIZE)
         self.heap_at_start = cmem.snapshot()
-        self.engine = hw3.new_engine(self.pool.addr, self.pool.size) if engine else None
+        self.engine = scenes.engine(self.pool) if engine else None
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        try:
-            hw3.teardown(self.engine)
-        except Exception:  # noqa: BLE001 - a broken student engine must not mask the real failure
-            pass
+        hw3.sweep(self.heap_at_start)  # frees without walking: a broken engine cannot mask the failure
         return False
+
+    def add(self, seq_id: int, kv_count: int, blocks):
+        """The engine with one more sequence at the tail (`blocks`: a list or {logical: block}),
+        rebuilt from data by the harness; returns that sequence."""
+        self.engine = scenes.with_sequence(self.engine, seq_id, kv_count, blocks)
+        return hw3.find(self.engine, seq_id)
 
     # -- observation -------------------------------------------------------------------------
     def state(self) -> hw3.EngineState:
@@ -235,13 +239,14 @@ def _student_engine(run, blocks: int):
                rule=R_INIT, expected="an LLMEngine view", actual=repr(engine))
         yield pool, before, heap, engine
     finally:
-        hw3.teardown(engine)
+        hw3.sweep(heap)
 
 
 @check("task1", "llm_init counts whole blocks and stores the pool address", rule=R_INIT)
 def _init_counts(run):
     for size, blocks in [(64, 1), (1000, 15), (4096, 64), (64 * 100 + 63, 100)]:
         pool = Pool(size)
+        heap = cmem.snapshot()
         engine = _mm(run).llm_init(pool.addr, size)
         try:
             expect(isinstance(engine, hw3.LLMEngine), f"llm_init({size} bytes) should return an LLMEngine",
@@ -253,7 +258,7 @@ def _init_counts(run):
             expect(engine.pool_base_ptr == pool.addr, "pool_base_ptr", rule=R_INIT + ": store pool_addr",
                    expected="the pool's address", actual=_describe_address(engine.pool_base_ptr or 0, engine))
         finally:
-            hw3.teardown(engine)
+            hw3.sweep(heap)
 
 
 @check("task1", "ref_count is a zeroed heap array of total_local_blocks ints (calloc)", rule=R_INIT)
@@ -496,7 +501,7 @@ def _free_shared(run):
     with Bench(run, 8) as b:
         expect(b.mm.create_sequence(b.engine, 1, 40) is not None, "create_sequence(engine, 1, 40) failed", rule=R_CREATE)
         # Another owner of blocks 0 and 2 (as after a fork): the harness adds the references.
-        hw3.build_sequence(b.engine, 2, 40, {0: 0, 2: 2})
+        b.add(2, 40, {0: 0, 2: 2})
         expect_equal(b.mm.free_sequence(b.engine, 1), 0, "free_sequence(engine, 1)", rule=R_FREE)
         st = b.state()
         expect_equal(list(st.refs[:3]), [1, 0, 1], "ref counts of blocks 0-2 after freeing one of two owners",
@@ -512,7 +517,7 @@ def _free_shared(run):
 @check("task3", "fork_sequence shares every block and counts the new owner", rule=R_FORK)
 def _fork_shares(run):
     with Bench(run, 64) as b:
-        hw3.build_sequence(b.engine, 1, 300, [5, 9, 2] + list(range(20, 36)))   # 19 blocks
+        b.add(1, 300, [5, 9, 2] + list(range(20, 36)))   # 19 blocks
         before = b.observe()
         child = b.mm.fork_sequence(b.engine, 1, 2)
         _expect_returned_seq(child, b.engine, 2, "fork_sequence(engine, 1, 2)", R_FORK)
@@ -531,7 +536,7 @@ def _fork_shares(run):
 @check("task3", "the child gets its own L1 and L2 tables (-1 where unmapped, NULL where the parent has NULL)", rule=R_FORK)
 def _fork_tables(run):
     with Bench(run, 64) as b:
-        parent = hw3.build_sequence(b.engine, 1, 600, {0: 3, 1: 4, 2: 8, 80: 11, 81: 12})  # L1[0], L1[5]
+        parent = b.add(1, 600, {0: 3, 1: 4, 2: 8, 80: 11, 81: 12})  # L1[0], L1[5]
         child = b.mm.fork_sequence(b.engine, 1, 2)
         _expect_returned_seq(child, b.engine, 2, "fork_sequence(engine, 1, 2)", R_FORK)
         child = hw3.find(b.engine, 2)
@@ -554,8 +559,8 @@ def _fork_tables(run):
 @check("task3", "fork_sequence appends the child at the tail; forks of forks count every owner", rule=R_FORK)
 def _fork_tail(run):
     with Bench(run, 16) as b:
-        hw3.build_sequence(b.engine, 1, 20, [0, 1])
-        hw3.build_sequence(b.engine, 2, 5, [2])
+        b.add(1, 20, [0, 1])
+        b.add(2, 5, [2])
         for parent, new in [(1, 3), (3, 4), (2, 5)]:
             child = b.mm.fork_sequence(b.engine, parent, new)
             _expect_returned_seq(child, b.engine, new, f"fork_sequence(engine, {parent}, {new})", R_FORK)
@@ -569,7 +574,7 @@ def _fork_tail(run):
 def _fork_full(run):
     with Bench(run, 260) as b:
         layout = [(i * 37) % 256 for i in range(256)]
-        hw3.build_sequence(b.engine, 1, 4096, layout)
+        b.add(1, 4096, layout)
         before = b.observe()
         child = b.mm.fork_sequence(b.engine, 1, 2)
         _expect_returned_seq(child, b.engine, 2, "fork_sequence(engine, 1, 2) of a 4096-record parent", R_FORK)
@@ -589,8 +594,8 @@ def _fork_full(run):
 @check("task3", "fork_sequence rejects a missing parent or a used id, and changes nothing", rule=R_UNCHANGED)
 def _fork_rejects(run):
     with Bench(run, 16) as b:
-        hw3.build_sequence(b.engine, 1, 20, [0, 1])
-        hw3.build_sequence(b.engine, 2, 5, [2])
+        b.add(1, 20, [0, 1])
+        b.add(2, 5, [2])
         for parent, new, why in [(9, 3, "parent 9 does not exist"), (1, 2, "id 2 is in use"),
                                  (1, 1, "new id equals the parent's"), (2, 1, "id 1 is in use")]:
             before = b.observe()
@@ -614,7 +619,7 @@ def _expect_append_ok(b: Bench, seq_id: int, value: int, call_note: str = "") ->
 def _append_613(run):
     with Bench(run, 40) as b:
         layout = [(i + 4) % 39 for i in range(39)]        # logical 38 -> physical block 3
-        hw3.build_sequence(b.engine, 1, 613, layout)
+        b.add(1, 613, layout)
         before = b.observe()
         _expect_append_ok(b, 1, 0x0613_0613)
         diff = b.pool.diff(before.pool)
@@ -633,7 +638,7 @@ def _append_613(run):
 @check("task4", "append_kv writes in place while the block is exclusively owned (ref 1)", rule=R_APPEND)
 def _append_in_place(run):
     with Bench(run, 8) as b:
-        hw3.build_sequence(b.engine, 1, 20, [6, 2])
+        b.add(1, 20, [6, 2])
         before = b.observe()
         for k in range(12):
             _expect_append_ok(b, 1, 1000 + k)
@@ -649,8 +654,8 @@ def _append_in_place(run):
 @check("task4", "a full block makes append_kv map a new page, first-fit", rule=R_FIRST_FIT)
 def _append_new_page(run):
     with Bench(run, 8) as b:
-        hw3.build_sequence(b.engine, 1, 48, [0, 1, 3])
-        hw3.build_sequence(b.engine, 2, 32, [5, 2])
+        b.add(1, 48, [0, 1, 3])
+        b.add(2, 32, [5, 2])
         before = b.observe()
         _expect_append_ok(b, 2, 77, " at a block boundary")
         st = b.state()
@@ -667,7 +672,7 @@ def _append_new_page(run):
 @check("task4", "append_kv allocates a missing L2 table (record 256 → L1[1])", rule=R_APPEND)
 def _append_new_l2(run):
     with Bench(run, 20) as b:
-        hw3.build_sequence(b.engine, 1, 256, list(range(16)))
+        b.add(1, 256, list(range(16)))
         before = b.observe()
         _expect_append_ok(b, 1, 5, " when L1[1] is NULL")
         seq = hw3.find(b.engine, 1)
@@ -685,9 +690,9 @@ def _append_new_l2(run):
 @check("task4", "copy-on-write: exactly 64 bytes copied to the first free block, then the record", rule=R_APPEND)
 def _append_cow(run):
     with Bench(run, 8) as b:
-        hw3.build_sequence(b.engine, 1, 20, [4, 1])
-        hw3.build_sequence(b.engine, 2, 20, [4, 1])              # a fork: blocks 4 and 1 shared
-        hw3.build_sequence(b.engine, 3, 8, [2])
+        b.add(1, 20, [4, 1])
+        b.add(2, 20, [4, 1])              # a fork: blocks 4 and 1 shared
+        b.add(3, 8, [2])
         before = b.observe()
         old = b.pool.words(1)
         _expect_append_ok(b, 2, 0xC0FFEE, " into a shared block")
@@ -721,8 +726,8 @@ def _append_cow(run):
 @check("task4", "OOM for a new page: -1 and nothing changes", rule=R_UNCHANGED)
 def _append_oom_page(run):
     with Bench(run, 4) as b:
-        hw3.build_sequence(b.engine, 1, 48, [3, 1, 0])
-        hw3.build_sequence(b.engine, 2, 7, [2])
+        b.add(1, 48, [3, 1, 0])
+        b.add(2, 7, [2])
         before = b.observe()
         expect_equal(b.mm.append_kv(b.engine, 1, 99), -1, "append_kv needing a new page with 0 free blocks",
                      rule=R_APPEND + ": −1 if a new block is needed and free_local_blocks == 0")
@@ -733,8 +738,8 @@ def _append_oom_page(run):
 @check("task4", "OOM for copy-on-write: -1 and nothing changes", rule=R_UNCHANGED)
 def _append_oom_cow(run):
     with Bench(run, 2) as b:
-        hw3.build_sequence(b.engine, 1, 20, [0, 1])
-        hw3.build_sequence(b.engine, 2, 20, [0, 1])
+        b.add(1, 20, [0, 1])
+        b.add(2, 20, [0, 1])
         for sid in (2, 1):
             before = b.observe()
             expect_equal(b.mm.append_kv(b.engine, sid, 42), -1, f"append_kv(engine, {sid}) into a shared block with 0 free blocks",
@@ -745,7 +750,7 @@ def _append_oom_cow(run):
 @check("task4", "OOM when the L2 table itself is missing: -1, no L2 allocated", rule=R_UNCHANGED)
 def _append_oom_l2(run):
     with Bench(run, 16) as b:
-        hw3.build_sequence(b.engine, 1, 256, list(range(16)))
+        b.add(1, 256, list(range(16)))
         before = b.observe()
         expect_equal(b.mm.append_kv(b.engine, 1, 1), -1, "append_kv of record 256 (L1[1] NULL) with 0 free blocks",
                      rule=R_APPEND + ": probe for a free block before allocating the L2 table")
@@ -755,8 +760,8 @@ def _append_oom_l2(run):
 @check("task4", "append_kv refuses a 257th logical block; fills the last slot of the 256th", rule=R_APPEND)
 def _append_256(run):
     with Bench(run, 300) as b:
-        hw3.build_sequence(b.engine, 1, 4096, list(range(256)))
-        hw3.build_sequence(b.engine, 2, 700, [256 + i for i in range(44)])
+        b.add(1, 4096, list(range(256)))
+        b.add(2, 700, [256 + i for i in range(44)])
         before = b.observe()
         expect_equal(b.mm.append_kv(b.engine, 1, 3), -1, "append_kv at kv_count 4096 (logical block 256)",
                      rule=R_APPEND + ": −1 if logical >= 256")
@@ -767,7 +772,7 @@ def _append_256(run):
 @check("task4", "append_kv at kv_count 4095 writes the last record of logical block 255", rule=R_APPEND)
 def _append_last(run):
     with Bench(run, 260) as b:
-        hw3.build_sequence(b.engine, 1, 4095, [(i * 7) % 256 for i in range(256)])
+        b.add(1, 4095, [(i * 7) % 256 for i in range(256)])
         before = b.observe()
         _expect_append_ok(b, 1, 0x4095, " at kv_count 4095")
         last = (255 * 7) % 256
@@ -780,7 +785,7 @@ def _append_last(run):
 @check("task4", "append_kv rejects a record a C int cannot hold, and changes nothing", rule=R_BAD_INPUT)
 def _append_not_c_ints(run):
     with Bench(run, 8) as b:
-        hw3.build_sequence(b.engine, 1, 16, [0])
+        b.add(1, 16, [0])
         for shown, value in NOT_C_INTS + [("2**31", 2**31), ("-2**31 - 1", -2**31 - 1)]:
             before = b.observe()
             expect_equal(b.mm.append_kv(b.engine, 1, value), -1, f"append_kv(engine, 1, {shown})",
@@ -793,7 +798,7 @@ def _append_not_c_ints(run):
 @check("task4", "append_kv of an unknown sequence returns -1 and changes nothing", rule=R_UNCHANGED)
 def _append_unknown(run):
     with Bench(run, 8) as b:
-        hw3.build_sequence(b.engine, 1, 16, [0])
+        b.add(1, 16, [0])
         before = b.observe()
         expect_equal(b.mm.append_kv(b.engine, 2, 1), -1, "append_kv(engine, 2, 1) with no sequence 2",
                      rule=R_APPEND + ": −1 if not found")
@@ -808,14 +813,14 @@ def _append_readback(run):
 
     rng = random.Random(110)
     with Bench(run, 64) as b:
-        hw3.build_sequence(b.engine, 1, 5, [9])
+        b.add(1, 5, [9])
         written = {1: {}}
         for step in range(400):
             sid = rng.choice(sorted(written))
             if step in (90, 200, 310):
                 new = max(written) + 1
                 parent = hw3.find(b.engine, sid)
-                hw3.build_sequence(b.engine, new, parent.kv_count, hw3.mapping(parent))
+                b.add(new, parent.kv_count, hw3.mapping(parent))
                 written[new] = dict(written[sid])
                 continue
             value = rng.randrange(-2**31, 2**31)
@@ -837,10 +842,10 @@ def _append_readback(run):
 # Task 5: llm_destroy
 # ============================================================================================
 def _populated(b: Bench) -> None:
-    hw3.build_sequence(b.engine, 1, 300, list(range(19)))
-    hw3.build_sequence(b.engine, 2, 300, list(range(19)))                  # a fork of 1
-    hw3.build_sequence(b.engine, 3, 600, {0: 20, 1: 21, 70: 22, 71: 23})    # L1 holes
-    hw3.build_sequence(b.engine, 4, 1, [24])
+    b.add(1, 300, list(range(19)))
+    b.add(2, 300, list(range(19)))                  # a fork of 1
+    b.add(3, 600, {0: 20, 1: 21, 70: 22, 71: 23})    # L1 holes
+    b.add(4, 1, [24])
 
 
 @check("task5", "llm_destroy frees every sequence, the ref array and the engine: 0 bytes lost", rule=R_LEAK)

@@ -2,7 +2,7 @@
 
 Every check builds its own random data (fixed seeds, never zeros), scatters it over a shuffled
 paged cache whose unused slots are NaN, and compares with a float64 answer computed without any
-paging (`pagedlab.reference`). A slot read that should not happen shows up as NaN, and the
+paging (`pagedlab.reference`, on the judge side only). A slot read that should not happen shows up as NaN, and the
 caches of Tasks 7-9 are poisoned (`poison.py`): a -1 table entry or a negative slot used as an
 index raises, and the block a -1 would wrap to is NaN.
 """
@@ -10,13 +10,13 @@ index raises, and the block a -1 would wrap to is NaN.
 from __future__ import annotations
 
 from ..lazy import lazy_module
-from .framework import CheckFailure, check, expect, see
+from .framework import CheckFailure, Expected, check, expect, see
 from .hints import When
 
 # Imported when a driver or an expectation first needs them: the grader of Tasks 6-8 only lists
 # these checks (their records are committed), so it never pays torch's import.
 torch = lazy_module("torch")
-reference = lazy_module("pagedlab.reference")
+batches = lazy_module("pagedlab.batches")
 poison = lazy_module("pagedlab.checks.poison")
 
 RULE_SLOT = "notebook 06, The slot of a token: slot(p) = block_table[p // block_size] * block_size + p % block_size"
@@ -152,7 +152,7 @@ def write_skips_padding(run):
 def gather_in_order(run):
     pa = _module(run)
     for block_size in (8, 16):
-        batch = poison.poisoned(reference.make_paged_batch(LENGTHS(block_size), num_heads=2, num_kv_heads=2, head_size=32,
+        batch = poison.poisoned(batches.make_paged_batch(LENGTHS(block_size), num_heads=2, num_kv_heads=2, head_size=32,
                                           block_size=block_size, seed=80 + block_size))
         for s, n in enumerate(batch.seq_lens.tolist()):
             k, v = pa.gather_kv(batch.k_cache, batch.v_cache, batch.block_tables[s], n)
@@ -164,7 +164,7 @@ def gather_in_order(run):
 @check("task8", "gather follows shared blocks (after a fork) and float64 caches", rule=RULE_GATHER)
 def gather_shared(run):
     pa = _module(run)
-    batch = poison.poisoned(reference.make_paged_batch([40, 45, 33], num_heads=4, num_kv_heads=2, head_size=16, block_size=16,
+    batch = poison.poisoned(batches.make_paged_batch([40, 45, 33], num_heads=4, num_kv_heads=2, head_size=16, block_size=16,
                                       dtype=torch.float64, shared_blocks=2, seed=81))
     for s, n in enumerate(batch.seq_lens.tolist()):
         k, v = pa.gather_kv(batch.k_cache, batch.v_cache, batch.block_tables[s], n)
@@ -203,7 +203,7 @@ def build_batch(kwargs):
     q_scale = kwargs.pop("q_scale", 1)
     if isinstance(kwargs.get("dtype"), str):  # "torch.float64" in the module's case lists
         kwargs["dtype"] = getattr(torch, kwargs["dtype"].removeprefix("torch."))
-    batch = reference.make_paged_batch(**kwargs)
+    batch = batches.make_paged_batch(**kwargs)
     batch.q = batch.q * q_scale
     return batch
 
@@ -230,43 +230,9 @@ PADDING_HINT = ("padding took part in the softmax: positions past seq_len (the -
                 "with -inf, or gather only seq_len tokens")
 
 
-def _padded_attention(batch, scale, width: int):
-    """What a softmax computes when `width - seq_len` padding positions join it with a logit of 0
-    (and a value of 0): the output of padding "masked" with 0 instead of -inf."""
-    import numpy as np
-
-    rows = []
-    for s, (k, v) in enumerate(zip(batch.keys, batch.values, strict=True)):
-        q = batch.q[s].double().numpy()
-        k, v = k.double().numpy(), v.double().numpy()
-        group = q.shape[0] // k.shape[1]
-        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
-        step = float(scale) if scale is not None else 1.0 / np.sqrt(q.shape[-1])
-        logits = np.einsum("hd,nhd->hn", q, k) * step
-        pad = np.zeros((logits.shape[0], max(width - logits.shape[1], 0)))
-        top = np.maximum(logits.max(1, keepdims=True), 0 if pad.size else -np.inf)
-        weights, rest = np.exp(logits - top), np.exp(pad - top)
-        rows.append(np.einsum("hn,nhd->hd", weights, v) / (weights.sum(1) + rest.sum(1))[:, None])
-    return np.stack(rows)
-
-
-def _padding_hints(batch, scale, tol) -> list:
-    """The padding hint, shown when the output is what a 0-masked padding computes (padded to
-    the block table's width, or to the batch's longest sequence)."""
-    widths = {batch.block_tables.shape[1] * batch.block_size, int(batch.seq_lens.max())}
-    return [When("close", PADDING_HINT, {"array": _padded_attention(batch, scale, w), "tol": max(tol, 1e-6) * 10})
-            for w in sorted(widths)]
-
-
-def expected_attention(cases):
-    def expected(run):
-        found = []
-        for context, kwargs, scale in cases:
-            batch, tol = build_batch(kwargs), TOL[str(kwargs.get("dtype", "torch.float32"))]
-            found.append((_attention_label(context), batch.expected(scale).numpy(), tol,
-                          _padding_hints(batch, scale, tol)))
-        return found
-    return expected
+def expected_attention(cases) -> Expected:
+    """The judge side's float64 dense attention of `cases` (`pagedlab.trusted.expectations`)."""
+    return Expected("attention", (cases,))
 
 
 MHA = [(f"{dtype}, 4 heads, head_size 64, block_size 16",

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..kernel_batch import make_kernel_batch
 from ..kernels import KERNEL_FILE, OUTPUT_TOL, decode_on_executor
-from .framework import check
+from .framework import Expected, check
 from .hints import When
 
 RULE = "notebook 08, Task 10 · the kernel: paged_attention_v1 equals dense attention over each sequence's tokens"
@@ -112,15 +112,10 @@ def unwritten_logit(exc, seq_lens) -> str:
             f"t = {t} >= seq_len = {n}. Bound the loop by t < seq_len.")
 
 
-def expected_outputs(cases, schedules=None):
-    """The trusted side: float64 dense attention for every case, once per schedule label."""
-    def expected(run):
-        found = []
-        for context, kwargs, scale in cases(run) if callable(cases) else cases:
-            want = make_kernel_batch(**kwargs).expected(scale)
-            found += [(kernel_label(context, s), want, TOL) for s in schedules or check_schedules()]
-        return found
-    return expected
+def expected_outputs(cases, schedules=None) -> Expected:
+    """The trusted side: float64 dense attention for every case, once per schedule label
+    (computed by the judge, `pagedlab.trusted.expectations`)."""
+    return Expected("kernel_outputs", (cases, schedules))
 
 
 HINT = ""  # every hint of the output checks is conditional (WHEN): none under a race report or a hang

@@ -14,13 +14,10 @@ unnormalised output, against float64, and nothing written for partitions that do
 from __future__ import annotations
 
 import hashlib
-import math
-
-import numpy as np
 
 from ..kernel_batch import make_kernel_batch
 from ..kernels import PARTITION_SIZE, V2_KERNEL_FILE, decode_v2_on_executor, unwritten, v2_workspace
-from .framework import check, expect
+from .framework import Expected, check, expect
 from .hints import When
 from .paged_attention_cu import SANITIZER, check_schedules, untouched_stub
 
@@ -42,35 +39,6 @@ DROPPED_HINT = ("the last partition's tokens are missing: num_partitions = ceil(
                 "and the last partition runs to seq_len")
 
 
-def _bug_outputs(batch, scale, partition_size: int) -> dict:
-    """What two known bugs of a split-K kernel compute, in float64: the reduce without the
-    exp(m_p - M) rescaling, and the last partition of every longer sequence dropped."""
-    found = {"rescale": [], "dropped": []}
-    for s, (k, v) in enumerate(zip(batch.keys, batch.values, strict=True)):
-        q = np.asarray(batch.q[s], np.float64)
-        k, v = np.asarray(k, np.float64), np.asarray(v, np.float64)
-        group = q.shape[0] // k.shape[1]
-        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
-        step = float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-        logits = np.einsum("hd,nhd->hn", q, k) * step
-        sums, outs = 0.0, 0.0
-        for first in range(0, logits.shape[1], partition_size):
-            part = logits[:, first:first + partition_size]
-            e = np.exp(part - part.max(1, keepdims=True))
-            sums = sums + e.sum(1)
-            outs = outs + np.einsum("hn,nhd->hd", e, v[first:first + partition_size])
-        found["rescale"].append(outs / sums[:, None])
-        n = logits.shape[1]
-        cut = (n - 1) // partition_size * partition_size if n > partition_size else n
-        e = np.exp(logits[:, :cut] - logits[:, :cut].max(1, keepdims=True))
-        found["dropped"].append(np.einsum("hn,nhd->hd", e, v[:cut]) / e.sum(1)[:, None])
-    return {name: np.stack(rows) for name, rows in found.items()}
-
-
-def _bug_hints(batch, scale, partition_size: int) -> list:
-    bugs = _bug_outputs(batch, scale, partition_size)
-    return [When("close", RESCALE_HINT, {"array": bugs["rescale"], "tol": 10 * TOL}),
-            When("close", DROPPED_HINT, {"array": bugs["dropped"], "tol": 10 * TOL})]
 TOL = 2e-5
 LAUNCH_TIMEOUT = 30.0
 _HUNG: dict[str, str] = {}
@@ -151,15 +119,9 @@ def drive_v2(run, cases, schedules=None) -> None:
             run.see_array(_label(context, schedule), out, tol=TOL, hint=HINT)
 
 
-def expected_v2(cases, schedules=None):
-    def expected(run):
-        found = []
-        for context, kwargs, scale, partition_size in cases:
-            batch = make_kernel_batch(**kwargs)
-            want, bugs = batch.expected(scale), _bug_hints(batch, scale, partition_size)
-            found += [(_label(context, s), want, TOL, bugs) for s in schedules or check_schedules()]
-        return found
-    return expected
+def expected_v2(cases, schedules=None) -> Expected:
+    """Computed by the judge (`pagedlab.trusted.expectations`)."""
+    return Expected("v2_outputs", (cases, schedules))
 
 
 def _register(name, cases):
@@ -230,30 +192,5 @@ def _drive_temporaries(run):
                           if name == "tmp_out" else HINT)
 
 
-def _expected_temporaries(run):
-    batch = make_kernel_batch(**TEMP_BATCH)
-    found = [(_label(TEMP_CONTEXT, TEMP_SCHEDULE), batch.expected(), TOL)]
-    head_size = batch.q.shape[-1]
-    scale = 1.0 / math.sqrt(head_size)
-    for s, n in enumerate(TEMP_LENS):
-        k, v = batch.keys[s].astype(np.float64), batch.values[s].astype(np.float64)
-        parts = -(-n // TEMP_P)
-        m = np.zeros((2, parts))
-        sums = np.zeros((2, parts))
-        outs = np.zeros((2, parts, head_size))
-        for h in range(2):
-            q = batch.q[s, h].astype(np.float64)
-            for p in range(parts):
-                tokens = slice(p * TEMP_P, min((p + 1) * TEMP_P, n))
-                logits = (k[tokens, 0] @ q) * scale   # one kv head serves both query heads
-                top = logits.max()
-                e = np.exp(logits - top)
-                m[h, p], sums[h, p] = float(top), float(e.sum())
-                outs[h, p] = e @ v[tokens, 0]
-        labels = _temp_labels(s)
-        found += [(labels["max_logits"], m, TOL), (labels["exp_sums"], sums, TOL), (labels["tmp_out"], outs, TOL)]
-    return found
-
-
 check("task14", "temporaries: each partition's max, exp-sum and unnormalised output; nothing past the end",
-      rule=R_TEMP, hint=HINT, expected=_expected_temporaries)(_drive_temporaries)
+      rule=R_TEMP, hint=HINT, expected=Expected("v2_temporaries"))(_drive_temporaries)

@@ -17,7 +17,7 @@ import dataclasses
 
 import torch
 
-from ..reference import PagedBatch
+from ..batches import PagedBatch
 
 
 class PaddingRead(IndexError):

@@ -1,7 +1,7 @@
 """Graded checks for Task 13: swapping a sequence group between a "GPU" and a "CPU" engine, and
 the batched block copy (notebook 10).
 
-Every scenario is built by the harness (`hw3.new_engine`, `hw3.build_sequence`), so Task 13 is
+Every scenario is built by the harness from data (`scenes`, `hw3.engine_from`), so Task 13 is
 graded on its own, whatever the state of the student's memory manager. Both pools are filled
 with random words first, so a block that was not copied, or copied from the wrong block, shows.
 What a move returned and left behind is recorded and judged against the reference solution's
@@ -20,6 +20,7 @@ from .. import cmem
 from ..harness import hw3
 from ..pool import Pool
 from ..student.hw3 import BLOCK_SIZE
+from . import scenes
 from .framework import CheckFailure, check, expect, expect_equal, see
 
 R_MOVE = "notebook 10, Task 13 · swap: a sequence group moves as a unit, each distinct block once, first-fit on the target"
@@ -40,19 +41,21 @@ class Rig:
         rng = np.random.default_rng(seed)
         for pool in (self.gpu_pool, self.cpu_pool):
             pool.bytes[:] = rng.integers(0, 256, pool.size, dtype=np.uint8)
-        self.gpu = hw3.new_engine(self.gpu_pool.addr, self.gpu_pool.size)
-        self.cpu = hw3.new_engine(self.cpu_pool.addr, self.cpu_pool.size)
+        self.heap_at_start = cmem.snapshot()
+        self.gpu, self.cpu = scenes.engine(self.gpu_pool), scenes.engine(self.cpu_pool)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        for engine in (self.gpu, self.cpu):
-            try:
-                hw3.teardown(engine)
-            except cmem.HeapError:
-                pass
+        hw3.sweep(self.heap_at_start)
         return False
+
+    def add(self, side: str, seq_id: int, kv_count: int, blocks):
+        """That side's engine with one more sequence at the tail, rebuilt from data by the harness
+        (the old one stays allocated until the sweep: a swap may have moved its sequences)."""
+        setattr(self, side, scenes.with_sequence(self.engine(side), seq_id, kv_count, blocks, release=False))
+        return hw3.find(self.engine(side), seq_id)
 
     def engine(self, side: str):
         return self.gpu if side == "gpu" else self.cpu
@@ -176,13 +179,13 @@ def _swap(run):
 def swap_out_single(run):
     sw = _swap(run)
     with Rig(48, 40, seed=1301) as rig:
-        hw3.build_sequence(rig.gpu, 7, 40, [5, 2, 9])
+        rig.add("gpu", 7, 40, [5, 2, 9])
         # 20 logical blocks over two L2 tables, with an L1 hole before the second table.
         scattered = {i: 12 + i for i in range(14)}
         scattered.update({32 + i: 30 + i for i in range(6)})
-        hw3.build_sequence(rig.gpu, 8, 32 * 16 + 90, scattered)
-        hw3.build_sequence(rig.gpu, 9, 3, [0])
-        hw3.build_sequence(rig.cpu, 100, 33, [1, 3, 4])  # swapped earlier: CPU holes at 0 and 2
+        rig.add("gpu", 8, 32 * 16 + 90, scattered)
+        rig.add("gpu", 9, 3, [0])
+        rig.add("cpu", 100, 33, [1, 3, 4])  # swapped earlier: CPU holes at 0 and 2
         heap = cmem.live_bytes()
         run_move(rig, sw, "swap_out", 8, "(20 blocks, L1 hole)")
         run_move(rig, sw, "swap_out", 7, "(3 blocks)")
@@ -197,12 +200,12 @@ def swap_out_single(run):
 def swap_out_group(run):
     sw = _swap(run)
     with Rig(32, 32, seed=1302) as rig:
-        hw3.build_sequence(rig.gpu, 1, 50, [3, 6, 1, 8])         # the parent
-        hw3.build_sequence(rig.gpu, 2, 20, [0])                  # unrelated
-        hw3.build_sequence(rig.gpu, 3, 51, [3, 6, 1, 10])        # child: last block copied on write
-        hw3.build_sequence(rig.gpu, 4, 60, [3, 6, 11, 12])       # child: two blocks of its own
-        hw3.build_sequence(rig.gpu, 5, 70, [13, 14, 15, 16, 17])  # unrelated
-        hw3.build_sequence(rig.gpu, 6, 33, [12, 20, 21])         # shares only with child 4
+        rig.add("gpu", 1, 50, [3, 6, 1, 8])         # the parent
+        rig.add("gpu", 2, 20, [0])                  # unrelated
+        rig.add("gpu", 3, 51, [3, 6, 1, 10])        # child: last block copied on write
+        rig.add("gpu", 4, 60, [3, 6, 11, 12])       # child: two blocks of its own
+        rig.add("gpu", 5, 70, [13, 14, 15, 16, 17])  # unrelated
+        rig.add("gpu", 6, 33, [12, 20, 21])         # shares only with child 4
         # Swapping the second child takes the parent, the first child and 6 along (refs 3, 3, 2, 2).
         run_move(rig, sw, "swap_out", 4, "(group of 4 sharing blocks 3, 6, 1, 12)")
 
@@ -211,12 +214,12 @@ def swap_out_group(run):
 def swap_round_trip(run):
     sw = _swap(run)
     with Rig(24, 24, seed=1303) as rig:
-        hw3.build_sequence(rig.gpu, 10, 64, [4, 5, 6, 7])
-        hw3.build_sequence(rig.gpu, 11, 64, [4, 5, 6, 9])
-        hw3.build_sequence(rig.gpu, 12, 16, [2])
+        rig.add("gpu", 10, 64, [4, 5, 6, 7])
+        rig.add("gpu", 11, 64, [4, 5, 6, 9])
+        rig.add("gpu", 12, 16, [2])
         records = {b: rig.gpu_pool.words(b) for b in (4, 5, 6, 7, 9)}
         run_move(rig, sw, "swap_out", 11, "(two forked sequences)")
-        hw3.build_sequence(rig.gpu, 13, 30, [0, 5])  # the freed blocks get reused meanwhile
+        rig.add("gpu", 13, 30, [0, 5])  # the freed blocks get reused meanwhile
         run_move(rig, sw, "swap_in", 10, "(back to a GPU whose blocks were reused)")
         after = {s.seq_id: dict(s.mapping) for s in hw3.state(rig.gpu).seqs}
         for seq_id, old in ((10, [4, 5, 6, 7]), (11, [4, 5, 6, 9])):
@@ -230,11 +233,11 @@ def swap_round_trip(run):
 def swap_refused(run):
     sw = _swap(run)
     with Rig(32, 8, seed=1304) as rig:
-        hw3.build_sequence(rig.gpu, 1, 80, [0, 1, 2, 3, 4])
-        hw3.build_sequence(rig.gpu, 2, 80, [0, 1, 2, 3, 5])  # group of 6 distinct blocks
-        hw3.build_sequence(rig.gpu, 3, 16, [9])
-        hw3.build_sequence(rig.cpu, 50, 20, [0, 2])           # CPU: 6 free, then 5 free
-        hw3.build_sequence(rig.cpu, 3, 20, [4])               # id 3 is already swapped out?!
+        rig.add("gpu", 1, 80, [0, 1, 2, 3, 4])
+        rig.add("gpu", 2, 80, [0, 1, 2, 3, 5])  # group of 6 distinct blocks
+        rig.add("gpu", 3, 16, [9])
+        rig.add("cpu", 50, 20, [0, 2])           # CPU: 6 free, then 5 free
+        rig.add("cpu", 3, 20, [4])               # id 3 is already swapped out?!
         run_move(rig, sw, "swap_out", 1, "(6 blocks needed, 5 free on the CPU)")
         run_move(rig, sw, "swap_out", 3, "(id 3 already on the CPU)")
         run_move(rig, sw, "swap_out", 77, "(no sequence 77)")
@@ -253,11 +256,11 @@ def swap_exact_fit(run):
     sw = _swap(run)
     rnd = random.Random(1305)
     with Rig(40, 12, seed=1305) as rig:
-        hw3.build_sequence(rig.gpu, 21, 40, [7, 8, 9])
-        hw3.build_sequence(rig.gpu, 22, 40, [9, 10, 11])      # shares 9 with 21
-        hw3.build_sequence(rig.gpu, 23, 40, [11, 12, 13])     # shares 11 with 22 only
+        rig.add("gpu", 21, 40, [7, 8, 9])
+        rig.add("gpu", 22, 40, [9, 10, 11])      # shares 9 with 21
+        rig.add("gpu", 23, 40, [11, 12, 13])     # shares 11 with 22 only
         taken = rnd.sample(range(12), 5)
-        hw3.build_sequence(rig.cpu, 60, 80, taken)            # 7 free: the group needs exactly 7
+        rig.add("cpu", 60, 80, taken)            # 7 free: the group needs exactly 7
         run_move(rig, sw, "swap_out", 23, "(chain 21-22-23, exactly 7 free CPU blocks)")
 
 
@@ -265,9 +268,9 @@ def swap_exact_fit(run):
 def copy_blocks_copies(run):
     sw = _swap(run)
     with Rig(16, 1, seed=1306) as rig:
-        hw3.build_sequence(rig.gpu, 1, 40, [2, 3, 4])
-        hw3.build_sequence(rig.gpu, 2, 40, [2, 3, 7])
-        hw3.build_sequence(rig.gpu, 3, 40, [2, 3, 8])
+        rig.add("gpu", 1, 40, [2, 3, 4])
+        rig.add("gpu", 2, 40, [2, 3, 7])
+        rig.add("gpu", 3, 40, [2, 3, 8])
         before = rig.observe()
         pairs = [(4, 7), (4, 8), (3, 12)]
         got = sw.copy_blocks(rig.gpu, pairs)

@@ -93,6 +93,13 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
         found = printable(found)  # the upload's file names, shown in the output
         if sandbox is not None:
             echo(f"(the submission's code runs as user {sandbox.name!r}; {isolation_note()})")
+            from ..loader import ROOT
+            from ..sandbox import private
+
+            readable = private.exposed(ROOT)
+            if readable:  # the image seals them (grading/setup.sh); a checkout may not have
+                echo(f"warning: the submission's code can read {', '.join(readable)}: run "
+                     f"`python -m pagedlab.sandbox.private seal {ROOT}` as root to make them root-only")
         echo(f"Grading {impl_arg if impl_arg in loader.NAMED_IMPLS else folder} "
              f"({len(rows)} task{'s' if len(rows) != 1 else ''}, each in its own process)")
         if found:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import ast
 import functools
+import sys
 import threading
+import types
 from pathlib import Path
 
 from .. import student
@@ -33,6 +35,8 @@ BANNED_ATTRIBUTES = frozenset({
     "__dict__", "__loader__", "__spec__", "__bases__", "__base__", "__mro__",
     # Unpickling calls whatever the bytes name (torch.load, numpy.load): code by another door.
     "load", "loads", "Unpickler", "load_library", "load_inline", "cpp_extension", "ctypeslib",
+    # Namespaces by another name: inspect's walks (reached through a module that imported inspect).
+    "getmembers", "getmembers_static", "getattr_static", "currentframe",
 })
 
 # ctypes' ways to load a library, refused as bare names too (after `from ctypes import *`).
@@ -62,6 +66,8 @@ class _Reader(ast.NodeVisitor):
         self.filename = filename
         self.findings: list[str] = []
         self.module_names: set[str] = set()
+        self.modules: dict[str, str] = {}   # name bound in the file -> the module it is
+        self.called: set[int] = set()       # ids of Name nodes that are a call's function
 
     def refuse(self, node: ast.AST, what: str, rule: str) -> None:
         self.findings.append(f"{self.filename}:{node.lineno}: {what} ({rule})")
@@ -75,6 +81,7 @@ class _Reader(ast.NodeVisitor):
                 self.refuse(node, f"`import {alias.name}` binds the name pagedlab",
                             f"write `from {alias.name.rpartition('.')[0]} import {alias.name.rpartition('.')[2]}`; {_rule()}")
             self.module_names.add(alias.asname or alias.name.split(".")[0])
+            self.modules[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level:
@@ -91,6 +98,8 @@ class _Reader(ast.NodeVisitor):
                     else student.allowed(module) and module != "pagedlab"
             if alias.name in BANNED_ATTRIBUTES:
                 self.refuse(node, f"imports {module}.{alias.name}", _REACH)
+            elif alias.name in ATTRIBUTE_FUNCTIONS:
+                self.refuse(node, f"imports {module}.{alias.name}", "student files may not reach attributes by computed names")
             elif not ok:
                 if alias.name == "*":
                     self.refuse(node, f"imports {module}.*", f"a star import is allowed only from the HW3 header and cmem; {_rule()}")
@@ -98,8 +107,12 @@ class _Reader(ast.NodeVisitor):
                     self.refuse(node, f"imports {module}.{alias.name}", _rule())
             elif student.allowed(f"{module}.{alias.name}"):
                 self.module_names.add(alias.asname or alias.name)
+                self.modules[alias.asname or alias.name] = f"{module}.{alias.name}"
 
     def visit_Name(self, node: ast.Name) -> None:
+        if node.id in ATTRIBUTE_FUNCTIONS and id(node) not in self.called:
+            # `g = getattr` would let `g(x, computed)` past the call check below.
+            self.refuse(node, f"uses {node.id} other than in a call", "student files may not reach attributes by computed names")
         if node.id in BANNED_NAMES:
             self.refuse(node, f"uses {node.id}", "student files may not run text as code, open files or reach the interpreter's namespaces")
         elif node.id in LIBRARY_LOADERS:
@@ -113,10 +126,17 @@ class _Reader(ast.NodeVisitor):
             self.refuse(node, f"uses .{node.attr}", "student files may not reach attributes by computed names")
         elif node.attr.startswith("_") and isinstance(node.value, ast.Name) and node.value.id in self.module_names:
             self.refuse(node, f"uses {node.value.id}.{node.attr}", "student files may not use a module's private names")
+        elif isinstance(node.value, ast.Name) and node.value.id in self.modules:
+            reached = _module_attribute(self.modules[node.value.id], node.attr)
+            if reached is not None and not student.allowed(reached):
+                # dataclasses.inspect, typing.sys: another module reached through an allowed one.
+                self.refuse(node, f"uses {node.value.id}.{node.attr} (the module {reached})", _rule())
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
+        if isinstance(func, ast.Name):
+            self.called.add(id(func))
         if isinstance(func, ast.Name) and func.id in ATTRIBUTE_FUNCTIONS:
             name = node.args[1] if len(node.args) >= 2 else None
             if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
@@ -124,6 +144,14 @@ class _Reader(ast.NodeVisitor):
             elif name.value in BANNED_ATTRIBUTES or (name.value.startswith("__") and name.value not in ALLOWED_DUNDERS):
                 self.refuse(node, f"{func.id}(..., {name.value!r})", _REACH)
         self.generic_visit(node)
+
+
+def _module_attribute(module: str, attr: str) -> str | None:
+    """The name of the module `module.attr` is, when it is one (read off the loaded module's
+    namespace, so nothing is imported or run to find out); else None."""
+    found = sys.modules.get(module)
+    value = getattr(found, "__dict__", {}).get(attr) if found is not None else None
+    return value.__name__ if isinstance(value, types.ModuleType) else None
 
 
 def check_source(text: str, filename: str) -> list[str]:

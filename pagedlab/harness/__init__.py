@@ -1,4 +1,5 @@
-"""The harness: what the checks and notebooks use to build and inspect engines, sequences and
-scenarios without the student's code. Never importable from a student file (see
-`pagedlab.student`); parts of it are a correct answer to a task. `answers/` holds the models
-that answer Tasks 11-13 whole; it exists in the instructor edition only."""
+"""The harness: what the checks and notebooks use to build and inspect engines without the
+student's code. Engines are built from data (`hw3.engine_from`), so nothing here computes a
+task's answer; it stays outside the student API all the same (see `pagedlab.student`).
+`answers/` holds the models that answer Tasks 11-13 whole: instructor edition only, never
+imported where checks run, root-only in the grading set-up (`pagedlab.sandbox.private`)."""

@@ -1,11 +1,12 @@
-"""Harness side of HW3: read-only walks of an engine, and engines and sequences built the way a
-correct implementation would build them, so each task can be checked without the student's
-other tasks.
+"""Harness side of HW3: read-only walks of an engine, and engines built from data.
 
-Not for student files: `new_engine` is a correct `llm_init`, `build_sequence` most of
-`create_sequence`, `teardown` most of `llm_destroy`. The checks, the block-table bridge and the
-pictures use them; the student API (`pagedlab.student`) does not include them. The struct names
-are re-exported so the harness reads `hw3.Sequence` as before.
+A check sets up its scenario as data (`EngineLayout`: the fields, the ref counts, which block
+each sequence maps at which L1 and L2 slot, the list order) and `engine_from` writes exactly that
+into new memory; `snapshot` reads an engine back as such data; `sweep` frees what a check
+allocated. Nothing here computes what a task computes (no ref counting, no first-fit, no walk
+that frees an engine), so nothing here answers a task even if a student's code calls it. The
+student API (`pagedlab.student`) does not include this module all the same. The struct names are
+re-exported so the harness reads `hw3.Sequence` as before.
 """
 
 from __future__ import annotations
@@ -142,65 +143,94 @@ def state(engine) -> EngineState:
                        tuple(ref_counts(engine)), seqs)
 
 
-def new_engine(pool_addr: int, pool_size: int):
-    """Harness-built engine (as a correct `llm_init` would), so Tasks 2-5 can be checked alone."""
-    engine = cmem.new(LLMEngine)
+@dataclass(frozen=True)
+class SeqLayout:
+    """One sequence as data: its id, kv_count and L2 tables by L1 slot (every other L1 slot NULL).
+    `tables` is ((L1 slot, (the 16 L2 entries, block ids or UNMAPPED)), ...)."""
+
+    seq_id: int
+    kv_count: int
+    tables: tuple
+
+
+@dataclass(frozen=True)
+class EngineLayout:
+    """An engine as data: every field a caller can see, written as given (nothing derived)."""
+
+    total: int
+    free: int
+    refs: tuple          # ref_count[0:total]
+    seqs: tuple          # SeqLayout, in list order (head.next first)
+
+
+def snapshot(engine) -> EngineLayout:
+    """The engine's state as data, read raw (each L2 table's 16 entries as they are)."""
+    seqs = []
+    for s in sequences(engine):
+        tables = tuple((slot, tuple(s.block_table[slot][j] for j in range(L2_PT_SIZE)))
+                       for slot in sorted(l2_tables(s)))
+        seqs.append(SeqLayout(s.seq_id, s.kv_count, tables))
+    return EngineLayout(engine.total_local_blocks, engine.free_local_blocks, tuple(ref_counts(engine)), tuple(seqs))
+
+
+# Addresses of what `engine_from` allocated, by engine address (for `release`).
+_BUILT: dict[int, list[int]] = {}
+
+
+def engine_from(pool_addr: int, layout: EngineLayout):
+    """A new engine over the pool at `pool_addr` holding exactly `layout`: the fields, the ref
+    counts, each sequence's L1 and L2 tables and the list order are written as given; nothing is
+    computed from them (a layout that breaks an invariant is built broken). The checks and the
+    notebooks build their scenarios with it, so a task is checked without the student's other
+    tasks; it never changes an engine it did not just create."""
+    built = []
+
+    def keep(ptr):
+        built.append(cmem.address(ptr))
+        return ptr
+
+    engine = keep(cmem.new(LLMEngine))
     engine.pool_base_ptr = pool_addr
-    engine.total_local_blocks = engine.free_local_blocks = pool_size // BLOCK_SIZE
-    engine.ref_count = cmem.calloc_array(pool_size // BLOCK_SIZE, ctypes.c_int)
+    engine.total_local_blocks, engine.free_local_blocks = layout.total, layout.free
+    engine.ref_count = keep(cmem.calloc_array(layout.total, ctypes.c_int))
+    for block, count in enumerate(layout.refs):
+        engine.ref_count[block] = count
     head = ListNodePtr.from_address_value(ctypes.addressof(engine.active_seqs))
     engine.active_seqs.prev = engine.active_seqs.next = head
+    for entry in layout.seqs:
+        seq = keep(cmem.new(Sequence))
+        seq.seq_id, seq.kv_count = entry.seq_id, entry.kv_count
+        seq.block_table = keep(cmem.calloc_array(L1_PT_SIZE, IntPtr))
+        for slot, entries in entry.tables:
+            l2 = keep(cmem.malloc_array(L2_PT_SIZE, ctypes.c_int))
+            for j, block in enumerate(entries):
+                l2[j] = block
+            seq.block_table[slot] = l2
+        last = engine.active_seqs.prev.contents
+        me = ListNodePtr.from_address_value(ctypes.addressof(seq.node))
+        seq.node.prev = cmem.ref(last)
+        seq.node.next = head
+        last.next = me
+        engine.active_seqs.prev = me
+    _BUILT[built[0]] = built
     return engine
 
 
-def teardown(engine) -> None:
-    """Harness-side best-effort free of an engine and what it reaches (after a check)."""
-    if engine is None or not cmem.is_live(engine):
+def release(engine) -> None:
+    """Free what `engine_from` allocated for `engine` and is still live (it walks nothing: what
+    other code added to the engine stays allocated; `sweep` frees that)."""
+    if engine is None:
         return
-    try:
-        seqs = sequences(engine)
-    except (CorruptEngine, cmem.HeapError):
-        seqs = []
-    for seq in seqs:
-        try:
-            for table in l2_tables(seq).values():
-                if cmem.is_live(table):
-                    cmem.free(table)
-            if cmem.is_live(seq.block_table):
-                cmem.free(seq.block_table)
-            if cmem.is_live(seq):
-                cmem.free(seq)
-        except cmem.HeapError:
-            pass
-    if cmem.is_live(engine.ref_count):
-        cmem.free(engine.ref_count)
-    cmem.free(engine)
+    for where in _BUILT.pop(cmem.address(engine), []):
+        if cmem.is_live(where):
+            cmem.free(where)
 
 
-def build_sequence(engine, seq_id: int, kv_count: int, blocks) -> Sequence:
-    """Harness-built Sequence with an exact layout: `blocks` is a list (logical i -> block) or a
-    dict {logical: block}, so a check can set up scattered blocks, L1 holes or shared blocks
-    without relying on the student's create_sequence. Ref counts and the free count follow."""
-    table = dict(enumerate(blocks)) if not isinstance(blocks, dict) else dict(blocks)
-    seq = cmem.new(Sequence)
-    seq.seq_id, seq.kv_count = seq_id, kv_count
-    seq.block_table = cmem.calloc_array(L1_PT_SIZE, IntPtr)
-    for logical, block in sorted(table.items()):
-        i, j = divmod(logical, L2_PT_SIZE)
-        if not seq.block_table[i]:
-            l2 = cmem.malloc_array(L2_PT_SIZE, ctypes.c_int)
-            for k in range(L2_PT_SIZE):
-                l2[k] = UNMAPPED
-            seq.block_table[i] = l2
-        seq.block_table[i][j] = block
-        if engine.ref_count[block] == 0:
-            engine.free_local_blocks -= 1
-        engine.ref_count[block] += 1
-    head = engine.active_seqs
-    last = head.prev.contents
-    me = ListNodePtr.from_address_value(ctypes.addressof(seq.node))
-    seq.node.prev = cmem.ref(last)
-    seq.node.next = cmem.ref(head)
-    last.next = me
-    head.prev = me
-    return seq
+def sweep(since: cmem.HeapSnapshot) -> None:
+    """Free every tracked allocation made since `since` and still live (after a check or a
+    demo: whatever the engine's code or the harness allocated, without walking any engine)."""
+    for block in cmem.changes_since(since).allocated:
+        if cmem.is_live(block.address):
+            cmem.free(block.address)
+    for where in [a for a in _BUILT if not cmem.is_live(a)]:
+        del _BUILT[where]

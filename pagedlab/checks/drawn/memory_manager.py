@@ -6,7 +6,7 @@ from __future__ import annotations
 from ... import cmem
 from ...harness import hw3
 from ...pool import Pool
-from .. import framework
+from .. import framework, scenes
 from .. import memory_manager as public
 from ..framework import scenario_driver
 
@@ -50,15 +50,12 @@ def _heap(since) -> list:
     return [len(changes.allocated), sum(a.size for a in changes.allocated), changes.mallocs, changes.frees]
 
 
-def _engine(blocks):
+def _engine(blocks, built=()):
+    """A pool and a harness-built engine holding `built`: [{"id", "kv", "layout": [[logical,
+    block], ...]}], laid out from the data (`scenes`), never by code that does a task."""
     pool = Pool(blocks * hw3.BLOCK_SIZE)
-    return pool, hw3.new_engine(pool.addr, pool.size)
-
-
-def _build(engine, seqs) -> None:
-    """Harness-built sequences: [{"id", "kv", "layout": [[logical, block], ...]}]."""
-    for built in seqs:
-        hw3.build_sequence(engine, built["id"], built["kv"], {logical: block for logical, block in built["layout"]})
+    seqs = [(b["id"], b["kv"], {logical: block for logical, block in b["layout"]}) for b in built]
+    return pool, scenes.engine(pool, seqs)
 
 
 def _pick(items: list, u: float):
@@ -83,7 +80,7 @@ def init(run):
         head = hw3.addr(engine.active_seqs)
         see("empty list", [cmem.address(engine.active_seqs.next) == head, cmem.address(engine.active_seqs.prev) == head])
         see(f"heap after llm_init({size} bytes)", _heap(heap))
-        hw3.teardown(engine)
+        hw3.sweep(heap)
 
 
 @scenario_driver
@@ -92,8 +89,8 @@ def create_free(run):
     a pick (a fraction) chooses a live id instead of "id" when some sequence is live."""
     mm = run.load("memory_manager")
     sc = run.scenario
-    pool, engine = _engine(sc["blocks"])
-    _build(engine, sc["built"])
+    start = cmem.snapshot()
+    pool, engine = _engine(sc["blocks"], sc["built"])
     heap = cmem.snapshot()
     untouched = pool.snapshot()
     live = [s["id"] for s in sc["built"]]
@@ -113,7 +110,7 @@ def create_free(run):
         see(f"step {step}: engine state", _snap(engine))
         see(f"step {step}: pool written", bool(pool.diff(untouched)))
         see(f"step {step}: live heap blocks", _heap(heap)[:2])
-    hw3.teardown(engine)
+    hw3.sweep(start)
 
 
 @scenario_driver
@@ -121,8 +118,8 @@ def fork(run):
     """Forks: {"parent": id | "last" (the newest fork) | None with "pick" (any sequence), "new"}."""
     mm = run.load("memory_manager")
     sc = run.scenario
-    pool, engine = _engine(sc["blocks"])
-    _build(engine, sc["built"])
+    start = cmem.snapshot()
+    pool, engine = _engine(sc["blocks"], sc["built"])
     ids = [s["id"] for s in sc["built"]]
     heap = cmem.snapshot()
     for step, st in enumerate(sc["forks"]):
@@ -136,7 +133,7 @@ def fork(run):
         see(f"step {step}: fork_sequence({parent}, {new}) returned a Sequence", got is not None)
         see(f"step {step}: engine state", _snap(engine))
         see(f"step {step}: heap", _heap(heap))
-    hw3.teardown(engine)
+    hw3.sweep(start)
 
 
 def _append(run, mm, engine, pool, label, sid, value) -> None:
@@ -153,8 +150,8 @@ def append(run):
     append with no free block, then a second engine with exactly one free block."""
     mm = run.load("memory_manager")
     sc = run.scenario
-    pool, engine = _engine(sc["blocks"])
-    _build(engine, sc["built"])
+    start = cmem.snapshot()
+    pool, engine = _engine(sc["blocks"], sc["built"])
     for step, (sid, value) in enumerate(sc["appends"]):
         _append(run, mm, engine, pool, f"step {step}", sid, value)
     returns = []  # until the pool is full: the append that finds no free block
@@ -168,19 +165,19 @@ def append(run):
     last = sc["cow_when_full"]
     donor = _pick([s for s in hw3.state(engine).seqs if s.mapping], last["pick"])
     layout = dict(donor.mapping)
-    hw3.build_sequence(engine, last["id"], max(layout) * 16 + last["offset"], layout)
+    engine = scenes.with_sequence(engine, last["id"], max(layout) * 16 + last["offset"], layout)
     see(f"append_kv({last['id']}, {last['value']}) to a fork whose partly full last block is shared, the pool full",
         mm.append_kv(engine, last["id"], last["value"]))
     see("engine state after that append", _snap(engine))
-    hw3.teardown(engine)
+    hw3.sweep(start)
     # One free block and an append past a whole L2 table: the new L2 table comes from the heap.
     one = sc["one_free"]
-    pool, engine = _engine(one["blocks"])
-    _build(engine, one["built"])
+    start = cmem.snapshot()
+    pool, engine = _engine(one["blocks"], one["built"])
     see("one free block: engine state before", _snap(engine))
     for step, (sid, value) in enumerate(one["appends"]):
         _append(run, mm, engine, pool, f"one free block, step {step}", sid, value)
-    hw3.teardown(engine)
+    hw3.sweep(start)
 
 
 @scenario_driver
@@ -189,14 +186,18 @@ def destroy(run):
     sc = run.scenario
     empty_pool = Pool(sc["empty_blocks"] * hw3.BLOCK_SIZE)
     heap = cmem.snapshot()
-    see("llm_destroy(an engine with no sequences)", mm.llm_destroy(hw3.new_engine(empty_pool.addr, empty_pool.size)))
+    see("llm_destroy(an engine with no sequences)", mm.llm_destroy(scenes.engine(empty_pool)))
     see("heap blocks left after llm_destroy of the empty engine", _heap(heap)[:2])
-    pool = Pool(sc["blocks"] * hw3.BLOCK_SIZE)
+    # Memory the engine does not own, allocated before it: llm_destroy frees the engine's memory
+    # only (freeing every live allocation would pass a count of what is left).
+    bystander = cmem.malloc(24)
     heap = cmem.snapshot()
-    engine = hw3.new_engine(pool.addr, pool.size)
-    _build(engine, sc["built"])
+    pool, engine = _engine(sc["blocks"], sc["built"])
     see("engine state before llm_destroy", _snap(engine))
     before = pool.snapshot()
     see("llm_destroy(engine)", mm.llm_destroy(engine))
     see("heap blocks left after llm_destroy", _heap(heap)[:2])
     see("pool written by llm_destroy", bool(pool.diff(before)))
+    see("heap: memory the engine does not own is still allocated after llm_destroy", cmem.is_live(bystander))
+    if cmem.is_live(bystander):
+        cmem.free(bystander)

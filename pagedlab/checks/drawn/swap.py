@@ -16,9 +16,9 @@ def moves(run):
     sc = run.scenario
     with Rig(sc["gpu_blocks"], sc["cpu_blocks"], seed=sc["pool_fill"]) as rig:
         for seq_id, kv, blocks in sc["gpu"]:
-            hw3.build_sequence(rig.gpu, seq_id, kv, blocks)
+            rig.add("gpu", seq_id, kv, blocks)
         for seq_id, kv, blocks in sc["cpu"]:
-            hw3.build_sequence(rig.cpu, seq_id, kv, blocks)
+            rig.add("cpu", seq_id, kv, blocks)
         for seq_id in sc["order"]:
             run_move(rig, sw, "swap_out", seq_id, f"(drawn engine, sequence {seq_id})")
         for seq_id in sc["order"]:

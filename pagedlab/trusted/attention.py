@@ -1,0 +1,26 @@
+"""Decode attention in float64 numpy: the expected output of the kernel tasks (judge side)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def decode_attention(q, k, v, scale: float | None = None) -> np.ndarray:
+    """One decode query per head over one sequence, in float64.
+
+    ``q [num_heads, head_size]``, ``k`` and ``v [seq_len, num_kv_heads, head_size]``; query head
+    ``h`` reads kv head ``h // (num_heads // num_kv_heads)`` (grouped-query attention).
+    """
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    num_heads, head_size = q.shape
+    group = num_heads // k.shape[1]
+    if scale is None:
+        scale = 1.0 / math.sqrt(head_size)
+    # np.repeat puts kv head j at query heads j*group .. j*group+group-1, the course's rule.
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    logits = np.einsum("hd,nhd->hn", q, k) * float(scale)
+    weights = np.exp(logits - logits.max(axis=1, keepdims=True))
+    weights /= weights.sum(axis=1, keepdims=True)
+    return np.einsum("hn,nhd->hd", weights, v)

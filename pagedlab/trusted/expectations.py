@@ -1,0 +1,168 @@
+"""The expected records of the numeric checks (Tasks 9, 10, 14), computed on the judge side.
+
+A check registers `expected=Expected(name, data)` (`pagedlab.checks.framework`): `name` is a
+function here and `data` the check's public scenario (its cases). `framework.expected_stream`
+calls it with the run in the judge's process. The check child never imports this module, so a
+submission that replays a check there has no expected values to copy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def attention(cases):
+    """Task 9: float64 dense attention of every case's batch, with the padding hint's trigger."""
+    from ..checks.paged_attention import TOL, _attention_label, build_batch
+
+    def expected(run):
+        found = []
+        for context, kwargs, scale in cases:
+            batch, tol = build_batch(kwargs), TOL[str(kwargs.get("dtype", "torch.float32"))]
+            found.append((_attention_label(context), batch.expected(scale).numpy(), tol,
+                          padding_hints(batch, scale, tol)))
+        return found
+    return expected
+
+
+# What known bugs compute, for the hints shown only when a submission's output matches one. They
+# are near-answers (with nothing to drop they are the answer), so they live here, judge side.
+def padded_attention(batch, scale, width: int):
+    """What a softmax computes when `width - seq_len` padding positions join it with a logit of 0
+    (and a value of 0): the output of padding "masked" with 0 instead of -inf."""
+    import numpy as np
+
+    rows = []
+    for s, (k, v) in enumerate(zip(batch.keys, batch.values, strict=True)):
+        q = batch.q[s].double().numpy()
+        k, v = k.double().numpy(), v.double().numpy()
+        group = q.shape[0] // k.shape[1]
+        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+        step = float(scale) if scale is not None else 1.0 / np.sqrt(q.shape[-1])
+        logits = np.einsum("hd,nhd->hn", q, k) * step
+        pad = np.zeros((logits.shape[0], max(width - logits.shape[1], 0)))
+        top = np.maximum(logits.max(1, keepdims=True), 0 if pad.size else -np.inf)
+        weights, rest = np.exp(logits - top), np.exp(pad - top)
+        rows.append(np.einsum("hn,nhd->hd", weights, v) / (weights.sum(1) + rest.sum(1))[:, None])
+    return np.stack(rows)
+
+
+def padding_hints(batch, scale, tol) -> list:
+    """The padding hint, shown when the output is what a 0-masked padding computes (padded to
+    the block table's width, or to the batch's longest sequence)."""
+    widths = {batch.block_tables.shape[1] * batch.block_size, int(batch.seq_lens.max())}
+    from ..checks.hints import When
+    from ..checks.paged_attention import PADDING_HINT
+
+    return [When("close", PADDING_HINT, {"array": padded_attention(batch, scale, w), "tol": max(tol, 1e-6) * 10})
+            for w in sorted(widths)]
+
+
+def v2_bug_outputs(batch, scale, partition_size: int) -> dict:
+    """What two known bugs of a split-K kernel compute, in float64: the reduce without the
+    exp(m_p - M) rescaling, and the last partition of every longer sequence dropped."""
+    found = {"rescale": [], "dropped": []}
+    for s, (k, v) in enumerate(zip(batch.keys, batch.values, strict=True)):
+        q = np.asarray(batch.q[s], np.float64)
+        k, v = np.asarray(k, np.float64), np.asarray(v, np.float64)
+        group = q.shape[0] // k.shape[1]
+        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+        step = float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+        logits = np.einsum("hd,nhd->hn", q, k) * step
+        sums, outs = 0.0, 0.0
+        for first in range(0, logits.shape[1], partition_size):
+            part = logits[:, first:first + partition_size]
+            e = np.exp(part - part.max(1, keepdims=True))
+            sums = sums + e.sum(1)
+            outs = outs + np.einsum("hn,nhd->hd", e, v[first:first + partition_size])
+        found["rescale"].append(outs / sums[:, None])
+        n = logits.shape[1]
+        cut = (n - 1) // partition_size * partition_size if n > partition_size else n
+        e = np.exp(logits[:, :cut] - logits[:, :cut].max(1, keepdims=True))
+        found["dropped"].append(np.einsum("hn,nhd->hd", e, v[:cut]) / e.sum(1)[:, None])
+    return {name: np.stack(rows) for name, rows in found.items()}
+
+
+def v2_bug_hints(batch, scale, partition_size: int) -> list:
+    from ..checks import paged_attention_v2_cu as v2
+    from ..checks.hints import When
+
+    bugs = v2_bug_outputs(batch, scale, partition_size)
+    return [When("close", v2.RESCALE_HINT, {"array": bugs["rescale"], "tol": 10 * v2.TOL}),
+            When("close", v2.DROPPED_HINT, {"array": bugs["dropped"], "tol": 10 * v2.TOL})]
+
+
+def kernel_outputs(cases, schedules=None):
+    """Task 10: float64 dense attention for every case, once per schedule label."""
+    from ..checks.paged_attention_cu import TOL, check_schedules, kernel_label
+    from ..kernel_batch import make_kernel_batch
+
+    def expected(run):
+        found = []
+        for context, kwargs, scale in cases(run) if callable(cases) else cases:
+            want = make_kernel_batch(**kwargs).expected(scale)
+            found += [(kernel_label(context, s), want, TOL) for s in schedules or check_schedules()]
+        return found
+    return expected
+
+
+def v2_outputs(cases, schedules=None):
+    """Task 14: the v2 kernels' output, as Task 10's, for every case and schedule."""
+    from ..checks.paged_attention_cu import check_schedules
+    from ..checks.paged_attention_v2_cu import TOL, _label
+    from ..kernel_batch import make_kernel_batch
+
+    def expected(run):
+        found = []
+        for context, kwargs, scale, partition_size in cases:
+            batch = make_kernel_batch(**kwargs)
+            want, bugs = batch.expected(scale), v2_bug_hints(batch, scale, partition_size)
+            found += [(_label(context, s), want, TOL, bugs) for s in schedules or check_schedules()]
+        return found
+    return expected
+
+
+def v2_temporaries():
+    """Task 14's temporaries: each partition's max logit, exp-sum and unnormalised output."""
+    from ..checks import paged_attention_v2_cu as v2
+    from ..kernel_batch import make_kernel_batch
+
+    def expected(run):
+        batch = make_kernel_batch(**v2.TEMP_BATCH)
+        found = [(v2._label(v2.TEMP_CONTEXT, v2.TEMP_SCHEDULE), batch.expected(), v2.TOL)]
+        head_size = batch.q.shape[-1]
+        scale = 1.0 / math.sqrt(head_size)
+        for s, n in enumerate(v2.TEMP_LENS):
+            k, v = batch.keys[s].astype(np.float64), batch.values[s].astype(np.float64)
+            parts = -(-n // v2.TEMP_P)
+            m = np.zeros((2, parts))
+            sums = np.zeros((2, parts))
+            outs = np.zeros((2, parts, head_size))
+            for h in range(2):
+                q = batch.q[s, h].astype(np.float64)
+                for p in range(parts):
+                    tokens = slice(p * v2.TEMP_P, min((p + 1) * v2.TEMP_P, n))
+                    logits = (k[tokens, 0] @ q) * scale   # one kv head serves both query heads
+                    top = logits.max()
+                    e = np.exp(logits - top)
+                    m[h, p], sums[h, p] = float(top), float(e.sum())
+                    outs[h, p] = e @ v[tokens, 0]
+            labels = v2._temp_labels(s)
+            found += [(labels["max_logits"], m, v2.TOL), (labels["exp_sums"], sums, v2.TOL),
+                      (labels["tmp_out"], outs, v2.TOL)]
+        return found
+    return expected
+
+
+def gpu_kernel():
+    """The GPU feedback check: the same cases as its driver, float64 dense attention."""
+    from ..grading import gpu_checks
+    from ..kernel_batch import make_kernel_batch
+    from ..kernels import OUTPUT_TOL
+
+    def expected(run):
+        return [(gpu_checks._label(c), make_kernel_batch(**kw).expected(scale), OUTPUT_TOL)
+                for c, kw, scale in gpu_checks._cases()]
+    return expected

@@ -1,0 +1,363 @@
+"""Red team against what the check child holds: submissions that implement nothing and take their
+answers from the process they run in.
+
+The child runs the submission's code, so assume that code can do anything there: read every
+module in memory, walk the stack, forge a code object's file name, import what the user may
+read. Each submission below implements no task; it must score 0 because nothing in the child
+can compute an answer (the harness builds engines from data only, the numeric checks' expected
+values are computed by the judge, the answer files are root-only in the grading set-up), with
+the student-API guard as an early refusal in front.
+
+The sandboxed tests (run as root, with a created user, the answer files sealed as
+`grading/setup.sh` seals them) turn the guard off, so only the operating system stands in the
+way.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pagedlab import manifest
+from pagedlab.grading.cli import grade
+
+ROOT = Path(__file__).resolve().parent.parent
+EXERCISES = ROOT / "exercises"
+API_OFF = Path(__file__).parent / "submissions" / "student_api_off.py"
+
+# The module table reached without the word `sys` or `modules` in the source: an aliased getattr
+# with computed names (the guard vets only calls spelled `getattr(...)` with constant names).
+_MODULES = '''
+import typing
+_g = getattr
+_mods = _g(_g(typing, "sy" + "s"), "mod" + "ules")
+'''
+
+# Tasks 1, 3 and 5 from the harness loaded in the child for the checks (8 + 12 + 6 points when the
+# harness held a correct llm_init, create/fork and teardown).
+HARNESS_STEAL = _MODULES + '''
+_h = _mods["pagedlab.harness.hw3"]
+
+def llm_init(pool_addr, pool_size):
+    if not pool_addr or pool_size < BLOCK_SIZE:
+        return None
+    return _h.new_engine(pool_addr, pool_size)
+
+def fork_sequence(engine, parent_id, new_id):
+    if engine is None:
+        return None
+    parent = _h.find(engine, parent_id)
+    if parent is None or _h.find(engine, new_id) is not None:
+        return None
+    return _h.build_sequence(engine, new_id, parent.kv_count, _h.mapping(parent))
+
+def llm_destroy(engine):
+    if engine is None:
+        return -1
+    _h.teardown(engine)
+    return 0
+'''
+
+# Task 9 with paged_attention unwritten: the driver's own check objects replay the judge's
+# expectation (`framework.expected_stream`) for the case on the caller's stack, with the run's seed.
+EXPECTED_REPLAY = _MODULES + '''
+def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, scale=None):
+    fw = _mods["pagedlab.checks.framework"]
+    frame = _g(_mods["sy" + "s"], "_get" + "frame")(1)
+    context = _g(frame, "f_lo" + "cals")["context"]
+    label = f"paged_attention output ({context})"
+    run = fw.current()
+    for c in _g(fw, "_REG" + "ISTRY")["task9"]:
+        if c.expected is None:
+            continue
+        for obs in fw.expected_stream(c, run.seed).obs:
+            if obs["w"] == label:
+                return torch.from_numpy(fw.decode_array(obs["v"]).copy()).to(q.dtype)
+    raise NotImplementedError("no expectation to replay")
+'''
+
+
+def _forged_import(module: str, names: str) -> str:
+    """Source that imports `names` from `module` in code compiled under a pagedlab file name, so
+    the guard takes it for pagedlab's own import."""
+    return _MODULES + f'''
+_b = _mods["buil" + "tins"]
+_pkg = _mods["pagedlab"]
+_file = _g(_pkg, "__fi" + "le__").replace("__init__.py", "checks/framework.py")
+_ns = {{}}
+_g(_b, "ex" + "ec")(_g(_b, "comp" + "ile")("from {module} import {names}", _file, "ex" + "ec"), _ns)
+'''
+
+
+# Task 12 from the instructor edition's buddy model, imported under a forged file name.
+FORGED_BUDDY = _forged_import("pagedlab.harness.answers.buddy", "Buddy") + '''
+_Buddy = _ns["Buddy"]
+
+class BuddyAllocator(BuddyAllocator):
+    def __init__(self, total_slots):
+        super().__init__(total_slots)
+        self.model = _Buddy(total_slots)
+
+    def sync(self):
+        self.free_lists = [set(self.model.free_lists.get(k, ())) for k in range(self.max_order + 1)]
+
+    def alloc(self, n):
+        if not isinstance(n, int) or isinstance(n, bool):
+            raise TypeError(f"n must be an int number of slots, got {type(n).__name__}")
+        if not 1 <= n <= self.total_slots:
+            raise ValueError(f"n must be between 1 and total_slots={self.total_slots}, got {n}")
+        offset = self.model.alloc(n)
+        if offset is not None:
+            self.allocated[offset] = self.model.order(n)
+        self.sync()
+        return offset
+
+    def free(self, offset):
+        if offset not in self.allocated:
+            raise ValueError(f"offset {offset!r} is not the start of an allocated block")
+        self.model.free(offset, 1 << self.allocated.pop(offset))
+        self.sync()
+'''
+
+
+def _submission(folder: Path, filename: str, extra: str) -> Path:
+    folder.mkdir(parents=True)
+    for path in EXERCISES.iterdir():
+        if path.is_file() and path.suffix in (".py", ".cu", ".c"):
+            shutil.copyfile(path, folder / path.name)
+    (folder / filename).write_text((EXERCISES / filename).read_text() + textwrap.dedent(extra))
+    return folder
+
+
+def _scores(results: dict) -> dict:
+    return {t["number"]: t["score"] for t in results["tests"]}
+
+
+def _grade(sub: Path, tasks, **kw) -> dict:
+    return grade(str(sub), tasks=list(tasks), echo=lambda *a: None, **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# With the student-API guard on (as graded): the guard refuses early, nothing is left to steal
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("guard", ["on", "off"])
+def test_taking_tasks_1_3_5_from_the_harness_in_the_child_earns_nothing(tmp_path, monkeypatch, guard):
+    """Off too: with no guard in the way the harness still has nothing that answers a task."""
+    if guard == "off":
+        monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(API_OFF))
+    results = _grade(_submission(tmp_path / "sub", "memory_manager.py", HARNESS_STEAL), ["1", "3", "5"],
+                     hidden=False)
+    assert results["score"] == 0, _scores(results)
+
+
+def test_replaying_the_expected_stream_of_task_9_earns_nothing(tmp_path):
+    results = _grade(_submission(tmp_path / "sub", "paged_attention.py", EXPECTED_REPLAY), ["9"], hidden=False)
+    assert results["score"] == 0, _scores(results)
+
+
+def test_a_forged_pagedlab_file_name_imports_no_answer_model(tmp_path):
+    results = _grade(_submission(tmp_path / "sub", "buddy.py", FORGED_BUDDY), ["12"], hidden=False)
+    assert results["score"] == 0, _scores(results)
+    assert "refused by the student API" in results["tests"][0]["output"], results["tests"][0]["output"]
+
+
+# The guard's known gaps, each run as code under a clean student file's name after the guard is
+# installed (the static reading never sees it): only the audit hook and the import wrappers act.
+_GAPS = textwrap.dedent('''
+    import json, sys
+    from pathlib import Path
+    import pagedlab, pagedlab.harness.hw3, pagedlab.checks.framework
+    from pagedlab.guard import StudentAPIError, audit
+    folder = Path(sys.argv[1])
+    (folder / "clean.py").write_text("x = 1\\n")
+    audit.install(folder)
+    fake = str(Path(pagedlab.__file__).parent / "checks" / "framework.py")
+    probes = {
+        "compile under a pagedlab name": f"exec(compile('import pagedlab.harness.answers.buddy', {fake!r}, 'exec'))",
+        "code.replace under a pagedlab name": "def f(): import pagedlab.harness.answers.swap\\n"
+                                             f"type(f)(f.__code__.replace(co_filename={fake!r}), {{}})()",
+        "importlib of the cached harness": "importlib.import_module('pagedlab.harness.hw3')",
+        "the guard's folder reset": "audit._student_dir = '/nowhere/'\\nimport pagedlab.checks.swap",
+        "the judge's expectations, through pagedlab": "fw.Expected('attention', ([],))(None)",
+        "sys._getframe": "sys._getframe(0)",
+    }
+    # Modules the student reached some other way (the static reading would refuse the imports).
+    import importlib
+    given = {"importlib": importlib, "audit": audit, "fw": pagedlab.checks.framework, "sys": sys}
+    out = {}
+    for name, source in probes.items():
+        code = compile(source, str(folder / "clean.py"), "exec")
+        try:
+            exec(code, {"__name__": "student", **given})
+            out[name] = "ran"
+        except StudentAPIError as exc:
+            out[name] = "refused: " + str(exc)
+        except Exception as exc:  # the probe itself broke: not a refusal
+            out[name] = f"broke: {type(exc).__name__}: {exc}"
+    # A thread whose target is a library callable: no student frame on its stack.
+    import os, threading
+    got = []
+    def hook(args):
+        got.append("refused: " + str(args.exc_value))
+    threading.excepthook = hook
+    exec(compile("t = threading.Thread(target=os.system, args=('true',))\\nt.start(); t.join()",
+                 str(folder / "clean.py"), "exec"), {"threading": threading, "os": os})
+    out["thread running os.system"] = got[0] if got and str(got[0]).startswith("refused") else "ran"
+    print(json.dumps(out))
+''')
+
+
+def test_the_guard_closes_its_known_gaps(tmp_path):
+    import json
+
+    done = subprocess.run([sys.executable, "-c", _GAPS, str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    ran = {name: verdict for name, verdict in out.items() if not verdict.startswith("refused")}
+    assert not ran, ran
+
+
+def test_the_child_holds_no_answer_code():
+    """What a check child imports for every task: no harness builder that answers a task, no
+    expectation, no reference attention, no answer model."""
+    probe = textwrap.dedent('''
+        import sys
+        from pagedlab import manifest
+        from pagedlab.checks import framework
+        for row in manifest.TABLE:
+            for c in framework.checks_of(row.id, hidden=None):
+                assert c.expected is None or isinstance(c.expected, framework.Expected) or \\
+                    c.module.startswith("pagedlab_hidden_checks"), c.key
+        from pagedlab.harness import hw3
+        print(sorted(m for m in sys.modules if m.startswith("pagedlab.") and
+                     m.split(".")[1] in ("reference", "trusted") or m.startswith("pagedlab.harness.answers")))
+        print([name for name in ("new_engine", "build_sequence", "teardown") if hasattr(hw3, name)])
+    ''')
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PAGEDLAB_GRADE_GPU": "0"}, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines() == ["[]", "[]"], out.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Sandboxed, guard off: the answer files are root-only, the operating system is the wall
+# ---------------------------------------------------------------------------------------------
+SANDBOX_USER = "pagedlab-sandbox-rt"
+
+
+@pytest.fixture(scope="module")
+def sandbox_user():
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create a user and switch to it (CI runs as root)")
+    try:
+        pwd.getpwnam(SANDBOX_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", SANDBOX_USER], check=True)
+    opened = []  # the grader's interpreter may live under /root: let the user traverse, not list
+    for folder in Path(os.path.realpath(sys.executable)).parents:
+        mode = folder.stat().st_mode
+        if not mode & 0o001:
+            folder.chmod(mode | 0o001)
+            opened.append((folder, mode))
+    try:
+        yield SANDBOX_USER
+    finally:
+        for folder, mode in opened:
+            folder.chmod(mode)
+
+
+@pytest.fixture
+def sealed(sandbox_user, monkeypatch):
+    """The grading set-up: the submission's code runs as the sandbox user, the answer files are
+    root-only (as `grading/setup.sh` leaves them), the guard is off."""
+    from pagedlab.sandbox import private
+
+    monkeypatch.setenv("PAGEDLAB_GRADE_USER", sandbox_user)
+    monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(API_OFF))
+    before = private.seal(ROOT)
+    try:
+        yield sandbox_user
+    finally:
+        private.unseal(before)
+
+
+_PROBE = textwrap.dedent('''
+    import importlib, json, os, sys
+    from pathlib import Path
+    def _raise(exc):
+        raise exc
+    root = Path(sys.argv[1])
+    got = {}
+    for rel in sys.argv[2:]:
+        path = root / rel
+        try:
+            files = [path]
+            if path.is_dir():  # listing it must fail too (rglob would swallow the error)
+                files = [Path(d) / n for d, _, names in os.walk(path, onerror=_raise) for n in names]
+            got[rel] = "read " + str(len(b"".join(p.read_bytes() for p in files))) + " bytes"
+        except OSError as exc:
+            got[rel] = type(exc).__name__
+    for module in ("pagedlab.reference", "pagedlab.trusted.expectations", "pagedlab.harness.answers.buddy",
+                   "pagedlab.harness.answers.swap", "pagedlab.harness.answers.prefix_cache"):
+        try:
+            importlib.import_module(module)
+            got[module] = "imported"
+        except Exception as exc:
+            got[module] = type(exc).__name__
+    print(json.dumps(got))
+''')
+
+
+@pytest.mark.integration
+@pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
+def test_the_sandbox_user_can_read_or_import_no_answer(sealed):
+    import json
+
+    from pagedlab.sandbox import private
+
+    entry = pwd.getpwnam(sealed)
+    names = [n for n in private.ANSWERS if (ROOT / n).exists()]
+    out = subprocess.run([sys.executable, "-s", "-c", _PROBE, str(ROOT), *names], user=entry.pw_uid,
+                         group=entry.pw_gid, extra_groups=[], capture_output=True, text=True, cwd="/",
+                         env={**os.environ, "HOME": "/tmp", "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.splitlines()[-1])
+    leaked = {k: v for k, v in got.items() if v.startswith(("read", "imported"))}
+    assert not leaked, leaked
+    assert private.exposed(ROOT) == []
+
+
+@pytest.mark.integration
+@pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
+def test_sandboxed_submissions_that_take_answers_from_the_child_earn_nothing(sealed, tmp_path):
+    """Guard off: the harness steal, the expectation replay and a plain import of the answer
+    models, each graded as on Gradescope, hidden checks included."""
+    plain_buddy = FORGED_BUDDY.replace(_forged_import("pagedlab.harness.answers.buddy", "Buddy"),
+                                       "from pagedlab.harness.answers.buddy import Buddy\n_ns = {'Buddy': Buddy}\n")
+    for name, (filename, extra, tasks) in {
+            "harness": ("memory_manager.py", HARNESS_STEAL, ["1", "3", "5"]),
+            "replay": ("paged_attention.py", EXPECTED_REPLAY, ["9"]),
+            "model": ("buddy.py", plain_buddy, ["12"])}.items():
+        results = _grade(_submission(tmp_path / name, filename, extra), tasks)
+        assert results["score"] == 0, (name, _scores(results))
+
+
+@pytest.mark.integration
+@pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
+def test_sealed_answers_leave_honest_work_full_marks(sealed, tmp_path):
+    """The child needs none of the sealed files: the solutions, graded as a submission, keep full
+    marks on the tasks whose checks used them (harness engines, expectations, models)."""
+    sub = tmp_path / "sub"
+    shutil.copytree(ROOT / "solutions", sub)
+    tasks = ["1", "3", "5", "9", "12", "13"]
+    results = _grade(sub, tasks)
+    assert results["score"] == sum(r.points for r in manifest.TABLE if r.id.removeprefix("task") in tasks), \
+        {t["number"]: (t["score"], t["output"][-300:]) for t in results["tests"] if t["score"] != t["max_score"]}
