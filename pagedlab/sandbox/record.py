@@ -16,6 +16,7 @@ MAX_RECORD_BYTES = 64 * 1024 * 1024
 # or opens a container); the fullest honest task, hidden checks included, records ~80 thousand.
 MAX_RECORD_VALUES = 1_000_000
 MAX_DEPTH = 40
+ARRAY = "__array__"  # the key of an encoded numeric array (framework.encode_array)
 
 
 def _scan(value, limit: int = MAX_DEPTH) -> tuple[bool, bool]:
@@ -30,7 +31,8 @@ def _scan(value, limit: int = MAX_DEPTH) -> tuple[bool, bool]:
         for key, v in (item.items() if type(item) is dict else enumerate(item)):
             kind = type(v)
             if kind is str:
-                long = long or len(v) > MAX_STRING
+                # an encoded array is never shown or matched: decode_array checks it byte for byte
+                long = long or (len(v) > MAX_STRING and key != ARRAY)
             elif kind is dict or kind is list:
                 stack.append((v, depth + 1))
             if type(key) is str:
@@ -53,7 +55,8 @@ def clip_strings(value, depth: int = 0):
     if type(value) is list:
         return [clip_strings(v, depth + 1) for v in value]
     if type(value) is dict:
-        return {clip(k): clip_strings(v, depth + 1) for k, v in value.items()}
+        return {clip(k): v if k == ARRAY and type(v) is str else clip_strings(v, depth + 1)
+                for k, v in value.items()}
     return value
 
 
