@@ -85,7 +85,7 @@ class RawKernel:
         if _module is None and name not in kernel_names(code):
             found = ", ".join(kernel_names(code)) or "none"
             hint = (" (a template kernel: use RawModule(code=..., name_expressions=[...]))"
-                    if re.search(rf"template\s*<[^;{{}}]*>\s*__global__[^;{{}}(]*\b{name}\s*\(", code) else "")
+                    if re.search(rf"template\s*<[^;{{}}]*>\s*(?:\w+\s+)*__global__[^;{{}}(]*\b{name}\s*\(", code) else "")
             raise ValueError(f"no `__global__ void {name}(...)` in the source (found: {found}){hint}")
         self.code, self.name, self.options, self.backend = code, name, tuple(options), backend
         self.filename = filename or f"{name.split('<')[0].strip()}.cu"

@@ -14,11 +14,22 @@ type, which says nothing about why. Decisions (issue 27):
   on one GPU's layout; write the tile product with shared memory instead.
 * FP8 (`<cuda_fp8.h>`, `__nv_fp8_e4m3`/`__nv_fp8_e5m2`): refused; the executor has no FP8
   types or conversions. Store bytes (`unsigned char`) and convert with your own function.
+* Inline PTX (`asm("...")`): refused, naming the instruction and the CUDA C that does the same
+  (`mov.b32` packing two halves: `__halves2half2`; `cvt.rn.f16.f32`: `__float2half_rn`; ...),
+  instead of the C++ compiler's "impossible constraint in 'asm'".
+
+Decided on what the compiler reads, not on the raw text: when the text mentions a refused
+feature at all, the source is preprocessed with the executor's own command line (prelude, macros
+such as __CUDA_ARCH__, -D options), so a launch inside a `#define` that device code never
+expands, or `#include <cuda_fp8.h>` under an `#if` not taken, is not refused. Refused headers are
+stubs on the include path of that one run (pagedlab/cuda/refused/), so a taken #include shows.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections.abc import Callable
 
 from .errors import CompileError
 from .signature import strip_comments
@@ -43,14 +54,99 @@ FEATURES = [
      "store the bytes as unsigned char and convert them with a function of your own"),
 ]
 
+_ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:\b(?:volatile|__volatile__)\b\s*)?\(\s*((?:\"[^\"]*\"\s*)+)")
+# PTX instruction (its first word, options included) -> the CUDA C that does the same
+_PTX_INSTEAD = [
+    (r"^mov\.b32\s*\{", "unpacking a 32-bit word into two halves: `__low2half(h2)` / "
+                          "`__high2half(h2)` on a `__half2` (or std::memcpy of the word)"),
+    (r"^mov\.b32\s*%\w+\s*,\s*\{", "packing two halves into a 32-bit word: `__halves2half2(lo, hi)` "
+                                     "(or std::memcpy into a uint32_t)"),
+    (r"^mov\.b64", "moving 64-bit words: std::memcpy between the two types"),
+    (r"^cvt\.\w*\.?f16\.f32|^cvt\.rn\.f16\.f32", "`__float2half_rn(x)`"),
+    (r"^cvt\.f32\.f16", "`__half2float(h)`"),
+    (r"^cvt\.\w*\.?bf16x?2?\.f32", "`__float2bfloat16_rn(x)` (or `__float22bfloat162_rn` for two)"),
+    (r"^cvt\.f32\.bf16", "`__bfloat162float(b)`"),
+    (r"^cvt\.\w*\.?f16x2\.f32", "`__floats2half2_rn(a, b)`"),
+    (r"^cvt", "a C++ cast or the matching __float2half_rn / __float2int_rn intrinsic"),
+    (r"^(?:ld|st)\.", "an ordinary load or store through a pointer (`__ldg` for read-only data)"),
+    (r"^(?:mma|ldmatrix|wgmma|cp\.async)", "shared-memory tiles and ordinary arithmetic (no tensor "
+                                            "cores or asynchronous copies on the CPU)"),
+]
 
-def refuse_unsupported(code: str, filename: str) -> None:
-    """Raise CompileError naming the first unsupported feature the source uses, and its line."""
+
+def _asm_feature(m: re.Match) -> tuple[str, str]:
+    ptx = " ".join(re.findall(r'"([^"]*)"', m.group(1))).strip()
+    first = ptx.split(";")[0].strip()
+    instead = next((text for pat, text in _PTX_INSTEAD if re.search(pat, first)),
+                   "the CUDA C intrinsic or arithmetic the instruction computes")
+    return (f"inline PTX (`asm(\"{first}\")`; the CPU executor cannot run PTX instructions)",
+            instead)
+
+
+def _candidates(text: str) -> bool:
+    return any(re.search(p, text) for p, _, _ in FEATURES) or _ASM.search(text) is not None
+
+
+_MARKER = re.compile(r'__pagedlab_refused_header__\s*"([^"]+)"')
+_LINEMARK = re.compile(r'^#\s*(\d+)\s+"((?:[^"\\]|\\.)*)"((?:\s+\d)*)\s*$')
+
+
+def user_lines(preprocessed: str, source_name: str) -> list[tuple[int, str]]:
+    """(line, text) of each line the preprocessor output attributes to the kernel's own file
+    (macro expansions included); a refused header's stub becomes `#include <name>` on the line
+    of the #include that pulled it in."""
+    out: list[tuple[int, str]] = []
+    current, line, user_line = None, 0, 0
+    for raw in preprocessed.splitlines():
+        mark = _LINEMARK.match(raw)
+        if mark:
+            flags = mark.group(3).split()
+            if current == source_name and "1" in flags:
+                user_line = line  # entering a header: the #include is on the kernel's line
+            current, line = mark.group(2), int(mark.group(1))
+            continue
+        if current == source_name:
+            out.append((line, raw))
+        else:
+            stub = _MARKER.search(raw)
+            if stub:
+                out.append((user_line, f"#include <{stub.group(1)}>"))
+        line += 1
+    return out
+
+
+def refuse_unsupported(code: str, filename: str,
+                       preprocess: Callable[[], tuple[str, str] | None] | None = None) -> None:
+    """Raise CompileError naming the first unsupported feature the source uses, and its line.
+
+    preprocess: returns (preprocessed text, the name its line markers give the kernel's own
+    file), or None when the preprocessor failed (the raw text is judged then)."""
     text = strip_comments(code)
+    if not _candidates(text):
+        return
+    found = preprocess() if preprocess is not None else None
+    if found is not None:
+        lines = user_lines(*found)
+    else:
+        lines = list(enumerate(text.splitlines(), 1))
+    joined = "\n".join(ln for _, ln in lines)
+    starts = [0]
+    for _, ln in lines:
+        starts.append(starts[-1] + len(ln) + 1)
+
+    def line_at(pos: int) -> int:
+        return lines[bisect.bisect_right(starts, pos) - 1][0]
+
     for pattern, what, instead in FEATURES:
-        m = re.search(pattern, text)
+        m = re.search(pattern, joined)
         if m:
-            line = text.count("\n", 0, m.start()) + 1
-            raise CompileError(
-                f"{filename}:{line}: {what} is not supported by pagedlab's CPU executor. "
-                f"Instead, {instead}. (On a GPU, backend='cupy' runs it.)")
+            _refuse(filename, line_at(m.start()), what, instead)
+    m = _ASM.search(joined)
+    if m:
+        _refuse(filename, line_at(m.start()), *_asm_feature(m))
+
+
+def _refuse(filename: str, line: int, what: str, instead: str):
+    raise CompileError(
+        f"{filename}:{line}: {what} is not supported by pagedlab's CPU executor. "
+        f"Instead, {instead}. (On a GPU, backend='cupy' runs it.)")
