@@ -138,12 +138,13 @@ from .errors import (
     UninitializedReadError,
     WarpSyncError,
 )
+from .executor import device_ptr
 from .kernel import MAX_DYNAMIC_SHARED_MEMORY, SCHEDULES, RawKernel, RawModule, cupy_available
 from .nvrtc import compile_ptx
 from .sanitizer import checking  # issue 16
 
 __all__ = [
-    "RawKernel", "RawModule", "SCHEDULES", "MAX_DYNAMIC_SHARED_MEMORY", "compile_ptx", "cupy_available",
+    "RawKernel", "RawModule", "SCHEDULES", "device_ptr", "MAX_DYNAMIC_SHARED_MEMORY", "compile_ptx", "cupy_available",
     "KernelError", "CompileError", "BarrierError", "WarpSyncError", "SharedMemoryError",
     "KernelCrash", "KernelTimeout",
     "SanitizerError", "RaceError", "OutOfBoundsError", "UninitializedReadError", "checking",

@@ -57,20 +57,21 @@ FEATURES = [
 _ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:\b(?:volatile|__volatile__)\b\s*)?\(\s*((?:\"[^\"]*\"\s*)+)")
 # PTX instruction (its first word, options included) -> the CUDA C that does the same
 _PTX_INSTEAD = [
-    (r"^mov\.b32\s*\{", "unpacking a 32-bit word into two halves: `__low2half(h2)` / "
-                          "`__high2half(h2)` on a `__half2` (or std::memcpy of the word)"),
-    (r"^mov\.b32\s*%\w+\s*,\s*\{", "packing two halves into a 32-bit word: `__halves2half2(lo, hi)` "
-                                     "(or std::memcpy into a uint32_t)"),
-    (r"^mov\.b64", "moving 64-bit words: std::memcpy between the two types"),
-    (r"^cvt\.\w*\.?f16\.f32|^cvt\.rn\.f16\.f32", "`__float2half_rn(x)`"),
-    (r"^cvt\.f32\.f16", "`__half2float(h)`"),
-    (r"^cvt\.\w*\.?bf16x?2?\.f32", "`__float2bfloat16_rn(x)` (or `__float22bfloat162_rn` for two)"),
-    (r"^cvt\.f32\.bf16", "`__bfloat162float(b)`"),
-    (r"^cvt\.\w*\.?f16x2\.f32", "`__floats2half2_rn(a, b)`"),
-    (r"^cvt", "a C++ cast or the matching __float2half_rn / __float2int_rn intrinsic"),
-    (r"^(?:ld|st)\.", "an ordinary load or store through a pointer (`__ldg` for read-only data)"),
-    (r"^(?:mma|ldmatrix|wgmma|cp\.async)", "shared-memory tiles and ordinary arithmetic (no tensor "
-                                            "cores or asynchronous copies on the CPU)"),
+    (r"^mov\.b32\s*\{", "unpack the two halves of a 32-bit word with `__low2half(h2)` / "
+                          "`__high2half(h2)` on a `__half2` (or std::memcpy the word)"),
+    (r"^mov\.b32\s*%\w+\s*,\s*\{", "pack two halves with `__halves2half2(lo, hi)` (or std::memcpy "
+                                     "them into a uint32_t)"),
+    (r"^mov\.b64", "move 64-bit words with std::memcpy between the two types"),
+    (r"^cvt\.\w*\.?f16\.f32", "convert with `__float2half_rn(x)`"),
+    (r"^cvt\.f32\.f16", "convert with `__half2float(h)`"),
+    (r"^cvt\.\w*\.?bf16x?2?\.f32", "convert with `__float2bfloat16_rn(x)` (two at once: "
+                                    "`__float22bfloat162_rn`)"),
+    (r"^cvt\.f32\.bf16", "convert with `__bfloat162float(b)`"),
+    (r"^cvt\.\w*\.?f16x2\.f32", "convert with `__floats2half2_rn(a, b)`"),
+    (r"^cvt", "convert with a C++ cast or the matching intrinsic (__float2half_rn, __float2int_rn)"),
+    (r"^(?:ld|st)\.", "load or store through an ordinary pointer (`__ldg` for read-only data)"),
+    (r"^(?:mma|ldmatrix|wgmma|cp\.async)", "use shared-memory tiles and ordinary arithmetic (no "
+                                            "tensor cores or asynchronous copies on the CPU)"),
 ]
 
 
@@ -78,7 +79,7 @@ def _asm_feature(m: re.Match) -> tuple[str, str]:
     ptx = " ".join(re.findall(r'"([^"]*)"', m.group(1))).strip()
     first = ptx.split(";")[0].strip()
     instead = next((text for pat, text in _PTX_INSTEAD if re.search(pat, first)),
-                   "the CUDA C intrinsic or arithmetic the instruction computes")
+                   "write in CUDA C the intrinsic or arithmetic the instruction computes")
     return (f"inline PTX (`asm(\"{first}\")`; the CPU executor cannot run PTX instructions)",
             instead)
 
