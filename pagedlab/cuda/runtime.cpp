@@ -1008,6 +1008,7 @@ int run_launch(Spec* s) {
     for (int i = 0; i < nw; ++i) { workers[i].id = i; workers[i].spec = s; }
     g_workers = workers.data();
     g_nworkers = nw;
+    san::launch_begin(s);  // sanitizer: shadow of the argument arrays for global races
     for (int i = 1; i < nw; ++i) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -1021,6 +1022,7 @@ int run_launch(Spec* s) {
     worker_main(&workers[0]);
     for (int i = 1; i < nw; ++i) pthread_join(tids[i], nullptr);
     for (auto& w : workers) free(w.altstack);
+    san::launch_end();
     g_nworkers = 0;
     g_workers = nullptr;
     g_spec = nullptr;

@@ -62,7 +62,7 @@ ST_SANITIZER = 40  # Diag status of a sanitizer report (runtime.cpp's own codes 
 
 MAX_RANGES = 96
 PROFILE_CAPACITY = 4096
-REP_RACE, REP_OOB_GLOBAL, REP_UNINIT, REP_OOB_SHARED = 1, 2, 3, 4
+REP_RACE, REP_OOB_GLOBAL, REP_UNINIT, REP_OOB_SHARED, REP_RACE_GLOBAL = 1, 2, 3, 4, 5
 HAZARDS = {1: "RAW", 2: "WAR", 3: "WAW"}
 HAZARD_WORDS = {1: "read-after-write", 2: "write-after-read", 3: "write-after-write"}
 
@@ -77,7 +77,8 @@ class Report(ctypes.Structure):
                 ("tid", ctypes.c_int32), ("other_tid", ctypes.c_int32), ("other_warp", ctypes.c_int32),
                 ("write", ctypes.c_int32), ("other_write", ctypes.c_int32), ("size", ctypes.c_int32),
                 ("atomic", ctypes.c_int32), ("addr", ctypes.c_uint64), ("offset", ctypes.c_uint64),
-                ("pc", ctypes.c_uint64), ("other_pc", ctypes.c_uint64)]
+                ("pc", ctypes.c_uint64), ("other_pc", ctypes.c_uint64),
+                ("other_block", ctypes.c_int32), ("arg", ctypes.c_int32)]
 
 
 class ProfEntry(ctypes.Structure):
@@ -456,6 +457,8 @@ def _error(rep: Report, build, session) -> SanitizerError:
                f"{fix}.")
         return RaceError(msg, kind=HAZARDS[hazard], block=blk, threads=(first[3], second[3]),
                          lines=(l1, l2), address=rep.addr, variable=where)
+    if rep.kind == REP_RACE_GLOBAL:
+        return _global_race(rep, build, session, lines, at, me, verb, blk)
     line = lines.get(int(rep.pc))
     if rep.kind == REP_UNINIT:
         where = _shared_name(build, rep.offset, rep.size, session)
@@ -486,6 +489,56 @@ def _error(rep: Report, build, session) -> SanitizerError:
            "test (e.g. `if (i < n)`) before the access.")
     return OutOfBoundsError(msg, block=blk, threads=(rep.tid,), lines=(line,), address=rep.addr,
                             space="global")
+
+
+def _global_element(session, addr: int, size: int) -> str:
+    for a in session.args:
+        lo, hi = (a.buf_lo, a.buf_hi) if a.buf_hi else (a.lo, a.lo + a.nbytes)
+        if a.nbytes and lo <= addr < hi:
+            item = a.dtype.itemsize
+            rel = addr - a.lo
+            elem = f"element {rel // item}" if rel % item == 0 and size >= item else f"byte {rel}"
+            return f"{elem} of argument `{a.name}` ({a.dtype} array of {a.size} elements)"
+    return f"global memory at 0x{addr:x}"
+
+
+def _global_race(rep: Report, build, session, lines, at, me, verb, blk) -> SanitizerError:
+    grid = tuple(session.cfg.grid)
+    ob = rep.other_block
+    other_blk = (ob % grid[0], (ob // grid[0]) % grid[1], ob // (grid[0] * grid[1]))
+    block3 = tuple(session.cfg.block)
+    verb = "updated it atomically" if rep.atomic else verb + " it"
+    other_verb = {2: "updated it atomically", 1: "wrote it"}.get(rep.other_write, "read it")
+    first = (f"{_thread(rep.other_tid, block3)} of block {other_blk}", other_verb, rep.other_pc,
+             rep.other_tid)
+    second = (f"{me} of block {blk}", verb, rep.pc, rep.tid)
+    l1, l2 = lines.get(int(first[2])), lines.get(int(second[2]))
+    hazard = rep.hazard
+    if hazard != 3 and l1 and l2 and l1 != l2:
+        if l2 < l1:
+            first, second, l1, l2 = second, first, l2, l1
+        hazard = 1 if first[1] != "read it" else 2
+    where = _global_element(session, rep.addr, rep.size)
+    if other_blk != blk:
+        why = ("they are in different blocks, and nothing orders two blocks within one launch "
+               "(__syncthreads() orders one block only)")
+        fix = ("Make the update an atomic (atomicAdd & co.), give each block its own output and "
+               "combine them in a second kernel launch, or split the kernel where one block "
+               "must see another's result")
+    elif rep.other_tid // 32 == rep.tid // 32:
+        why = "they are lanes of one warp with no __syncwarp() or warp operation between the accesses"
+        fix = "Put a __syncwarp() between the two accesses, or make the update an atomic"
+    else:
+        why = "no __syncthreads() orders them"
+        fix = "Put a __syncthreads() between the two accesses, or make the update an atomic"
+    outcome = "which value stays" if rep.hazard == 3 else "the value read"
+    msg = (f"global-memory race ({HAZARDS[hazard]}, {HAZARD_WORDS[hazard]} hazard) on {where}:\n"
+           f"  {first[0]} {first[1]} at {at(first[2])}\n"
+           f"  {second[0]} {second[1]} at {at(second[2])}\n"
+           f"and {why}, so {outcome} depends on which thread runs first (a read-modify-write "
+           f"such as `out[i] += v` loses updates). {fix}.")
+    return RaceError(msg, kind=HAZARDS[hazard], block=blk, threads=(first[3], second[3]),
+                     lines=(l1, l2), address=rep.addr, variable=where)
 
 
 # ---- entry points used by RawKernel --------------------------------------------------------------

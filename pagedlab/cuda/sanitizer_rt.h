@@ -35,7 +35,7 @@ constexpr int MAX_RANGES = 96;
 // class type gets one); the compiler reads it, no kernel thread does: never uninitialised.
 enum RangeKind : int32_t { R_ARG = 0, R_IGNORE = 1, R_GUARD = 2 };
 enum Report_kind : int32_t { REP_NONE = 0, REP_RACE = 1, REP_OOB_GLOBAL = 2, REP_UNINIT = 3,
-                             REP_OOB_SHARED = 4 };
+                             REP_OOB_SHARED = 4, REP_RACE_GLOBAL = 5 };
 enum Hazard : int32_t { HZ_RAW = 1, HZ_WAR = 2, HZ_WAW = 3 };
 enum Access : int { A_READ = 0, A_WRITE = 1, A_ATOMIC = 2, A_ATOMIC_LOAD = 3, A_ATOMIC_STORE = 4 };
 
@@ -49,6 +49,8 @@ struct Report {
     int32_t write, other_write, size, atomic;
     uint64_t addr, offset;               // offset: byte in the __shared__ (TLS) block
     uint64_t pc, other_pc;               // return addresses, relative to the kernel library
+    int32_t other_block, arg;            // global races: the other thread's block (linear
+                                         // index), the argument holding the address
 };
 
 struct ProfEntry {
@@ -107,6 +109,7 @@ struct State {
     size_t words_bytes = 0;
     std::vector<uint32_t> lclk, wclk;
     uint32_t epoch = 0, block = 0;
+    uint32_t gblock = 0;                 // linear index + 1 of the running block (global races)
     std::vector<std::pair<uint64_t, uint64_t>> guards;  // TLS offsets [lo, hi) of guard variables
     bool pending = false;                // first read of unwritten shared memory, not yet raised
     Report pend{};
@@ -237,6 +240,124 @@ void record(State* s, int t, uint64_t pc, int space, int how, uint64_t addr, uin
     for (int l = 0; l < n; ++l)
         if (l != lane && lanes[l].state == RUNNABLE) slowest = std::min(slowest, pr->cnt[l]);
     if (slowest != UINT32_MAX && pr->cnt[lane] > slowest + LEAD) yield_fiber(w);
+}
+
+// ---- global-memory races -----------------------------------------------------------------------
+// One shadow cell per 4-byte word of each argument array, shared by all workers for one launch.
+// Threads of different blocks are never ordered within a launch; threads of one block are
+// ordered by a barrier between the accesses (their worker's epoch differs), lanes of a warp as
+// for shared memory. A write followed by __threadfence() in the writer's block is published:
+// other blocks may read it (the last-block reduction pattern; its counter is an atomic).
+// Workers update cells without locks: two blocks writing one word at once is a race anyway.
+struct GCell {
+    uint32_t wblock, wepoch, wclk, wpc;  // last writer: block + 1, its epoch, warp clock, pc
+    uint32_t rblock, repoch, rclk, rpc;  // a reader not ordered before the later accesses
+    uint16_t wtid, rtid;                 // thread + 1
+    uint8_t wmask, rmask, watomic, wfence;  // bytes of the word; an atomic write; fences then
+};
+struct GShadow { uint64_t lo = 0, hi = 0; GCell* cells = nullptr; size_t bytes = 0; };
+GShadow g_gshadow[MAX_RANGES];
+uint32_t* g_fences = nullptr;            // per block: __threadfence() calls so far
+size_t g_fences_bytes = 0;
+constexpr uint32_t MAX_FENCE_BLOCKS = 1u << 24;
+
+void* shadow_map(size_t bytes);
+
+void launch_begin(const Spec* spec) {
+    if (!g_cfg || !g_cfg->race) return;
+    for (int i = 0; i < g_cfg->nranges && i < MAX_RANGES; ++i) {
+        const Range& r = g_cfg->ranges[i];
+        if (r.kind != R_ARG || r.hi <= r.lo) continue;
+        GShadow& g = g_gshadow[i];
+        g.lo = r.lo & ~3ull;
+        g.hi = r.hi;
+        g.bytes = ((g.hi - g.lo + 3) / 4) * sizeof(GCell);
+        g.cells = (GCell*)shadow_map(g.bytes);
+        if (!g.cells) g.bytes = 0;
+    }
+    uint64_t n = (uint64_t)spec->grid[0] * spec->grid[1] * spec->grid[2];
+    if (n > MAX_FENCE_BLOCKS) n = MAX_FENCE_BLOCKS;
+    g_fences_bytes = n * sizeof(uint32_t);
+    g_fences = (uint32_t*)shadow_map(g_fences_bytes);
+}
+
+void launch_end() {
+    for (auto& g : g_gshadow) {
+        if (g.cells) munmap(g.cells, g.bytes);
+        g = GShadow{};
+    }
+    if (g_fences) munmap(g_fences, g_fences_bytes);
+    g_fences = nullptr;
+}
+
+inline uint8_t fences_of(uint32_t block) {  // block: linear index + 1
+    return g_fences ? (uint8_t)__atomic_load_n(&g_fences[(block - 1) % MAX_FENCE_BLOCKS], __ATOMIC_RELAXED) : 0;
+}
+
+void fence(State* s) {
+    if (g_fences && s->gblock)
+        __atomic_fetch_add(&g_fences[(s->gblock - 1) % MAX_FENCE_BLOCKS], 1u, __ATOMIC_RELAXED);
+}
+
+inline bool ordered(const State* s, int t, int other, uint32_t other_clk);
+
+[[noreturn]] void global_race(Worker* w, State* s, int t, int hazard, uint32_t oblock, int otid,
+                              uint32_t opc, int owrite, int ri, uint64_t addr, uint64_t size,
+                              int how, uint64_t pc) {
+    Report r{};
+    r.kind = REP_RACE_GLOBAL; r.hazard = hazard; r.tid = t; r.other_tid = otid;
+    r.other_warp = otid >> 5; r.other_block = (int32_t)oblock - 1; r.arg = s->cfg.ranges[ri].index;
+    r.write = how == A_WRITE || (how >= A_ATOMIC && how != A_ATOMIC_LOAD); r.atomic = how >= A_ATOMIC;
+    r.other_write = owrite; r.size = (int32_t)size; r.addr = addr; r.pc = pc; r.other_pc = opc;
+    fail(w, s, r);
+    fail_and_park(w);
+}
+
+void global_access(State* s, int ri, uintptr_t a, uint64_t size, int how, uint64_t pc) {
+    GShadow& g = g_gshadow[ri];
+    if (!g.cells || a < g.lo || a + size > g.hi + 3) return;
+    Worker* w = tl_worker;
+    int t = w->cur;
+    uint16_t me = (uint16_t)(t + 1);
+    uint32_t blk = s->gblock, ep = s->epoch, clk = s->lclk[t];
+    bool atomic = how >= A_ATOMIC;
+    bool write = how == A_WRITE || (atomic && how != A_ATOMIC_LOAD);
+    // Not ordered before this access: another block, or this block in this barrier interval
+    // (lanes of one warp after a warp operation both took part in excepted).
+    auto unordered = [&](uint32_t oblk, uint16_t otid, uint32_t oep, uint32_t oclk) {
+        if (oblk != blk) return true;
+        if (otid == me || oep != ep) return false;
+        return !ordered(s, t, otid - 1, oclk);
+    };
+    uint64_t end = a + size;
+    for (uint64_t word = (a - g.lo) >> 2, last = (end - 1 - g.lo) >> 2; word <= last; ++word) {
+        uint64_t wlo = g.lo + word * 4;
+        uint8_t mask = 0;
+        for (int b = 0; b < 4; ++b)
+            if (wlo + b >= a && wlo + b < end) mask |= (uint8_t)(1u << b);
+        GCell* c = g.cells + word;
+        if (c->wblock && (c->wmask & mask) && !(atomic && c->watomic)
+            && unordered(c->wblock, c->wtid, c->wepoch, c->wclk)
+            && !(c->wblock != blk && fences_of(c->wblock) != c->wfence))
+            global_race(w, s, t, write ? HZ_WAW : HZ_RAW, c->wblock, c->wtid - 1, c->wpc,
+                        c->watomic ? 2 : 1, ri, a, size, how, pc);
+        if (write && c->rblock && (c->rmask & mask) && unordered(c->rblock, c->rtid, c->repoch, c->rclk))
+            global_race(w, s, t, HZ_WAR, c->rblock, c->rtid - 1, c->rpc, 0, ri, a, size, how, pc);
+        if (write) {
+            c->wblock = blk; c->wepoch = ep; c->wclk = clk; c->wpc = (uint32_t)pc;
+            c->wtid = me; c->wmask = mask; c->watomic = atomic; c->wfence = fences_of(blk);
+            c->rblock = 0;
+        } else if (how == A_READ) {
+            // keep a reader that a later write of a third thread may still race with
+            if (!c->rblock || (c->rblock == blk && c->rtid == me)
+                || !unordered(c->rblock, c->rtid, c->repoch, c->rclk)) {
+                c->rblock = blk; c->repoch = ep; c->rclk = clk; c->rpc = (uint32_t)pc;
+                c->rtid = me; c->rmask = mask;
+            } else {
+                c->rmask |= mask;
+            }
+        }
+    }
 }
 
 // ---- checks ---------------------------------------------------------------------------------
@@ -397,6 +518,7 @@ void on_global(State* s, uintptr_t a, uint64_t size, int how, uintptr_t ret) {
             if (r.kind == R_ARG && c->profile)
                 record(s, tl_worker->cur, ret - s->lib_base, 1, how,
                        (a - r.lo) + ((uint64_t)(i + 1) << 44), size);
+            if (r.kind == R_ARG && c->race) global_access(s, i, a, size, how, ret - s->lib_base);
             return;
         }
     }
@@ -490,7 +612,7 @@ void worker_setup(Worker* w) {
     tl_state = s;
 }
 
-void block_begin(Worker*) {
+void block_begin(Worker* w) {
     State* s = tl_state;
     if (!s) return;
     s->block++;
@@ -501,6 +623,7 @@ void block_begin(Worker*) {
     std::fill(s->lclk.begin(), s->lclk.end(), 0);
     std::fill(s->wclk.begin(), s->wclk.end(), 0);
     s->pending = false;
+    s->gblock = (uint32_t)(((uint64_t)w->bid.z * g_spec->grid[1] + w->bid.y) * g_spec->grid[0] + w->bid.x) + 1;
 }
 
 // A barrier opens: everything before it is ordered before everything after it. A read of
@@ -623,7 +746,10 @@ PL_EXPORT void __tsan_func_entry(void*) {}
 PL_EXPORT void __tsan_func_exit(void) {}
 PL_EXPORT void __tsan_vptr_update(void**, void*) {}
 PL_EXPORT void __tsan_vptr_read(void**) {}
-PL_EXPORT void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+PL_EXPORT void __tsan_atomic_thread_fence(int) {
+    if (san::tl_state) san::fence(san::tl_state);  // __threadfence(): publishes the block's writes
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
 PL_EXPORT void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
 // The atomics the instrumented code calls instead of the __atomic builtins: check, then do it.
