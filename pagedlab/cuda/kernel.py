@@ -39,7 +39,7 @@ def parse_schedule(schedule: str) -> tuple[str, int]:
     name, _, seed = schedule.partition(":")
     if name not in executor.SCHEDULE_CODES:
         raise ValueError(f"unknown schedule {schedule!r}; use one of round_robin, warp0_first, "
-                         "reversed, random:<seed>")
+                         "reversed, random:<seed>, interleaved")
     if seed and name != "random":
         raise ValueError(f"schedule {schedule!r}: only random takes a seed (random:<int>)")
     try:
@@ -184,7 +184,7 @@ class RawKernel:
             grid=grid3, block=block3, shared_mem=shared_mem, schedule=sched, seed=seed,
             timeout=float(timeout), workers=workers or executor.default_workers(),
             isolate=isolate, stack_size=int(os.environ.get("PAGEDLAB_CUDA_STACK_KB", "256")) * 1024)
-        if checks or _profile:  # issue 16: the instrumented build, checks and/or profile
+        if checks or _profile or sched == "interleaved":  # the instrumented build
             return sanitizer.run(self, tuple(args), cfg, checks, profile=_profile)
         globals_ = self._module.launch_globals() if self._module is not None else None
         try:

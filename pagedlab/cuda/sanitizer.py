@@ -95,6 +95,7 @@ class ProfHeader(ctypes.Structure):
 class Config(ctypes.Structure):
     _fields_ = [("race", ctypes.c_int32), ("mem", ctypes.c_int32), ("init", ctypes.c_int32),
                 ("profile", ctypes.c_int32), ("nranges", ctypes.c_int32), ("status", ctypes.c_int32),
+                ("interleave", ctypes.c_int32), ("pad", ctypes.c_int32),
                 ("ranges", Range * MAX_RANGES), ("report", ctypes.c_void_p), ("prof", ctypes.c_void_p),
                 ("entries", ctypes.c_void_p)]
 
@@ -214,7 +215,8 @@ class Session:
         self._buf.view(nbytes)[:] = 0
         base = self._buf.data
         cfg = Config(race="race" in self.checks, mem="memcheck" in self.checks,
-                     init="init" in self.checks, profile=self.profile, status=ST_SANITIZER)
+                     init="init" in self.checks, profile=self.profile, status=ST_SANITIZER,
+                     interleave=self.cfg.schedule == "interleaved")
         cfg.report = base
         cfg.prof = base + ctypes.sizeof(Report)
         cfg.entries = cfg.prof + ctypes.sizeof(ProfHeader)
@@ -552,7 +554,7 @@ def run(kernel, args, cfg, checks: frozenset, profile: bool = False) -> Session:
     session = Session(kernel, checks, cfg, profile)
     module = getattr(kernel, "_module", None)
     globals_ = module.launch_globals() if module is not None else None  # one set, checks or not
-    canonical = cfg.schedule == "round_robin" and cfg.workers == 1
+    canonical = cfg.schedule in ("round_robin", "interleaved") and cfg.workers == 1
     saved = [] if canonical else [
         (a, a.copy()) for p, a in zip(kernel.params, args, strict=True) if p.pointer and not p.const]
     try:

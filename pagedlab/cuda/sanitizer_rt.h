@@ -64,6 +64,7 @@ struct ProfHeader { int32_t count, cap, overflow, pad; };
 struct Config {
     int32_t race, mem, init, profile;
     int32_t nranges, status;             // status: the Diag status a report sets
+    int32_t interleave, pad;             // interleave: switch fibers before global accesses
     Range ranges[MAX_RANGES];
     Report* report;
     ProfHeader* prof;
@@ -513,6 +514,9 @@ void on_global(State* s, uintptr_t a, uint64_t size, int how, uintptr_t ret) {
     for (int i = 0; i < c->nranges; ++i) {
         const Range& r = c->ranges[i];
         if (a >= r.lo && a + size <= r.hi && r.kind != R_GUARD) {
+            // The "interleaved" schedule: other threads run between this thread's load and
+            // its store, so a plain `out[i] += v` loses updates as on a GPU.
+            if (r.kind == R_ARG && c->interleave) yield_fiber(tl_worker);
             // Sectors are counted from the start of the argument's buffer, as if it were
             // allocated by cudaMalloc (256-byte aligned); the index keeps buffers apart.
             if (r.kind == R_ARG && c->profile)
