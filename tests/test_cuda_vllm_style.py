@@ -13,6 +13,7 @@ import pytest
 from pagedlab.cuda import (
     CompileError,
     KernelCrash,
+    OutOfBoundsError,
     RaceError,
     RawKernel,
     RawModule,
@@ -226,3 +227,25 @@ def test_full_mask_shuffle_from_a_lane_that_does_not_exist_is_reported():
     out = np.zeros(2, np.float32)
     k((1,), (64,), (out, np.ones(64, np.float32)))
     np.testing.assert_array_equal(out, 32)
+
+
+# ---- a write one past a thread's local array ------------------------------------------------------
+LOCAL = """
+#define V_VEC_SIZE 4
+__global__ void gather_rows(float* out, const float* x) {
+    float acc[V_VEC_SIZE];
+    for (int j = 0; j <= V_VEC_SIZE; ++j) acc[j] = x[threadIdx.x * (V_VEC_SIZE + 1) + j];
+    out[threadIdx.x] = acc[0] + acc[V_VEC_SIZE - 1];
+}
+"""
+
+
+def test_write_past_a_local_array_is_reported_with_checks_on():
+    with pytest.raises(OutOfBoundsError, match=r"index 4 into an array of type 'float \[4\]' at gather_rows.cu:5") as err:
+        RawKernel(LOCAL, "gather_rows", backend="cpu")(
+            (1,), (32,), (np.zeros(32, np.float32), np.ones(32 * 5, np.float32)), check="all")
+    assert err.value.lines == (5,)
+    fixed = LOCAL.replace("j <= V_VEC_SIZE", "j < V_VEC_SIZE")
+    out = np.zeros(32, np.float32)
+    RawKernel(fixed, "gather_rows", backend="cpu")((1,), (32,), (out, np.ones(32 * 5, np.float32)), check="all")
+    np.testing.assert_array_equal(out, 2)

@@ -127,10 +127,13 @@ def instrument_flags(cxx: str) -> list[str]:
     """Compiler flags that make every memory access call __tsan_readN/__tsan_writeN."""
     # -g, not -g1: GCC's minimal line tables name the including glue file, not the .cu, for
     # some of the instrumentation calls.
+    # -fsanitize=bounds: an index past a fixed-size array (a thread's local array, a static
+    # __shared__ array) calls __ubsan_handle_out_of_bounds_abort, which the runtime reports.
+    bounds = ["-fsanitize=bounds", "-fno-sanitize-recover=bounds"]
     version = compiler_version(cxx).lower()
     if "clang" in version:
-        return ["-g", "-fsanitize=thread", "-mllvm", "-tsan-instrument-func-entry-exit=0"]
-    return ["-g", "-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0"]
+        return ["-g", "-fsanitize=thread", *bounds, "-mllvm", "-tsan-instrument-func-entry-exit=0"]
+    return ["-g", "-fsanitize=thread", *bounds, "--param", "tsan-instrument-func-entry-exit=0"]
 
 
 def _digest(*parts: str | bytes) -> str:

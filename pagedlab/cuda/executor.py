@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import os
+import re
 import select
 import signal
 import subprocess
@@ -788,6 +789,14 @@ def _raise_for(diag: Diag, build, cfg: LaunchConfig, lib_base: int | None = None
         raise SharedMemoryError(msg)
     if st == ST_CRASH:
         raise KernelCrash(_crash_message(diag, build, block, lib_base))
+    if st == ST_TRAP and msg.startswith("out-of-bounds array index"):  # checked builds
+        from .errors import OutOfBoundsError
+        line = re.search(r" at \S+:(\d+) in thread", msg)
+        raise OutOfBoundsError(
+            msg + ". The index is past the array's declared size: on a GPU such a write lands in "
+            "another variable (a loop bound such as `j <= N` instead of `j < N`?).",
+            block=tuple(diag.block), threads=(diag.thread,), space="array",
+            lines=(int(line.group(1)),) if line else ())
     if st == ST_TRAP:
         raise KernelCrash(msg + ". The launch was stopped, as a device-side assert stops it on a GPU.")
     raise KernelError(msg)

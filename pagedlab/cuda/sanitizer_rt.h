@@ -745,6 +745,26 @@ PL_EXPORT void* __tsan_memset(void* d, int c, size_t n) {
     if (n) san::on_access((uintptr_t)d, n, san::A_WRITE, PL_SAN_RET);
     return memset(d, c, n);
 }
+// -fsanitize=bounds (checked builds): an index past a fixed-size array, e.g. a thread's
+// `float acc[4]` written at acc[4] by a `j <= N` loop, which would silently overwrite a
+// neighbouring variable. The handlers' data layout is UBSan's (GCC and Clang agree).
+struct PlUbsanType { uint16_t kind, info; char name[1]; };
+struct PlUbsanOob { const char* file; uint32_t line, column; const PlUbsanType* array; const PlUbsanType* index; };
+[[noreturn]] static void pl_out_of_bounds(void* data, void* index) {
+    const PlUbsanOob* d = (const PlUbsanOob*)data;
+    int bits = d->index ? 1 << (d->index->info >> 1) : 64;
+    bool is_signed = d->index && (d->index->info & 1);
+    uint64_t raw = (uint64_t)(uintptr_t)index;  // integers up to 64 bits are passed inline
+    if (bits < 64) raw &= (1ull << bits) - 1;
+    long long v = is_signed && bits < 64 && (raw >> (bits - 1) & 1) ? (long long)(raw | ~((1ull << bits) - 1))
+                                                                   : (long long)raw;
+    char what[256];
+    snprintf(what, sizeof what, "out-of-bounds array index: index %lld into an array of type %s",
+             v, d->array ? d->array->name : "?");
+    pl_trap((int)d->line, what);
+}
+PL_EXPORT void __ubsan_handle_out_of_bounds_abort(void* data, void* index) { pl_out_of_bounds(data, index); }
+PL_EXPORT void __ubsan_handle_out_of_bounds(void* data, void* index) { pl_out_of_bounds(data, index); }
 PL_EXPORT void __tsan_init(void) {}
 PL_EXPORT void __tsan_func_entry(void*) {}
 PL_EXPORT void __tsan_func_exit(void) {}
