@@ -9,6 +9,10 @@ wrong under another. pagedlab does the same on a CPU, deterministically:
   for two lanes of one warp also a ``__syncwarp()`` or warp collective both took part in.
   Warp-synchronous code without ``__syncwarp`` is therefore a race (as on Volta and later);
   atomics never race with each other.
+  Global memory too: two threads touching one word of an argument array, at least one
+  writing, not both atomic, from different blocks (never ordered within a launch) or from one
+  block with no barrier between them; a write the writer's block followed with
+  ``__threadfence()`` counts as published to other blocks (the last-block reduction pattern).
 * **memcheck** (``"memcheck"``): every global access must fall inside one of the launch's
   argument arrays (reads through ``const`` pointers too), and every access to dynamic shared
   memory inside the launch's ``shared_mem`` bytes.
@@ -32,7 +36,11 @@ between the two lines, and the report lists the two accesses in source order.
 Limits: Linux only (shared memory is found as the kernel library's thread-local block); static
 ``__shared__`` arrays are checked as one block of shared memory, so an index past one static
 array into the next is not an out-of-bounds error; ``__device__`` variables are not bounds-checked;
-``memcpy`` inside a kernel is not seen with GCC; local (per-thread) arrays are not checked.
+``memcpy`` inside a kernel is not seen with GCC. Indexes past fixed-size arrays (a thread's
+local array, a static ``__shared__`` array's dimension) are caught by ``-fsanitize=bounds`` in
+the checked build, whatever checks are named. Global races are judged per 4-byte word with
+one writer and one reader remembered, so a race between two earlier readers and a later
+writer may be missed (never invented); fences order nothing else.
 An atomic and a plain access by another thread to the same shared byte in one barrier interval
 are a race (a histogram reading its bins before the barrier); two atomics never are. Lanes ordered only by a warp operation with a partial mask may hide a race (never
 invent one). Sizes of argument arrays are those of the numpy arrays passed (a view: the view).
