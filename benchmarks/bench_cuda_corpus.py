@@ -145,10 +145,13 @@ def matmul_rows(n, repeat, timeout):
                   "watchdog: NO")
     err = float(np.abs(C - ref).max() / np.abs(ref).max())
     row(f"matmul {n}^3, 32x32 tiles (1024 thr)", t, base, f"max rel err {err:.1e}")
-    tn = timed(lambda: mod.get_function("matmul_naive")(g, (32, 32), (A, B, C, np.int32(n)),
-                                                        timeout=timeout), repeat,
-               key="  naive (no tiles, B read by column)")
-    row("  naive (no tiles, B read by column)", tn, base)
+    naive = "  naive (no tiles, B read by column)"
+    def launch_naive(check=None):  # every access global: the global-race shadow's worst case
+        mod.get_function("matmul_naive")(g, (32, 32), (A, B, C, np.int32(n)), timeout=timeout,
+                                         check=check)
+    tn = timed(launch_naive, repeat, key=naive)
+    checked(naive, launch_naive, repeat)
+    row(naive, tn, base)
     out = np.zeros(g[0] * g[1], np.float32)
     tb = timed(lambda: mod.get_function("barriers_only")(g, (32, 32), (out, np.int32(n // 32)),
                                                          timeout=timeout), repeat,

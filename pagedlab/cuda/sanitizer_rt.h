@@ -264,8 +264,13 @@ constexpr uint32_t MAX_FENCE_BLOCKS = 1u << 24;
 
 void* shadow_map(size_t bytes);
 
+// Shadow of all argument arrays together at most this much address space (a grading child's
+// RLIMIT_AS counts it); arrays past it are not checked for races (first come, first shadowed).
+constexpr size_t MAX_GLOBAL_SHADOW = size_t(512) << 20;
+
 void launch_begin(const Spec* spec) {
     if (!g_cfg || !g_cfg->race) return;
+    size_t total = 0;
     for (int i = 0; i < g_cfg->nranges && i < MAX_RANGES; ++i) {
         const Range& r = g_cfg->ranges[i];
         if (r.kind != R_ARG || r.hi <= r.lo) continue;
@@ -273,6 +278,8 @@ void launch_begin(const Spec* spec) {
         g.lo = r.lo & ~3ull;
         g.hi = r.hi;
         g.bytes = ((g.hi - g.lo + 3) / 4) * sizeof(GCell);
+        if (total + g.bytes > MAX_GLOBAL_SHADOW) { g = GShadow{}; continue; }
+        total += g.bytes;
         g.cells = (GCell*)shadow_map(g.bytes);
         if (!g.cells) g.bytes = 0;
     }
