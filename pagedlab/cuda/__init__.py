@@ -43,7 +43,7 @@ Design:
   in-process, and a kernel that scribbled over the heap would leave the notebook corrupted.
   segfaults become ``KernelCrash`` (with file:line from the library's line tables when the
   fault is in kernel code, and "null pointer"/"stack overflow" when recognisable); a launch
-  past ``timeout`` seconds (default 30, ``PAGEDLAB_CUDA_TIMEOUT``) is killed: ``KernelTimeout``
+  past ``timeout`` seconds (default 30, ``PAGEDLAB_CUDA_TIMEOUT``; 4x that for a checked launch) is killed: ``KernelTimeout``
   says which block/thread was running and how many blocks had finished (a slow but progressing
   launch is told to raise ``timeout=``, with an estimate). Output arrays (non-const pointers) travel through
   MAP_SHARED pages that end at a guard page, so writing just past an output array faults;

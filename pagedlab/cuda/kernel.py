@@ -19,6 +19,10 @@ MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 # Host-side limit for shared_mem= on the CPU: CUDA's default without opting in to more.
 MAX_DYNAMIC_SHARED_MEMORY = int(os.environ.get("PAGEDLAB_MAX_DYNAMIC_SHARED_MEMORY", 48 * 1024))
 DEFAULT_TIMEOUT = float(os.environ.get("PAGEDLAB_CUDA_TIMEOUT", "30"))
+# A checked launch (or the interleaved schedule) runs the instrumented build, up to about 10x
+# the CPU time: its default watchdog is this many times longer (a 1024^3 tiled matmul takes
+# ~29 s of wall time checked on two idle cores, more on a loaded one).
+CHECKED_TIMEOUT_FACTOR = 4
 
 
 def cupy_available() -> bool:
@@ -176,7 +180,7 @@ class RawKernel:
         check_args(params, tuple(args), self.name, array_module="numpy")
         sched, seed = parse_schedule(schedule)
         if timeout is None:
-            timeout = DEFAULT_TIMEOUT
+            timeout = DEFAULT_TIMEOUT * (CHECKED_TIMEOUT_FACTOR if checks or sched == "interleaved" else 1)
         if not timeout > 0:
             raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
         isolate = executor.isolate_default()

@@ -241,7 +241,7 @@ class Session:
                     lo, hi = executor.buffer_span(a)
                     start = ptr - (int(a.ctypes.data) - lo)
                     end = start + (hi - lo)
-                    ranges.append((start, end, i, 0))
+                    ranges.append((start, end, i, 3 if p.const else 0))
                 self.args.append(ArgInfo(p.name, p.ctype, ptr, int(a.nbytes), a.dtype, int(a.size),
                                          start, end))
         for off, size in guard_variables(build):  # C++ init guards of __shared__ class arrays
@@ -254,6 +254,9 @@ class Session:
             except (TypeError, ValueError):
                 size = 4096
             ranges.append((slots[i], slots[i] + size, i, 1))
+        # Writable arguments first: a buffer passed both as `T*` and as `const T*` is then
+        # found as the writable one, whose accesses the global-race check watches.
+        ranges.sort(key=lambda r: {0: 0, 3: 1}.get(r[3], 2))
         if len(ranges) > MAX_RANGES:
             raise ValueError(f"the sanitizer handles at most {MAX_RANGES - 1} kernel parameters")
         cfg.nranges = len(ranges)

@@ -33,7 +33,9 @@ namespace san {
 constexpr int MAX_RANGES = 96;
 // R_GUARD: lo/hi are offsets in the TLS block of a C++ guard variable (a __shared__ array of a
 // class type gets one); the compiler reads it, no kernel thread does: never uninitialised.
-enum RangeKind : int32_t { R_ARG = 0, R_IGNORE = 1, R_GUARD = 2 };
+// R_ARG_RO: an argument behind a `const T*`: checked for bounds, not shadowed for races (the
+// runner reads it in place; a write through a cast-away const is lost anyway).
+enum RangeKind : int32_t { R_ARG = 0, R_IGNORE = 1, R_GUARD = 2, R_ARG_RO = 3 };
 enum Report_kind : int32_t { REP_NONE = 0, REP_RACE = 1, REP_OOB_GLOBAL = 2, REP_UNINIT = 3,
                              REP_OOB_SHARED = 4, REP_RACE_GLOBAL = 5 };
 enum Hazard : int32_t { HZ_RAW = 1, HZ_WAR = 2, HZ_WAW = 3 };
@@ -111,6 +113,7 @@ struct State {
     std::vector<uint32_t> lclk, wclk;
     uint32_t epoch = 0, block = 0;
     uint32_t gblock = 0;                 // linear index + 1 of the running block (global races)
+    int last_range = 0;                  // the Config range the last global access fell in
     std::vector<std::pair<uint64_t, uint64_t>> guards;  // TLS offsets [lo, hi) of guard variables
     bool pending = false;                // first read of unwritten shared memory, not yet raised
     Report pend{};
@@ -340,9 +343,8 @@ void global_access(State* s, int ri, uintptr_t a, uint64_t size, int how, uint64
     uint64_t end = a + size;
     for (uint64_t word = (a - g.lo) >> 2, last = (end - 1 - g.lo) >> 2; word <= last; ++word) {
         uint64_t wlo = g.lo + word * 4;
-        uint8_t mask = 0;
-        for (int b = 0; b < 4; ++b)
-            if (wlo + b >= a && wlo + b < end) mask |= (uint8_t)(1u << b);
+        uint32_t first = a > wlo ? (uint32_t)(a - wlo) : 0u, past = end < wlo + 4 ? (uint32_t)(end - wlo) : 4u;
+        uint8_t mask = (uint8_t)(((1u << past) - 1) & ~((1u << first) - 1));
         GCell* c = g.cells + word;
         if (c->wblock && (c->wmask & mask) && !(atomic && c->watomic)
             && unordered(c->wblock, c->wtid, c->wepoch, c->wclk)
@@ -518,20 +520,26 @@ void on_shared(State* s, uintptr_t off, uint64_t size, int how, uintptr_t ret) {
 void on_global(State* s, uintptr_t a, uint64_t size, int how, uintptr_t ret) {
     if (a - s->tp < 8 || a - s->ctx_lo < s->ctx_size) return;  // threadIdx & co.
     const Config* c = &s->cfg;
-    for (int i = 0; i < c->nranges; ++i) {
-        const Range& r = c->ranges[i];
-        if (a >= r.lo && a + size <= r.hi && r.kind != R_GUARD) {
-            // The "interleaved" schedule: other threads run between this thread's load and
-            // its store, so a plain `out[i] += v` loses updates as on a GPU.
-            if (r.kind == R_ARG && c->interleave) yield_fiber(tl_worker);
-            // Sectors are counted from the start of the argument's buffer, as if it were
-            // allocated by cudaMalloc (256-byte aligned); the index keeps buffers apart.
-            if (r.kind == R_ARG && c->profile)
-                record(s, tl_worker->cur, ret - s->lib_base, 1, how,
-                       (a - r.lo) + ((uint64_t)(i + 1) << 44), size);
-            if (r.kind == R_ARG && c->race) global_access(s, i, a, size, how, ret - s->lib_base);
-            return;
+    int i = s->last_range;  // most accesses hit the range the previous one hit
+    if (!(i < c->nranges && a >= c->ranges[i].lo && a + size <= c->ranges[i].hi && c->ranges[i].kind != R_GUARD))
+        for (i = 0; i < c->nranges; ++i) {
+            const Range& r = c->ranges[i];
+            if (a >= r.lo && a + size <= r.hi && r.kind != R_GUARD) break;
         }
+    if (i < c->nranges) {
+        s->last_range = i;
+        const Range& r = c->ranges[i];
+        // The "interleaved" schedule: other threads run between this thread's load and
+        // its store, so a plain `out[i] += v` loses updates as on a GPU.
+        bool arg = r.kind == R_ARG || r.kind == R_ARG_RO;
+        if (arg && c->interleave) yield_fiber(tl_worker);
+        // Sectors are counted from the start of the argument's buffer, as if it were
+        // allocated by cudaMalloc (256-byte aligned); the index keeps buffers apart.
+        if (arg && c->profile)
+            record(s, tl_worker->cur, ret - s->lib_base, 1, how,
+                   (a - r.lo) + ((uint64_t)(i + 1) << 44), size);
+        if (r.kind == R_ARG && c->race) global_access(s, i, a, size, how, ret - s->lib_base);
+        return;
     }
     for (auto& seg : s->lib) {
         if (a >= seg.first && a + size <= seg.second) {  // __device__ / __constant__ data
