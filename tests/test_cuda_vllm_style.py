@@ -156,6 +156,28 @@ def test_inline_ptx_is_refused_by_name(ptx, instead):
     assert "constraint" not in str(err.value)
 
 
+HALF_HELPERS = """
+#include <cuda_fp16.h>
+// A dtype header's PTX helpers, as LLM kernels carry them; the float kernel never calls them.
+inline __device__ unsigned pack_halves(unsigned short lo, unsigned short hi) {
+    unsigned w;
+    asm volatile("mov.b32 %0, {%1, %2};" : "=r"(w) : "h"(lo), "h"(hi));
+    return w;
+}
+__global__ void twice(float* o) { o[threadIdx.x] = 2.f * threadIdx.x; }
+__global__ void packed(unsigned* o) { o[0] = pack_halves(1, 2); }
+"""
+
+
+def test_inline_ptx_only_in_helpers_the_kernel_never_calls_compiles():
+    out = np.zeros(32, np.float32)
+    RawKernel(HALF_HELPERS.split("__global__ void packed")[0], "twice", backend="cpu")((1,), (32,), (out,))
+    np.testing.assert_array_equal(out, 2 * np.arange(32))
+    with pytest.raises(CompileError, match=r"packed.cu:6: inline PTX .*__halves2half2") as err:
+        RawKernel(HALF_HELPERS, "packed", backend="cpu")((1,), (1,), (np.zeros(1, np.uint32),))
+    assert "constraint" not in str(err.value)
+
+
 # ---- global-memory races ----------------------------------------------------------------------
 def run_race(name, args, grid, block, **launch):
     races().get_function(name)(grid, block, args, **launch)

@@ -116,8 +116,9 @@ references (``texture<...>``), texture and surface objects (``cudaTextureObject_
 the host from CUDA arrays the executor does not have), WMMA tensor-core fragments (``<mma.h>``;
 their lane layout is unspecified, so an emulation could not tell right code from code that
 relies on one GPU's layout), FP8 (``<cuda_fp8.h>``: no ``__nv_fp8_e4m3``/``__nv_fp8_e5m2``
-types or conversions) and inline PTX (``asm("mov.b32 ...")``: the message names the CUDA C that
-does the same, e.g. ``__halves2half2``, ``__float2half_rn``). Decided on the preprocessed source
+types or conversions) and inline PTX that the kernel calls (``asm("mov.b32 ...")``: the message
+names the CUDA C that does the same, e.g. ``__halves2half2``, ``__float2half_rn``; read from the
+compiler's own diagnostics, so PTX helpers no kernel calls compile). Decided on the preprocessed source
 (the executor's own macros and ``-D`` options), so a launch inside a ``#define`` that device code
 never expands, or ``#include <cuda_fp8.h>`` under an ``#if`` not taken, compiles.
 ``backend="cupy"`` runs them on a GPU.

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .errors import CompileError
 from .signature import kernel_names, strip_comments
-from .unsupported import refuse_unsupported
+from .unsupported import asm_refusal, refuse_unsupported
 
 HERE = Path(__file__).resolve().parent
 PRELUDE = HERE / "prelude.h"
@@ -584,9 +584,13 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
     try:
         _atomic_build(target, compile_into)
     except CompileError as exc:
-        if not getattr(exc, "killed", False):
-            _FAILED[target] = str(exc)
-        raise
+        refused = asm_refusal(str(exc), code, filename)  # inline PTX: say so, by name
+        if refused is not None:
+            exc = refused
+        elif getattr(exc, "killed", False):
+            raise
+        _FAILED[target] = str(exc)
+        raise exc from None
     _prune(out_dir)
     return result
 

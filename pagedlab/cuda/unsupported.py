@@ -14,9 +14,12 @@ type, which says nothing about why. Decisions (issue 27):
   on one GPU's layout; write the tile product with shared memory instead.
 * FP8 (`<cuda_fp8.h>`, `__nv_fp8_e4m3`/`__nv_fp8_e5m2`): refused; the executor has no FP8
   types or conversions. Store bytes (`unsigned char`) and convert with your own function.
-* Inline PTX (`asm("...")`): refused, naming the instruction and the CUDA C that does the same
-  (`mov.b32` packing two halves: `__halves2half2`; `cvt.rn.f16.f32`: `__float2half_rn`; ...),
-  instead of the C++ compiler's "impossible constraint in 'asm'".
+* Inline PTX (`asm("...")`): refused when the compiler has to compile it, naming the
+  instruction and the CUDA C that does the same (`mov.b32` packing two halves:
+  `__halves2half2`; `cvt.rn.f16.f32`: `__float2half_rn`; ...), instead of the C++ compiler's
+  "impossible constraint in 'asm'" or the assembler's "no such instruction". Decided on the
+  compiler's own diagnostics: a dtype header whose PTX helpers the kernel never calls (vLLM's
+  half helpers in a float32 build) compiles.
 
 Decided on what the compiler reads, not on the raw text: when the text mentions a refused
 feature at all, the source is preprocessed with the executor's own command line (prelude, macros
@@ -85,7 +88,40 @@ def _asm_feature(m: re.Match) -> tuple[str, str]:
 
 
 def _candidates(text: str) -> bool:
-    return any(re.search(p, text) for p, _, _ in FEATURES) or _ASM.search(text) is not None
+    return any(re.search(p, text) for p, _, _ in FEATURES)
+
+
+_ASM_FAILURE = re.compile(r"impossible constraint in .asm.|invalid .asm.|unknown register name|"
+                          r"Assembler messages|asm operand|no such instruction")
+
+
+def asm_refusal(log: str, code: str, filename: str) -> CompileError | None:
+    """The refusal of inline PTX, when a failed compile's log says the compiler or the
+    assembler choked on an `asm` statement; None when the failure is about something else."""
+    if not _ASM_FAILURE.search(log):
+        return None
+    text = strip_comments(code)
+    lines = text.splitlines()
+    starts = [0]
+    for ln in lines:
+        starts.append(starts[-1] + len(ln) + 1)
+    found = None
+    at = re.search(rf"{re.escape(filename)}:(\d+):\d+: error: [^\n]*asm", log)
+    if at:  # the compiler's own line: the asm statement starts there
+        m = _ASM.search(text, starts[min(int(at.group(1)), len(lines)) - 1])
+        found = m
+    if found is None:  # the assembler names the instruction only: find the asm that has it
+        ins = re.search(r"no such instruction: .([\w.]+)", log)
+        for m in _ASM.finditer(text):
+            if ins is None or ins.group(1) in m.group(1):
+                found = m
+                break
+    if found is None:
+        return None
+    line = bisect.bisect_right(starts, found.start())
+    what, instead = _asm_feature(found)
+    return CompileError(f"{filename}:{line}: {what} is not supported by pagedlab's CPU executor. "
+                        f"Instead, {instead}. (On a GPU, backend='cupy' runs it.)")
 
 
 _MARKER = re.compile(r'__pagedlab_refused_header__\s*"([^"]+)"')
@@ -142,9 +178,6 @@ def refuse_unsupported(code: str, filename: str,
         m = re.search(pattern, joined)
         if m:
             _refuse(filename, line_at(m.start()), what, instead)
-    m = _ASM.search(joined)
-    if m:
-        _refuse(filename, line_at(m.start()), *_asm_feature(m))
 
 
 def _refuse(filename: str, line: int, what: str, instead: str):
