@@ -33,6 +33,16 @@ cells only for words accessed in parts), and threadIdx & co. read through uninst
 two idle cores, just inside the 30 s default. The watchdog is wall-clock time: on a loaded box a checked launch can exceed it while using
 well under its CPU budget; the row then says so.
 
+Global-memory races (checks on since the sanitizer watches argument arrays too): one shadow
+cell per 4-byte word of each writable argument (const arguments are bounds-checked only), and
+the naive matmul row (every access global) is timed checked as well. Its cost is mostly the
+instrumentation call itself (about 8x with memcheck alone); the argument range hit last is
+tried first. One run at 256^3 --repeat 3 on a loaded box (load average ~22): 32x32 tiles 6.2x,
+naive 9.1x, 16x16 tiles 4.6x, softmax 2.1x, layernorm 3.4x, stencil 2.2x, Black-Scholes 2.8x,
+histogram 5.0x, tree reduction 1.5x. A checked launch's default watchdog is 4x the unchecked
+one (120 s), so the checked 1024^3 matmul (~29 s of wall time on two idle cores) finishes on a
+busy machine too.
+
 Run: .venv/bin/python benchmarks/bench_cuda_corpus.py [--repeat 3] [--quick] [--no-checks]
 (also run from benchmarks/bench_cuda_cpu.py --corpus)
 """
