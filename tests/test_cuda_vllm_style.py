@@ -189,7 +189,7 @@ X = np.ones(256, np.float32)
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_warps_adding_into_out_without_atomics_is_a_race(schedule):
     line = line_of(RACES, "out[0] += v")
-    with pytest.raises(RaceError, match=rf"global-memory race .* element 0 of argument `out`") as err:
+    with pytest.raises(RaceError, match=r"global-memory race .* element 0 of argument `out`") as err:
         run_race("warps_add_plain", (np.zeros(1, np.float32), X, np.int32(256)), (2,), (128,),
                  check="race", schedule=schedule)
     assert err.value.lines == (line, line)

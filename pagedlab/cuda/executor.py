@@ -250,7 +250,7 @@ def pointer_tables(params, args) -> PointerTables:
                 and a.nbytes):
             continue
         flat = a.reshape(-1, order="A").view(np.uint64)
-        for addr, target in live:
+        for _, target in live:
             lo, hi = buffer_span(target)
             hit = np.flatnonzero((flat >= lo) & (flat < hi))
             if not len(hit):
