@@ -124,6 +124,18 @@ def test_copy_blocks_through_a_table_of_device_pointers(check):
     np.testing.assert_array_equal(kp, before)  # the table still holds the caller's addresses
 
 
+def test_plain_kernel_inside_nested_namespaces_with_its_own_shared_array():
+    code = ("namespace lab { namespace ops {\n"
+            "__global__ void reverse(float* o) {\n"
+            "    extern __shared__ float buf[];\n"
+            "    buf[threadIdx.x] = threadIdx.x;\n    __syncthreads();\n"
+            "    o[threadIdx.x] = buf[blockDim.x - 1 - threadIdx.x];\n}\n} }\n")
+    for check in (None, "all"):
+        out = np.zeros(32, np.float32)
+        RawKernel(code, "reverse", backend="cpu")((1,), (32,), (out,), shared_mem=128, check=check)
+        np.testing.assert_array_equal(out, np.arange(32)[::-1])
+
+
 def test_void_global_specifier_order_is_a_kernel():
     code = "void __global__ iota(int* o) { o[threadIdx.x] = threadIdx.x; }\n"
     out = np.zeros(32, np.int32)

@@ -483,6 +483,20 @@ def _defines(options) -> list[str]:
     return out
 
 
+def kernel_scopes(code: str, kernels: list[str]) -> dict[str, str]:
+    """Kernel name -> how the glue names it: `::lab::k` for a kernel inside `namespace lab`."""
+    from .signature import _KERNEL_RE
+    text = strip_comments(code)
+    out = {}
+    for m in _KERNEL_RE.finditer(text):
+        name = m.group(1)
+        if name in kernels and name not in out:
+            spaces = [n for n in _namespaces_at(text, m.start()) if n]
+            if spaces:
+                out[name] = "::" + "::".join([*spaces, name])
+    return out
+
+
 def translation_unit(code: str, filename: str, kernels: list[str], dyn: list[DynArray],
                      entries: dict[str, str] | None = None, globals_: list[str] = ()) -> str:
     cap = DYN_SMEM_CAPACITY + DYN_SMEM_GUARD
@@ -502,7 +516,9 @@ def translation_unit(code: str, filename: str, kernels: list[str], dyn: list[Dyn
     for d in dyn:
         tail.append(f"    if (n < max) {{ addr[n] = (void*){d.qualified}; cap[n] = sizeof({d.qualified}); ++n; }}")
     tail.append("    return n;\n}")
+    scopes = kernel_scopes(code, kernels)
     for expr, sym in (entries if entries is not None else {k: k for k in kernels}).items():
+        expr = scopes.get(expr, expr)
         tail.append(f"PL_EXPORT void pl_entry_{sym}(void** a) {{ pl::invoke({expr}, a); }}")
         tail.append(f"PL_EXPORT int pl_params_{sym}(pl::ParamInfo* o, int n) "
                     f"{{ return pl::describe({expr}, o, n); }}")
