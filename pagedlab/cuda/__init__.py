@@ -24,15 +24,16 @@ Design:
 * Rules. ``__syncthreads()`` opens only when every thread of the block waits at the same call;
   a thread that returned early never arrives (``BarrierError``, listing who waits where). A warp
   operation completes only when every lane in its mask calls the same operation with the same
-  mask (``WarpSyncError``); lanes beyond a partial last warp are ignored in masks. Shuffles
-  from a lane outside the mask return poison (all bits set).
+  mask (``WarpSyncError``); lanes beyond a partial last warp are ignored in masks, but a
+  shuffle that reads such a lane (a full mask in a 48-thread block) is a ``WarpSyncError``.
+  Shuffles from a lane outside the mask return poison (all bits set).
 * Shared memory is poisoned at block start (bytes 0xff: NaN floats, -1 ints), static and
   dynamic alike (Linux; on macOS only dynamic shared memory is poisoned). Bytes past the
   launch's ``shared_mem`` hold a NaN canary: the first 16 KiB after the end are checked at
   every barrier, the whole rest at block end. A *write* past the end is a
   ``SharedMemoryError`` naming the byte offset, the element and the barrier after which it was
   seen (which thread wrote it is not known); a *read* past the end yields NaN. Overruns of
-  static ``__shared__`` arrays are not detected.
+  static ``__shared__`` arrays are detected only with checks on (an index past a dimension).
 * Isolation. A launch runs in the kernel runner (``runner.cpp``), a separate program with no
   Python interpreter in it, spawned per launch; arguments and results go through one shared
   region (``PAGEDLAB_CUDA_ISOLATE=0`` runs in-process, except in a grading child). The runner
@@ -42,7 +43,7 @@ Design:
   in-process, and a kernel that scribbled over the heap would leave the notebook corrupted.
   segfaults become ``KernelCrash`` (with file:line from the library's line tables when the
   fault is in kernel code, and "null pointer"/"stack overflow" when recognisable); a launch
-  past ``timeout`` seconds (default 30, ``PAGEDLAB_CUDA_TIMEOUT``) is killed: ``KernelTimeout``
+  past ``timeout`` seconds (default 30, ``PAGEDLAB_CUDA_TIMEOUT``; 4x that for a checked launch) is killed: ``KernelTimeout``
   says which block/thread was running and how many blocks had finished (a slow but progressing
   launch is told to raise ``timeout=``, with an estimate). Output arrays (non-const pointers) travel through
   MAP_SHARED pages that end at a guard page, so writing just past an output array faults;
@@ -92,7 +93,15 @@ Design:
   ``shared_mem`` (``OutOfBoundsError``) and reads of unwritten shared memory
   (``UninitializedReadError``), the same report under every schedule. An atomic and a plain
   access by another thread to one shared element with no barrier between are a race (two
-  atomics are not). Checks-on CPU time is at most about 10x checks-off on the corpus
+  atomics are not). Global-memory races too: two blocks (never ordered within a launch), or
+  threads of one block with no barrier between, touching one word of an argument array, at
+  least one writing, not both atomic (a write followed by ``__threadfence()`` is published to
+  other blocks, as in the last-block reduction); the report names both threads, blocks and
+  lines. Checked builds are also built with ``-fsanitize=bounds``: an index past a fixed-size
+  array (a thread's ``float acc[4]`` written at ``acc[4]``, a static ``__shared__`` array's
+  dimension) is an ``OutOfBoundsError``. ``schedule="interleaved"`` runs the instrumented build
+  with a thread switch before each access to an argument array, so an unsynchronised
+  ``out[0] += v`` loses updates with checks off, as on a GPU. Checks-on CPU time is at most about 10x checks-off on the corpus
   benchmark, tiled shared-memory matmuls included (one shadow cell per 4-byte word of shared
   memory until a word is accessed in parts); ``benchmarks/bench_cuda_corpus.py`` measures it. ``kernel.profile(...)`` returns per-line sectors per warp request and
   bank-conflict ways (``pagedlab.cuda.profile``). Linux only; the CuPy backend ignores ``check=``.
@@ -106,14 +115,28 @@ and what to write instead): dynamic parallelism (a launch inside a kernel), lega
 references (``texture<...>``), texture and surface objects (``cudaTextureObject_t``; created on
 the host from CUDA arrays the executor does not have), WMMA tensor-core fragments (``<mma.h>``;
 their lane layout is unspecified, so an emulation could not tell right code from code that
-relies on one GPU's layout) and FP8 (``<cuda_fp8.h>``: no ``__nv_fp8_e4m3``/``__nv_fp8_e5m2``
-types or conversions). ``backend="cupy"`` runs them on a GPU.
+relies on one GPU's layout), FP8 (``<cuda_fp8.h>``: no ``__nv_fp8_e4m3``/``__nv_fp8_e5m2``
+types or conversions) and inline PTX that the kernel calls (``asm("mov.b32 ...")``: the message
+names the CUDA C that does the same, e.g. ``__halves2half2``, ``__float2half_rn``; read from the
+compiler's own diagnostics, so PTX helpers no kernel calls compile). Decided on the preprocessed source
+(the executor's own macros and ``-D`` options), so a launch inside a ``#define`` that device code
+never expands, or ``#include <cuda_fp8.h>`` under an ``#if`` not taken, compiles.
+``backend="cupy"`` runs them on a GPU.
+
+``__CUDA_ARCH__`` is 800 (Ampere: bf16 paths guarded by ``>= 800`` are taken, with the bf16x2
+intrinsics) unless the options say ``-arch=sm_XX`` / ``--gpu-architecture=compute_XX``.
+``extern __shared__`` may also be declared inside a namespace (vLLM's ``namespace vllm``), and
+``void __global__ k(...)`` is a kernel. Tables of device pointers (vLLM's ``copy_blocks``
+takes an int64 array of cache addresses): ``cuda.device_ptr(a)`` is the address of numpy array
+``a`` as CuPy's ``a.data.ptr`` is; a launch whose int64/uint64 argument holds it maps ``a`` too,
+and the table's entries point at ``a``'s bytes inside the launch (the caller's table is left
+as it was).
 
 CPU-only keywords of a launch: ``schedule=``, ``timeout=`` (seconds), ``workers=``; the CuPy
 backend ignores them. ``RawKernel(..., filename="paged_attention.cu")`` names the source in
 reports (default ``<kernel name>.cu``).
 
-Limits: no inline PTX, CUB/Thrust, asynchronous copies
+Limits: no inline PTX (refused by name), CUB/Thrust, asynchronous copies
 (``memcpy_async``), grid-wide sync, tiles larger than a warp; a kernel's writes to a
 ``__device__`` variable are not copied back from an isolated launch (host writes through
 ``get_global`` are seen); NVRTC options other than -D are ignored on the CPU; several
@@ -138,12 +161,13 @@ from .errors import (
     UninitializedReadError,
     WarpSyncError,
 )
+from .executor import device_ptr
 from .kernel import MAX_DYNAMIC_SHARED_MEMORY, SCHEDULES, RawKernel, RawModule, cupy_available
 from .nvrtc import compile_ptx
 from .sanitizer import checking
 
 __all__ = [
-    "RawKernel", "RawModule", "SCHEDULES", "MAX_DYNAMIC_SHARED_MEMORY", "compile_ptx", "cupy_available",
+    "RawKernel", "RawModule", "SCHEDULES", "device_ptr", "MAX_DYNAMIC_SHARED_MEMORY", "compile_ptx", "cupy_available",
     "KernelError", "CompileError", "BarrierError", "WarpSyncError", "SharedMemoryError",
     "KernelCrash", "KernelTimeout",
     "SanitizerError", "RaceError", "OutOfBoundsError", "UninitializedReadError", "checking",

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .errors import CompileError
 from .signature import kernel_names, strip_comments
-from .unsupported import refuse_unsupported
+from .unsupported import asm_refusal, refuse_unsupported
 
 HERE = Path(__file__).resolve().parent
 PRELUDE = HERE / "prelude.h"
@@ -127,10 +127,13 @@ def instrument_flags(cxx: str) -> list[str]:
     """Compiler flags that make every memory access call __tsan_readN/__tsan_writeN."""
     # -g, not -g1: GCC's minimal line tables name the including glue file, not the .cu, for
     # some of the instrumentation calls.
+    # -fsanitize=bounds: an index past a fixed-size array (a thread's local array, a static
+    # __shared__ array) calls __ubsan_handle_out_of_bounds_abort, which the runtime reports.
+    bounds = ["-fsanitize=bounds", "-fno-sanitize-recover=bounds"]
     version = compiler_version(cxx).lower()
     if "clang" in version:
-        return ["-g", "-fsanitize=thread", "-mllvm", "-tsan-instrument-func-entry-exit=0"]
-    return ["-g", "-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0"]
+        return ["-g", "-fsanitize=thread", *bounds, "-mllvm", "-tsan-instrument-func-entry-exit=0"]
+    return ["-g", "-fsanitize=thread", *bounds, "--param", "tsan-instrument-func-entry-exit=0"]
 
 
 def _digest(*parts: str | bytes) -> str:
@@ -288,6 +291,23 @@ class DynArray:
     # Declared inside a template (the samples' SharedMemory<T>): GCC then calls the array's TLS
     # init function without checking that it exists, so the glue must define one (empty).
     in_template: bool = False
+    # Enclosing namespaces ("" for an anonymous one): `extern __shared__ char smem[];` inside a
+    # kernel in `namespace vllm` declares vllm::smem, so the glue defines it there.
+    namespaces: tuple[str, ...] = ()
+
+    @property
+    def qualified(self) -> str:
+        """How the glue (at file scope) names the array."""
+        named = [n for n in self.namespaces if n]
+        return "::" + "::".join([*named, self.name])
+
+    @property
+    def tls_init_symbol(self) -> str:
+        """The Itanium name of the array's TLS init function: _ZTH + the variable's name."""
+        if not self.namespaces:
+            return f"_ZTH{len(self.name)}{self.name}"
+        parts = ["12_GLOBAL__N_1" if not n else f"{len(n)}{n}" for n in self.namespaces]
+        return "_ZTHN" + "".join(parts) + f"{len(self.name)}{self.name}E"
 
 
 @dataclass
@@ -307,14 +327,31 @@ class Build:
 
 
 def dynamic_shared_arrays(code: str) -> list[DynArray]:
-    found: dict[str, DynArray] = {}
+    found: dict[tuple, DynArray] = {}
     text = strip_comments(code)
-    top = _file_scope(text)
+    top = _file_scope(text, named=True)
     for m in _EXTERN_SHARED.finditer(text):
         ctype, name = " ".join(_ALIGN.sub(" ", m.group(1)).split()), m.group(2)
-        arr = found.setdefault(name, DynArray(name, ctype))
+        spaces = _namespaces_at(text, m.start())
+        arr = found.setdefault((spaces, name), DynArray(name, ctype, namespaces=spaces))
         arr.in_template = arr.in_template or (not top[m.start()] and _inside_template(text, top, m.start()))
     return list(found.values())
+
+
+_NAMESPACE_HEAD = re.compile(r"\bnamespace\s*([A-Za-z_][\w:]*)?\s*$")
+
+
+def _namespaces_at(text: str, pos: int) -> tuple[str, ...]:
+    """The namespaces enclosing offset `pos`, outermost first (`namespace a::b` gives a, b)."""
+    stack: list[tuple[str, ...] | None] = []
+    for i in range(pos):
+        ch = text[i]
+        if ch == "{":
+            m = _NAMESPACE_HEAD.search(text, max(0, i - 80), i)
+            stack.append(tuple((m.group(1) or "").split("::")) if m else None)
+        elif ch == "}" and stack:
+            stack.pop()
+    return tuple(n for entry in stack if entry for n in entry)
 
 
 def _inside_template(text: str, top: list[bool], pos: int) -> bool:
@@ -328,14 +365,16 @@ def _inside_template(text: str, top: list[bool], pos: int) -> bool:
     return re.search(r"\btemplate\s*<", text[i:brace]) is not None
 
 
-def _file_scope(text: str) -> list[bool]:
+def _file_scope(text: str, named: bool = False) -> list[bool]:
     """For each offset: is it at file scope? `extern "C" { ... }` and `namespace { ... }` bodies
-    count as file scope (a `__constant__` declared there is still a module global)."""
+    count as file scope (a `__constant__` declared there is still a module global); with
+    `named`, bodies of named namespaces too."""
     stack, out = [], []
+    head_re = r'extern\s*"C"\s*$|namespace\s*$' + (r"|namespace\s+[A-Za-z_][\w:]*\s*$" if named else "")
     for i, ch in enumerate(text):
         if ch == "{":
-            head = text[max(0, i - 40):i]
-            stack.append(bool(re.search(r'extern\s*"C"\s*$|namespace\s*$', head)))
+            head = text[max(0, i - 80):i]
+            stack.append(bool(re.search(head_re, head)))
         elif ch == "}" and stack:
             stack.pop()
         out.append(all(stack))
@@ -401,8 +440,33 @@ def entry_symbols(kernels: list[str], name_expressions=()) -> dict[str, str]:
     return entries
 
 
+# __CUDA_ARCH__ when the options name no architecture (prelude.h's default): Ampere, so code
+# with a bf16 path for sm_80+ takes it.
+DEFAULT_ARCH = 800
+_ARCH_OPTION = re.compile(r"(?:sm|compute|lto)_(\d+)[a-z]?")
+
+
+def cuda_arch(options) -> int:
+    """__CUDA_ARCH__ for `-arch=sm_86` / `--gpu-architecture=compute_90` (or the option and
+    its value as two strings), as CuPy passes them; DEFAULT_ARCH when none is given."""
+    arch, it = DEFAULT_ARCH, iter(options or ())
+    for opt in it:
+        if not isinstance(opt, str):
+            continue
+        value = None
+        if opt in ("-arch", "--gpu-architecture", "-gencode"):
+            value = next(it, "")
+        elif re.match(r"(-arch|--gpu-architecture|-gencode)[= ]", opt):
+            value = re.split(r"[= ]", opt, maxsplit=1)[1]
+        m = _ARCH_OPTION.search(value or "")
+        if m:
+            arch = int(m.group(1)) * 10
+    return arch
+
+
 def _defines(options) -> list[str]:
-    """Keep the -D/--define-macro options; NVRTC code-generation options mean nothing on a CPU."""
+    """Keep the -D/--define-macro options (and the architecture, as __CUDA_ARCH__); NVRTC's
+    other code-generation options mean nothing on a CPU."""
     out, it = [], iter(options or ())
     for opt in it:
         if not isinstance(opt, str):
@@ -413,6 +477,23 @@ def _defines(options) -> list[str]:
             out.append("-D" + next(it, ""))
         elif opt.startswith("--define-macro="):
             out.append("-D" + opt.split("=", 1)[1])
+    arch = cuda_arch(options)
+    if arch != DEFAULT_ARCH:
+        out.append(f"-D__CUDA_ARCH__={arch}")
+    return out
+
+
+def kernel_scopes(code: str, kernels: list[str]) -> dict[str, str]:
+    """Kernel name -> how the glue names it: `::lab::k` for a kernel inside `namespace lab`."""
+    from .signature import _KERNEL_RE
+    text = strip_comments(code)
+    out = {}
+    for m in _KERNEL_RE.finditer(text):
+        name = m.group(1)
+        if name in kernels and name not in out:
+            spaces = [n for n in _namespaces_at(text, m.start()) if n]
+            if spaces:
+                out[name] = "::" + "::".join([*spaces, name])
     return out
 
 
@@ -420,21 +501,24 @@ def translation_unit(code: str, filename: str, kernels: list[str], dyn: list[Dyn
                      entries: dict[str, str] | None = None, globals_: list[str] = ()) -> str:
     cap = DYN_SMEM_CAPACITY + DYN_SMEM_GUARD
     tail = [f'\n#line 1 "<pagedlab generated glue for {filename}>"']
-    for d in dyn:
-        tail.append(f"thread_local __attribute__((aligned(64))) {d.ctype} {d.name}"
-                    f"[({cap} + sizeof({d.ctype}) - 1) / sizeof({d.ctype})];")
-        if d.in_template:  # the Itanium name of its TLS init function: _ZTH <length> <name>
-            tail.append(f'extern "C" void pl_tls_init_{d.name}() __asm__("_ZTH{len(d.name)}{d.name}");')
-            tail.append(f'extern "C" __attribute__((visibility("hidden"))) void pl_tls_init_{d.name}() {{}}')
+    for k, d in enumerate(dyn):
+        opening = "".join(f"namespace {n} {{ " for n in d.namespaces)
+        tail.append(f"{opening}thread_local __attribute__((aligned(64))) {d.ctype} {d.name}"
+                    f"[({cap} + sizeof({d.ctype}) - 1) / sizeof({d.ctype})];{' }' * len(d.namespaces)}")
+        if d.in_template:
+            tail.append(f'extern "C" void pl_tls_init_{k}_{d.name}() __asm__("{d.tls_init_symbol}");')
+            tail.append(f'extern "C" __attribute__((visibility("hidden"))) void pl_tls_init_{k}_{d.name}() {{}}')
     # 64: the TLS block (all __shared__ memory) is then 64-byte aligned, so alignas(32) holds.
     tail.append("static thread_local __attribute__((aligned(64))) char pl_tls_anchor_;")
     tail.append("PL_EXPORT int pl_smem_info(void** addr, uint64_t* cap, int max) {")
     tail.append("    *(volatile char*)&pl_tls_anchor_ = 0;  // makes this thread's TLS block exist")
     tail.append("    int n = 0;")
     for d in dyn:
-        tail.append(f"    if (n < max) {{ addr[n] = (void*){d.name}; cap[n] = sizeof({d.name}); ++n; }}")
+        tail.append(f"    if (n < max) {{ addr[n] = (void*){d.qualified}; cap[n] = sizeof({d.qualified}); ++n; }}")
     tail.append("    return n;\n}")
+    scopes = kernel_scopes(code, kernels)
     for expr, sym in (entries if entries is not None else {k: k for k in kernels}).items():
+        expr = scopes.get(expr, expr)
         tail.append(f"PL_EXPORT void pl_entry_{sym}(void** a) {{ pl::invoke({expr}, a); }}")
         tail.append(f"PL_EXPORT int pl_params_{sym}(pl::ParamInfo* o, int n) "
                     f"{{ return pl::describe({expr}, o, n); }}")
@@ -466,15 +550,15 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
     filename = Path(filename).name
     if not re.fullmatch(r"[\w.+-]+", filename):
         raise ValueError(f"filename {filename!r}: use letters, digits, '.', '_', '-' only")
-    refuse_unsupported(code, filename)
+    cxx = find_compiler()
+    flags = kernel_flags(cxx, sanitize, options)
+    refuse_unsupported(code, filename, lambda: preprocessed(code, cxx, kernel_flags(cxx, False, options)))
     kernels = kernel_names(code)
     entries = entry_symbols(kernels, name_expressions)
     globals_ = global_variables(code)
     dyn = dynamic_shared_arrays(code)
     _warn_legacy(code, filename)
     rt = runtime_library()
-    cxx = find_compiler()
-    flags = kernel_flags(cxx, sanitize, options)
     unit = translation_unit(code, filename, kernels, dyn, entries, globals_)
     key = _digest(FORMAT_VERSION, code, unit, header_bytes(), rt.name,
                   compiler_version(cxx), " ".join(flags), sys.platform)
@@ -516,11 +600,36 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
     try:
         _atomic_build(target, compile_into)
     except CompileError as exc:
-        if not getattr(exc, "killed", False):
-            _FAILED[target] = str(exc)
-        raise
+        refused = asm_refusal(str(exc), code, filename)  # inline PTX: say so, by name
+        if refused is not None:
+            exc = refused
+        elif getattr(exc, "killed", False):
+            raise
+        _FAILED[target] = str(exc)
+        raise exc from None
     _prune(out_dir)
     return result
+
+
+REFUSED_HEADERS = HERE / "refused"  # stubs of headers refused by name (unsupported.py)
+_PREPROCESSED: dict[str, tuple[str, str] | None] = {}
+
+
+def preprocessed(code: str, cxx: str, flags: list[str]) -> tuple[str, str] | None:
+    """The kernel as the compiler reads it (`-E`, the prelude and every macro of the build),
+    with the kernel's own lines marked `<stdin>`; None when the preprocessor fails (the build
+    then reports the error)."""
+    key = _digest(code, " ".join(flags), compiler_version(cxx))
+    if key not in _PREPROCESSED:
+        cmd = [cxx, *[f for f in flags if f.startswith(("-D", "-U", "-std"))], "-E",
+               "-include", str(PRELUDE), f"-I{HERE}", f"-I{INCLUDE}", f"-I{REFUSED_HEADERS}",
+               "-x", "c++", "-"]
+        try:
+            proc = subprocess.run(cmd, input=code, capture_output=True, text=True, timeout=120)
+            _PREPROCESSED[key] = (proc.stdout, "<stdin>") if proc.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError):
+            _PREPROCESSED[key] = None
+    return _PREPROCESSED[key]
 
 
 def runtime_rpath(rt: Path, out_dir: Path) -> list[str]:

@@ -54,7 +54,8 @@ class SanitizerError(KernelError):
 
 class RaceError(SanitizerError):
     """Two threads touched one byte of shared memory, at least one writing, with no barrier
-    (`__syncthreads()`, or `__syncwarp()` for lanes of one warp) between them."""
+    (`__syncthreads()`, or `__syncwarp()` for lanes of one warp) between them; or one word of an
+    argument array, from two blocks or from one block with no barrier between (not both atomic)."""
 
 
 class OutOfBoundsError(SanitizerError):

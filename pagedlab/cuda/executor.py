@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import os
+import re
 import select
 import signal
 import subprocess
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,7 +91,9 @@ class Spec(ctypes.Structure):
 
 
 ST_OK, ST_BARRIER, ST_WARP, ST_SMEM, ST_CRASH, ST_TRAP, ST_INTERNAL = range(7)
-SCHEDULE_CODES = {"round_robin": 0, "warp0_first": 1, "reversed": 2, "random": 3}
+# "interleaved": round-robin, and a thread also hands over before each access to an argument
+# array (run on the instrumented build), so unsynchronised read-modify-writes lose updates.
+SCHEDULE_CODES = {"round_robin": 0, "warp0_first": 1, "reversed": 2, "random": 3, "interleaved": 0}
 
 CHECKS_CHILD = "pagedlab.checks.child"  # the module the grader runs student checks in
 
@@ -191,14 +195,70 @@ def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: Lau
         _check_globals(build, globals)
     else:
         globals = current_globals(build)  # noqa: A001
+    tables = pointer_tables(params, args)
+    if tables.arrays:  # arrays reached only through a table of device pointers: map them too
+        params = list(params) + [Param(len(params) + k, f"array at device_ptr 0x{a.ctypes.data:x}",
+                                       "void*", "void", True, False, None)
+                                 for k, a in enumerate(tables.arrays)]
+        args = tuple(args) + tuple(tables.arrays)
     if grading():
         _not_dumpable()
         if not cfg.isolate:
             cfg = dataclasses.replace(cfg, isolate=True)
     if cfg.isolate:
-        _launch_in_runner(build, name, params, args, cfg, sanitizer, globals)
+        _launch_in_runner(build, name, params, args, cfg, sanitizer, globals, tables)
     else:
         _launch_here(build, name, params, args, cfg, sanitizer, globals)
+
+
+# ---- device pointers -----------------------------------------------------------------------------
+# CuPy code builds tables of device addresses (`a.data.ptr`) and passes them as int64 arrays
+# (vLLM's copy_blocks: one cache address per layer). device_ptr(a) is that address for a numpy
+# array on the CPU executor: a launch whose int64/uint64 argument holds it maps `a` as well, and
+# the table's entries then point at `a`'s bytes inside the launch (and back into `a` after it).
+_DEVICE_ARRAYS: dict[int, weakref.ref] = {}
+
+
+def device_ptr(a: np.ndarray) -> int:
+    """The device address of numpy array `a` (as CuPy's `a.data.ptr`), for pointer tables."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"device_ptr takes a numpy array, got {type(a).__name__}")
+    if not a.nbytes:
+        raise ValueError("device_ptr of an empty array: no memory to point at")
+    for addr in [k for k, ref in _DEVICE_ARRAYS.items() if ref() is None]:
+        del _DEVICE_ARRAYS[addr]
+    addr = int(a.ctypes.data)
+    _DEVICE_ARRAYS[addr] = weakref.ref(a)
+    return addr
+
+
+@dataclass
+class PointerTables:
+    arrays: list  # arrays reached only through the tables
+    entries: list  # (table array, flat index, address it holds)
+
+
+def pointer_tables(params, args) -> PointerTables:
+    out = PointerTables([], [])
+    live = [(addr, ref()) for addr, ref in list(_DEVICE_ARRAYS.items())]
+    live = [(addr, a) for addr, a in live if a is not None and int(a.ctypes.data) == addr]
+    if not live:
+        return out
+    passed = {id(a) for p, a in zip(params, args, strict=True) if p.pointer}
+    for p, a in zip(params, args, strict=True):
+        if not (p.pointer and isinstance(a, np.ndarray) and a.dtype in (np.int64, np.uint64)
+                and a.nbytes):
+            continue
+        flat = a.reshape(-1, order="A").view(np.uint64)
+        for _, target in live:
+            lo, hi = buffer_span(target)
+            hit = np.flatnonzero((flat >= lo) & (flat < hi))
+            if not len(hit):
+                continue
+            if id(target) not in passed and all(t is not target for t in out.arrays):
+                out.arrays.append(target)
+            out.entries.extend((a, int(j), int(flat[j])) for j in hit)
+    return out
 
 
 # ---- what the parent knows of a library without loading it -----------------------------------
@@ -301,15 +361,17 @@ def _launch_here(build, name, params, args, cfg, sanitizer, globals_) -> None:
             sanitizer.disarm()
 
 
-def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_) -> None:
+def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_, tables=None) -> None:
     """In the kernel runner: lay the launch out in a shared region, spawn, wait, copy back."""
     rt = runtime(build.runtime)  # checks the struct layouts; the sanitizer configures it
     prog = runner.program(build.runtime)
-    plan = _plan(build, params, args, sanitizer, globals_)
+    entries = tables.entries if tables is not None else []
+    plan = _plan(build, params, args, sanitizer, globals_, len(entries))
     region = runner.take_region(plan.lay.size)
     reuse = False
     try:
         slots, san_cfg = _fill(region, plan, build, params, args, cfg, sanitizer, rt, globals_)
+        _relocate_tables(region, plan, entries)
         hdr = runner.header_of(region)
         live = Diag.from_address(region.at(plan.diag))
         printed = tempfile.TemporaryFile()
@@ -331,6 +393,8 @@ def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_) -> No
         for (lo, hi, written), off in zip(plan.regions, plan.buffers, strict=True):
             if written:  # results come back even from a failed launch, like on a GPU
                 ctypes.memmove(lo, region.at(off), hi - lo)
+        for table, j, addr in entries:  # a writable table comes back with the caller's addresses
+            table.reshape(-1, order="A").view(np.uint64)[j] = addr
         diag = Diag.from_buffer_copy(live)
         if diag.fault_addr >= 4096:  # a null pointer (plus a small offset) stays as it is
             diag.fault_addr = runner.runner_to_user(diag.fault_addr, plan.regions, plan.buffers,
@@ -376,7 +440,27 @@ def _san_types(sanitizer):
     return mod.Config, mod.Report, mod.ProfHeader, mod.ProfEntry, mod.PROFILE_CAPACITY
 
 
-def _plan(build, params, args, sanitizer, globals_) -> _Plan:
+def _relocate_tables(region, plan: _Plan, entries) -> None:
+    """Pointer-table entries: the caller's address of an array -> that array's copy in the region
+    (relocated into the runner's mapping like every other pointer of the launch)."""
+    if not entries:
+        return
+    spans = list(zip(plan.regions, plan.buffers, strict=True))
+    relocs = (ctypes.c_uint64 * plan.nreloc).from_address(region.at(plan.reloc))
+    hdr = runner.header_of(region)
+    for table, j, addr in entries:
+        word = table.ctypes.data + 8 * j
+        here = [(lo, off) for (lo, hi, _), off in spans if lo <= word < hi]
+        there = [(lo, off) for (lo, hi, _), off in spans if lo <= addr < hi]
+        if not here or not there:
+            continue
+        at = here[0][1] + (word - here[0][0])
+        ctypes.c_uint64.from_address(region.at(at)).value = region.at(there[0][1]) + (addr - there[0][0])
+        relocs[hdr.nreloc] = at
+        hdr.nreloc += 1
+
+
+def _plan(build, params, args, sanitizer, globals_, table_entries: int = 0) -> _Plan:
     lay = runner.Layout()
     lay.take(ctypes.sizeof(runner.Header))
     plan = _Plan(lay, runner.argument_regions(params, args, buffer_span))
@@ -386,7 +470,7 @@ def _plan(build, params, args, sanitizer, globals_) -> _Plan:
     for p, a in zip(params, args, strict=True):
         plan.cells.append(lay.take(8 if p.pointer else max(16, len(scalar_bytes(a))), 16))
     plan.filename = lay.take(len(build.filename.encode()) + 1)
-    nreloc = 3 + len(params) + sum(1 for p in params if p.pointer)
+    nreloc = 3 + len(params) + sum(1 for p in params if p.pointer) + table_entries
     if sanitizer is not None:
         config, report, prof_header, prof_entry, capacity = _san_types(sanitizer)
         plan.san = lay.take(ctypes.sizeof(config))
@@ -705,6 +789,14 @@ def _raise_for(diag: Diag, build, cfg: LaunchConfig, lib_base: int | None = None
         raise SharedMemoryError(msg)
     if st == ST_CRASH:
         raise KernelCrash(_crash_message(diag, build, block, lib_base))
+    if st == ST_TRAP and msg.startswith("out-of-bounds array index"):  # checked builds
+        from .errors import OutOfBoundsError
+        line = re.search(r" at \S+:(\d+) in thread", msg)
+        raise OutOfBoundsError(
+            msg + ". The index is past the array's declared size: on a GPU such a write lands in "
+            "another variable (a loop bound such as `j <= N` instead of `j < N`?).",
+            block=tuple(diag.block), threads=(diag.thread,), space="array",
+            lines=(int(line.group(1)),) if line else ())
     if st == ST_TRAP:
         raise KernelCrash(msg + ". The launch was stopped, as a device-side assert stops it on a GPU.")
     raise KernelError(msg)

@@ -19,6 +19,10 @@ MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 # Host-side limit for shared_mem= on the CPU: CUDA's default without opting in to more.
 MAX_DYNAMIC_SHARED_MEMORY = int(os.environ.get("PAGEDLAB_MAX_DYNAMIC_SHARED_MEMORY", 48 * 1024))
 DEFAULT_TIMEOUT = float(os.environ.get("PAGEDLAB_CUDA_TIMEOUT", "30"))
+# A checked launch (or the interleaved schedule) runs the instrumented build, up to about 10x
+# the CPU time: its default watchdog is this many times longer (a 1024^3 tiled matmul takes
+# ~29 s of wall time checked on two idle cores, more on a loaded one).
+CHECKED_TIMEOUT_FACTOR = 4
 
 
 def cupy_available() -> bool:
@@ -39,7 +43,7 @@ def parse_schedule(schedule: str) -> tuple[str, int]:
     name, _, seed = schedule.partition(":")
     if name not in executor.SCHEDULE_CODES:
         raise ValueError(f"unknown schedule {schedule!r}; use one of round_robin, warp0_first, "
-                         "reversed, random:<seed>")
+                         "reversed, random:<seed>, interleaved")
     if seed and name != "random":
         raise ValueError(f"schedule {schedule!r}: only random takes a seed (random:<int>)")
     try:
@@ -85,7 +89,7 @@ class RawKernel:
         if _module is None and name not in kernel_names(code):
             found = ", ".join(kernel_names(code)) or "none"
             hint = (" (a template kernel: use RawModule(code=..., name_expressions=[...]))"
-                    if re.search(rf"template\s*<[^;{{}}]*>\s*__global__[^;{{}}(]*\b{name}\s*\(", code) else "")
+                    if re.search(rf"template\s*<[^;{{}}]*>\s*(?:\w+\s+)*__global__[^;{{}}(]*\b{name}\s*\(", code) else "")
             raise ValueError(f"no `__global__ void {name}(...)` in the source (found: {found}){hint}")
         self.code, self.name, self.options, self.backend = code, name, tuple(options), backend
         self.filename = filename or f"{name.split('<')[0].strip()}.cu"
@@ -176,7 +180,7 @@ class RawKernel:
         check_args(params, tuple(args), self.name, array_module="numpy")
         sched, seed = parse_schedule(schedule)
         if timeout is None:
-            timeout = DEFAULT_TIMEOUT
+            timeout = DEFAULT_TIMEOUT * (CHECKED_TIMEOUT_FACTOR if checks or sched == "interleaved" else 1)
         if not timeout > 0:
             raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
         isolate = executor.isolate_default()
@@ -184,7 +188,7 @@ class RawKernel:
             grid=grid3, block=block3, shared_mem=shared_mem, schedule=sched, seed=seed,
             timeout=float(timeout), workers=workers or executor.default_workers(),
             isolate=isolate, stack_size=int(os.environ.get("PAGEDLAB_CUDA_STACK_KB", "256")) * 1024)
-        if checks or _profile:  # the sanitizer's instrumented build, checks and/or profile
+        if checks or _profile or sched == "interleaved":  # the instrumented build
             return sanitizer.run(self, tuple(args), cfg, checks, profile=_profile)
         globals_ = self._module.launch_globals() if self._module is not None else None
         try:

@@ -43,7 +43,11 @@
 #define __launch_bounds__(...)
 #define __grid_constant__
 #define __CUDACC__ 1
-#define __CUDA_ARCH__ 750
+// The architecture the kernel is compiled for: Ampere unless the options name one
+// (`-arch=sm_86` becomes -D__CUDA_ARCH__=860, see compiler.cuda_arch).
+#ifndef __CUDA_ARCH__
+#define __CUDA_ARCH__ 800
+#endif
 #define __PAGEDLAB_CPU__ 1
 
 // ---- built-in variables ---------------------------------------------------------------------

@@ -581,6 +581,30 @@ uint64_t warp_op(int line, int kind, unsigned mask, uint64_t bits, int arg, int 
         report(w, ST_WARP, m.s, tid);
         fail_and_park(w);
     }
+    if (kind >= pl::SHFL_IDX && kind <= pl::SHFL_XOR) {
+        // A full mask in a partial last warp (blockDim not a multiple of 32): a shuffle from a
+        // lane that does not exist returns garbage on a GPU. Say so instead of handing back NaN.
+        int base = (lane / width) * width, src = lane;
+        switch (kind) {
+            case pl::SHFL_IDX: src = base + ((arg % width) + width) % width; break;
+            case pl::SHFL_UP: src = (lane - base) >= arg ? lane - arg : lane; break;
+            case pl::SHFL_DOWN: src = (lane - base) + arg < width ? lane + arg : lane; break;
+            default: src = lane ^ arg; if (src < base || src >= base + width) src = lane; break;
+        }
+        if (src >= 0 && src < 32 && (mask >> src & 1) && !(w->warp_exists[warp] >> src & 1)) {
+            int alive = __builtin_popcount(w->warp_exists[warp]);
+            Msg m;
+            m.add("%s() at %s: thread %d (warp %d, lane %d) of %s reads lane %d, which does not "
+                  "exist: the block has %d threads, so warp %d has lanes 0-%d only, but mask 0x%08x "
+                  "names lanes up to 31. On a GPU the value read is undefined. Use the mask of the "
+                  "lanes that exist (e.g. __ballot_sync(0xffffffff, true) or __activemask()) and "
+                  "read only lanes inside it (check lane + offset < the warp's size).",
+                  kind_name(kind), where(line).c_str(), tid, warp, lane, block_name(w).c_str(), src,
+                  w->nthreads, warp, alive - 1, mask);
+            report(w, ST_WARP, m.s, tid);
+            fail_and_park(w);
+        }
+    }
     if (kind == pl::COALESCE) {  // resolved by run_block once nothing else can run
         f.state = AT_WARP; f.line = line; f.kind = kind; f.mask = 0;
         switch_to_scheduler(w);
@@ -1008,6 +1032,7 @@ int run_launch(Spec* s) {
     for (int i = 0; i < nw; ++i) { workers[i].id = i; workers[i].spec = s; }
     g_workers = workers.data();
     g_nworkers = nw;
+    san::launch_begin(s);  // sanitizer: shadow of the argument arrays for global races
     for (int i = 1; i < nw; ++i) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -1021,6 +1046,7 @@ int run_launch(Spec* s) {
     worker_main(&workers[0]);
     for (int i = 1; i < nw; ++i) pthread_join(tids[i], nullptr);
     for (auto& w : workers) free(w.altstack);
+    san::launch_end();
     g_nworkers = 0;
     g_workers = nullptr;
     g_spec = nullptr;

@@ -9,6 +9,10 @@ wrong under another. pagedlab does the same on a CPU, deterministically:
   for two lanes of one warp also a ``__syncwarp()`` or warp collective both took part in.
   Warp-synchronous code without ``__syncwarp`` is therefore a race (as on Volta and later);
   atomics never race with each other.
+  Global memory too: two threads touching one word of an argument array, at least one
+  writing, not both atomic, from different blocks (never ordered within a launch) or from one
+  block with no barrier between them; a write the writer's block followed with
+  ``__threadfence()`` counts as published to other blocks (the last-block reduction pattern).
 * **memcheck** (``"memcheck"``): every global access must fall inside one of the launch's
   argument arrays (reads through ``const`` pointers too), and every access to dynamic shared
   memory inside the launch's ``shared_mem`` bytes.
@@ -32,7 +36,11 @@ between the two lines, and the report lists the two accesses in source order.
 Limits: Linux only (shared memory is found as the kernel library's thread-local block); static
 ``__shared__`` arrays are checked as one block of shared memory, so an index past one static
 array into the next is not an out-of-bounds error; ``__device__`` variables are not bounds-checked;
-``memcpy`` inside a kernel is not seen with GCC; local (per-thread) arrays are not checked.
+``memcpy`` inside a kernel is not seen with GCC. Indexes past fixed-size arrays (a thread's
+local array, a static ``__shared__`` array's dimension) are caught by ``-fsanitize=bounds`` in
+the checked build, whatever checks are named. Global races are judged per 4-byte word with
+one writer and one reader remembered, so a race between two earlier readers and a later
+writer may be missed (never invented); fences order nothing else.
 An atomic and a plain access by another thread to the same shared byte in one barrier interval
 are a race (a histogram reading its bins before the barrier); two atomics never are. Lanes ordered only by a warp operation with a partial mask may hide a race (never
 invent one). Sizes of argument arrays are those of the numpy arrays passed (a view: the view).
@@ -62,7 +70,7 @@ ST_SANITIZER = 40  # Diag status of a sanitizer report (runtime.cpp's own codes 
 
 MAX_RANGES = 96
 PROFILE_CAPACITY = 4096
-REP_RACE, REP_OOB_GLOBAL, REP_UNINIT, REP_OOB_SHARED = 1, 2, 3, 4
+REP_RACE, REP_OOB_GLOBAL, REP_UNINIT, REP_OOB_SHARED, REP_RACE_GLOBAL = 1, 2, 3, 4, 5
 HAZARDS = {1: "RAW", 2: "WAR", 3: "WAW"}
 HAZARD_WORDS = {1: "read-after-write", 2: "write-after-read", 3: "write-after-write"}
 
@@ -77,7 +85,8 @@ class Report(ctypes.Structure):
                 ("tid", ctypes.c_int32), ("other_tid", ctypes.c_int32), ("other_warp", ctypes.c_int32),
                 ("write", ctypes.c_int32), ("other_write", ctypes.c_int32), ("size", ctypes.c_int32),
                 ("atomic", ctypes.c_int32), ("addr", ctypes.c_uint64), ("offset", ctypes.c_uint64),
-                ("pc", ctypes.c_uint64), ("other_pc", ctypes.c_uint64)]
+                ("pc", ctypes.c_uint64), ("other_pc", ctypes.c_uint64),
+                ("other_block", ctypes.c_int32), ("arg", ctypes.c_int32)]
 
 
 class ProfEntry(ctypes.Structure):
@@ -94,6 +103,7 @@ class ProfHeader(ctypes.Structure):
 class Config(ctypes.Structure):
     _fields_ = [("race", ctypes.c_int32), ("mem", ctypes.c_int32), ("init", ctypes.c_int32),
                 ("profile", ctypes.c_int32), ("nranges", ctypes.c_int32), ("status", ctypes.c_int32),
+                ("interleave", ctypes.c_int32), ("pad", ctypes.c_int32),
                 ("ranges", Range * MAX_RANGES), ("report", ctypes.c_void_p), ("prof", ctypes.c_void_p),
                 ("entries", ctypes.c_void_p)]
 
@@ -214,7 +224,8 @@ class Session:
         self._buf.view(nbytes)[:] = 0
         base = self._buf.data
         cfg = Config(race=(2 if self.lanes_ordered else 1) if "race" in self.checks else 0, mem="memcheck" in self.checks,
-                     init="init" in self.checks, profile=self.profile, status=ST_SANITIZER)
+                     init="init" in self.checks, profile=self.profile, status=ST_SANITIZER,
+                     interleave=self.cfg.schedule == "interleaved")
         cfg.report = base
         cfg.prof = base + ctypes.sizeof(Report)
         cfg.entries = cfg.prof + ctypes.sizeof(ProfHeader)
@@ -231,7 +242,7 @@ class Session:
                     lo, hi = executor.buffer_span(a)
                     start = ptr - (int(a.ctypes.data) - lo)
                     end = start + (hi - lo)
-                    ranges.append((start, end, i, 0))
+                    ranges.append((start, end, i, 3 if p.const else 0))
                 self.args.append(ArgInfo(p.name, p.ctype, ptr, int(a.nbytes), a.dtype, int(a.size),
                                          start, end))
         for off, size in guard_variables(build):  # C++ init guards of __shared__ class arrays
@@ -244,6 +255,9 @@ class Session:
             except (TypeError, ValueError):
                 size = 4096
             ranges.append((slots[i], slots[i] + size, i, 1))
+        # Writable arguments first: a buffer passed both as `T*` and as `const T*` is then
+        # found as the writable one, whose accesses the global-race check watches.
+        ranges.sort(key=lambda r: {0: 0, 3: 1}.get(r[3], 2))
         if len(ranges) > MAX_RANGES:
             raise ValueError(f"the sanitizer handles at most {MAX_RANGES - 1} kernel parameters")
         cfg.nranges = len(ranges)
@@ -459,6 +473,8 @@ def _error(rep: Report, build, session) -> SanitizerError:
                          lines=(l1, l2), address=rep.addr, variable=where, same_warp=same_warp,
                          fix=fix, pair=f"{first[0]} {first[1]} at {at(first[2])}; {second[0]} {second[1]} "
                                        f"at {at(second[2])}")
+    if rep.kind == REP_RACE_GLOBAL:
+        return _global_race(rep, build, session, lines, at, me, verb, blk)
     line = lines.get(int(rep.pc))
     if rep.kind == REP_UNINIT:
         where = _shared_name(build, rep.offset, rep.size, session)
@@ -491,6 +507,56 @@ def _error(rep: Report, build, session) -> SanitizerError:
                             space="global")
 
 
+def _global_element(session, addr: int, size: int) -> str:
+    for a in session.args:
+        lo, hi = (a.buf_lo, a.buf_hi) if a.buf_hi else (a.lo, a.lo + a.nbytes)
+        if a.nbytes and lo <= addr < hi:
+            item = a.dtype.itemsize
+            rel = addr - a.lo
+            elem = f"element {rel // item}" if rel % item == 0 and size >= item else f"byte {rel}"
+            return f"{elem} of argument `{a.name}` ({a.dtype} array of {a.size} elements)"
+    return f"global memory at 0x{addr:x}"
+
+
+def _global_race(rep: Report, build, session, lines, at, me, verb, blk) -> SanitizerError:
+    grid = tuple(session.cfg.grid)
+    ob = rep.other_block
+    other_blk = (ob % grid[0], (ob // grid[0]) % grid[1], ob // (grid[0] * grid[1]))
+    block3 = tuple(session.cfg.block)
+    verb = "updated it atomically" if rep.atomic else verb + " it"
+    other_verb = {2: "updated it atomically", 1: "wrote it"}.get(rep.other_write, "read it")
+    first = (f"{_thread(rep.other_tid, block3)} of block {other_blk}", other_verb, rep.other_pc,
+             rep.other_tid)
+    second = (f"{me} of block {blk}", verb, rep.pc, rep.tid)
+    l1, l2 = lines.get(int(first[2])), lines.get(int(second[2]))
+    hazard = rep.hazard
+    if hazard != 3 and l1 and l2 and l1 != l2:
+        if l2 < l1:
+            first, second, l1, l2 = second, first, l2, l1
+        hazard = 1 if first[1] != "read it" else 2
+    where = _global_element(session, rep.addr, rep.size)
+    if other_blk != blk:
+        why = ("they are in different blocks, and nothing orders two blocks within one launch "
+               "(__syncthreads() orders one block only)")
+        fix = ("Make the update an atomic (atomicAdd & co.), give each block its own output and "
+               "combine them in a second kernel launch, or split the kernel where one block "
+               "must see another's result")
+    elif rep.other_tid // 32 == rep.tid // 32:
+        why = "they are lanes of one warp with no __syncwarp() or warp operation between the accesses"
+        fix = "Put a __syncwarp() between the two accesses, or make the update an atomic"
+    else:
+        why = "no __syncthreads() orders them"
+        fix = "Put a __syncthreads() between the two accesses, or make the update an atomic"
+    outcome = "which value stays" if rep.hazard == 3 else "the value read"
+    msg = (f"global-memory race ({HAZARDS[hazard]}, {HAZARD_WORDS[hazard]} hazard) on {where}:\n"
+           f"  {first[0]} {first[1]} at {at(first[2])}\n"
+           f"  {second[0]} {second[1]} at {at(second[2])}\n"
+           f"and {why}, so {outcome} depends on which thread runs first (a read-modify-write "
+           f"such as `out[i] += v` loses updates). {fix}.")
+    return RaceError(msg, kind=HAZARDS[hazard], block=blk, threads=(first[3], second[3]),
+                     lines=(l1, l2), address=rep.addr, variable=where)
+
+
 # ---- entry points used by RawKernel --------------------------------------------------------------
 
 def run(kernel, args, cfg, checks: frozenset, profile: bool = False) -> Session:
@@ -502,7 +568,7 @@ def run(kernel, args, cfg, checks: frozenset, profile: bool = False) -> Session:
     session = Session(kernel, checks, cfg, profile)
     module = getattr(kernel, "_module", None)
     globals_ = module.launch_globals() if module is not None else None  # one set, checks or not
-    canonical = cfg.schedule == "round_robin" and cfg.workers == 1
+    canonical = cfg.schedule in ("round_robin", "interleaved") and cfg.workers == 1
     saved = [(a, a.copy()) for p, a in zip(kernel.params, args, strict=True)
              if p.pointer and not p.const] if "race" in checks or not canonical else []
     try:

@@ -33,9 +33,11 @@ namespace san {
 constexpr int MAX_RANGES = 96;
 // R_GUARD: lo/hi are offsets in the TLS block of a C++ guard variable (a __shared__ array of a
 // class type gets one); the compiler reads it, no kernel thread does: never uninitialised.
-enum RangeKind : int32_t { R_ARG = 0, R_IGNORE = 1, R_GUARD = 2 };
+// R_ARG_RO: an argument behind a `const T*`: checked for bounds, not shadowed for races (the
+// runner reads it in place; a write through a cast-away const is lost anyway).
+enum RangeKind : int32_t { R_ARG = 0, R_IGNORE = 1, R_GUARD = 2, R_ARG_RO = 3 };
 enum Report_kind : int32_t { REP_NONE = 0, REP_RACE = 1, REP_OOB_GLOBAL = 2, REP_UNINIT = 3,
-                             REP_OOB_SHARED = 4 };
+                             REP_OOB_SHARED = 4, REP_RACE_GLOBAL = 5 };
 enum Hazard : int32_t { HZ_RAW = 1, HZ_WAR = 2, HZ_WAW = 3 };
 enum Access : int { A_READ = 0, A_WRITE = 1, A_ATOMIC = 2, A_ATOMIC_LOAD = 3, A_ATOMIC_STORE = 4 };
 
@@ -49,6 +51,8 @@ struct Report {
     int32_t write, other_write, size, atomic;
     uint64_t addr, offset;               // offset: byte in the __shared__ (TLS) block
     uint64_t pc, other_pc;               // return addresses, relative to the kernel library
+    int32_t other_block, arg;            // global races: the other thread's block (linear
+                                         // index), the argument holding the address
 };
 
 struct ProfEntry {
@@ -62,6 +66,7 @@ struct ProfHeader { int32_t count, cap, overflow, pad; };
 struct Config {
     int32_t race, mem, init, profile;
     int32_t nranges, status;             // status: the Diag status a report sets
+    int32_t interleave, pad;             // interleave: switch fibers before global accesses
     Range ranges[MAX_RANGES];
     Report* report;
     ProfHeader* prof;
@@ -107,6 +112,8 @@ struct State {
     size_t words_bytes = 0;
     std::vector<uint32_t> lclk, wclk;
     uint32_t epoch = 0, block = 0;
+    uint32_t gblock = 0;                 // linear index + 1 of the running block (global races)
+    int last_range = 0;                  // the Config range the last global access fell in
     std::vector<std::pair<uint64_t, uint64_t>> guards;  // TLS offsets [lo, hi) of guard variables
     bool pending = false;                // first read of unwritten shared memory, not yet raised
     Report pend{};
@@ -237,6 +244,130 @@ void record(State* s, int t, uint64_t pc, int space, int how, uint64_t addr, uin
     for (int l = 0; l < n; ++l)
         if (l != lane && lanes[l].state == RUNNABLE) slowest = std::min(slowest, pr->cnt[l]);
     if (slowest != UINT32_MAX && pr->cnt[lane] > slowest + LEAD) yield_fiber(w);
+}
+
+// ---- global-memory races -----------------------------------------------------------------------
+// One shadow cell per 4-byte word of each argument array, shared by all workers for one launch.
+// Threads of different blocks are never ordered within a launch; threads of one block are
+// ordered by a barrier between the accesses (their worker's epoch differs), lanes of a warp as
+// for shared memory. A write followed by __threadfence() in the writer's block is published:
+// other blocks may read it (the last-block reduction pattern; its counter is an atomic).
+// Workers update cells without locks: two blocks writing one word at once is a race anyway.
+struct GCell {
+    uint32_t wblock, wepoch, wclk, wpc;  // last writer: block + 1, its epoch, warp clock, pc
+    uint32_t rblock, repoch, rclk, rpc;  // a reader not ordered before the later accesses
+    uint16_t wtid, rtid;                 // thread + 1
+    uint8_t wmask, rmask, watomic, wfence;  // bytes of the word; an atomic write; fences then
+};
+struct GShadow { uint64_t lo = 0, hi = 0; GCell* cells = nullptr; size_t bytes = 0; };
+GShadow g_gshadow[MAX_RANGES];
+uint32_t* g_fences = nullptr;            // per block: __threadfence() calls so far
+size_t g_fences_bytes = 0;
+constexpr uint32_t MAX_FENCE_BLOCKS = 1u << 24;
+
+void* shadow_map(size_t bytes);
+
+// Shadow of all argument arrays together at most this much address space (a grading child's
+// RLIMIT_AS counts it); arrays past it are not checked for races (first come, first shadowed).
+constexpr size_t MAX_GLOBAL_SHADOW = size_t(512) << 20;
+
+void launch_begin(const Spec* spec) {
+    if (!g_cfg || !g_cfg->race) return;
+    size_t total = 0;
+    for (int i = 0; i < g_cfg->nranges && i < MAX_RANGES; ++i) {
+        const Range& r = g_cfg->ranges[i];
+        if (r.kind != R_ARG || r.hi <= r.lo) continue;
+        GShadow& g = g_gshadow[i];
+        g.lo = r.lo & ~3ull;
+        g.hi = r.hi;
+        g.bytes = ((g.hi - g.lo + 3) / 4) * sizeof(GCell);
+        if (total + g.bytes > MAX_GLOBAL_SHADOW) { g = GShadow{}; continue; }
+        total += g.bytes;
+        g.cells = (GCell*)shadow_map(g.bytes);
+        if (!g.cells) g.bytes = 0;
+    }
+    uint64_t n = (uint64_t)spec->grid[0] * spec->grid[1] * spec->grid[2];
+    if (n > MAX_FENCE_BLOCKS) n = MAX_FENCE_BLOCKS;
+    g_fences_bytes = n * sizeof(uint32_t);
+    g_fences = (uint32_t*)shadow_map(g_fences_bytes);
+}
+
+void launch_end() {
+    for (auto& g : g_gshadow) {
+        if (g.cells) munmap(g.cells, g.bytes);
+        g = GShadow{};
+    }
+    if (g_fences) munmap(g_fences, g_fences_bytes);
+    g_fences = nullptr;
+}
+
+inline uint8_t fences_of(uint32_t block) {  // block: linear index + 1
+    return g_fences ? (uint8_t)__atomic_load_n(&g_fences[(block - 1) % MAX_FENCE_BLOCKS], __ATOMIC_RELAXED) : 0;
+}
+
+void fence(State* s) {
+    if (g_fences && s->gblock)
+        __atomic_fetch_add(&g_fences[(s->gblock - 1) % MAX_FENCE_BLOCKS], 1u, __ATOMIC_RELAXED);
+}
+
+inline bool ordered(const State* s, int t, int other, uint32_t other_clk);
+
+[[noreturn]] void global_race(Worker* w, State* s, int t, int hazard, uint32_t oblock, int otid,
+                              uint32_t opc, int owrite, int ri, uint64_t addr, uint64_t size,
+                              int how, uint64_t pc) {
+    Report r{};
+    r.kind = REP_RACE_GLOBAL; r.hazard = hazard; r.tid = t; r.other_tid = otid;
+    r.other_warp = otid >> 5; r.other_block = (int32_t)oblock - 1; r.arg = s->cfg.ranges[ri].index;
+    r.write = how == A_WRITE || (how >= A_ATOMIC && how != A_ATOMIC_LOAD); r.atomic = how >= A_ATOMIC;
+    r.other_write = owrite; r.size = (int32_t)size; r.addr = addr; r.pc = pc; r.other_pc = opc;
+    fail(w, s, r);
+    fail_and_park(w);
+}
+
+void global_access(State* s, int ri, uintptr_t a, uint64_t size, int how, uint64_t pc) {
+    GShadow& g = g_gshadow[ri];
+    if (!g.cells || a < g.lo || a + size > g.hi + 3) return;
+    Worker* w = tl_worker;
+    int t = w->cur;
+    uint16_t me = (uint16_t)(t + 1);
+    uint32_t blk = s->gblock, ep = s->epoch, clk = s->lclk[t];
+    bool atomic = how >= A_ATOMIC;
+    bool write = how == A_WRITE || (atomic && how != A_ATOMIC_LOAD);
+    // Not ordered before this access: another block, or this block in this barrier interval
+    // (lanes of one warp after a warp operation both took part in excepted).
+    auto unordered = [&](uint32_t oblk, uint16_t otid, uint32_t oep, uint32_t oclk) {
+        if (oblk != blk) return true;
+        if (otid == me || oep != ep) return false;
+        return !ordered(s, t, otid - 1, oclk);
+    };
+    uint64_t end = a + size;
+    for (uint64_t word = (a - g.lo) >> 2, last = (end - 1 - g.lo) >> 2; word <= last; ++word) {
+        uint64_t wlo = g.lo + word * 4;
+        uint32_t first = a > wlo ? (uint32_t)(a - wlo) : 0u, past = end < wlo + 4 ? (uint32_t)(end - wlo) : 4u;
+        uint8_t mask = (uint8_t)(((1u << past) - 1) & ~((1u << first) - 1));
+        GCell* c = g.cells + word;
+        if (c->wblock && (c->wmask & mask) && !(atomic && c->watomic)
+            && unordered(c->wblock, c->wtid, c->wepoch, c->wclk)
+            && !(c->wblock != blk && fences_of(c->wblock) != c->wfence))
+            global_race(w, s, t, write ? HZ_WAW : HZ_RAW, c->wblock, c->wtid - 1, c->wpc,
+                        c->watomic ? 2 : 1, ri, a, size, how, pc);
+        if (write && c->rblock && (c->rmask & mask) && unordered(c->rblock, c->rtid, c->repoch, c->rclk))
+            global_race(w, s, t, HZ_WAR, c->rblock, c->rtid - 1, c->rpc, 0, ri, a, size, how, pc);
+        if (write) {
+            c->wblock = blk; c->wepoch = ep; c->wclk = clk; c->wpc = (uint32_t)pc;
+            c->wtid = me; c->wmask = mask; c->watomic = atomic; c->wfence = fences_of(blk);
+            c->rblock = 0;
+        } else if (how == A_READ) {
+            // keep a reader that a later write of a third thread may still race with
+            if (!c->rblock || (c->rblock == blk && c->rtid == me)
+                || !unordered(c->rblock, c->rtid, c->repoch, c->rclk)) {
+                c->rblock = blk; c->repoch = ep; c->rclk = clk; c->rpc = (uint32_t)pc;
+                c->rtid = me; c->rmask = mask;
+            } else {
+                c->rmask |= mask;
+            }
+        }
+    }
 }
 
 // ---- checks ---------------------------------------------------------------------------------
@@ -391,16 +522,26 @@ void on_shared(State* s, uintptr_t off, uint64_t size, int how, uintptr_t ret) {
 void on_global(State* s, uintptr_t a, uint64_t size, int how, uintptr_t ret) {
     if (a - s->tp < 8 || a - s->ctx_lo < s->ctx_size) return;  // threadIdx & co.
     const Config* c = &s->cfg;
-    for (int i = 0; i < c->nranges; ++i) {
-        const Range& r = c->ranges[i];
-        if (a >= r.lo && a + size <= r.hi && r.kind != R_GUARD) {
-            // Sectors are counted from the start of the argument's buffer, as if it were
-            // allocated by cudaMalloc (256-byte aligned); the index keeps buffers apart.
-            if (r.kind == R_ARG && c->profile)
-                record(s, tl_worker->cur, ret - s->lib_base, 1, how,
-                       (a - r.lo) + ((uint64_t)(i + 1) << 44), size);
-            return;
+    int i = s->last_range;  // most accesses hit the range the previous one hit
+    if (!(i < c->nranges && a >= c->ranges[i].lo && a + size <= c->ranges[i].hi && c->ranges[i].kind != R_GUARD))
+        for (i = 0; i < c->nranges; ++i) {
+            const Range& r = c->ranges[i];
+            if (a >= r.lo && a + size <= r.hi && r.kind != R_GUARD) break;
         }
+    if (i < c->nranges) {
+        s->last_range = i;
+        const Range& r = c->ranges[i];
+        // The "interleaved" schedule: other threads run between this thread's load and
+        // its store, so a plain `out[i] += v` loses updates as on a GPU.
+        bool arg = r.kind == R_ARG || r.kind == R_ARG_RO;
+        if (arg && c->interleave) yield_fiber(tl_worker);
+        // Sectors are counted from the start of the argument's buffer, as if it were
+        // allocated by cudaMalloc (256-byte aligned); the index keeps buffers apart.
+        if (arg && c->profile)
+            record(s, tl_worker->cur, ret - s->lib_base, 1, how,
+                   (a - r.lo) + ((uint64_t)(i + 1) << 44), size);
+        if (r.kind == R_ARG && c->race) global_access(s, i, a, size, how, ret - s->lib_base);
+        return;
     }
     for (auto& seg : s->lib) {
         if (a >= seg.first && a + size <= seg.second) {  // __device__ / __constant__ data
@@ -492,7 +633,7 @@ void worker_setup(Worker* w) {
     tl_state = s;
 }
 
-void block_begin(Worker*) {
+void block_begin(Worker* w) {
     State* s = tl_state;
     if (!s) return;
     s->block++;
@@ -503,6 +644,7 @@ void block_begin(Worker*) {
     std::fill(s->lclk.begin(), s->lclk.end(), 0);
     std::fill(s->wclk.begin(), s->wclk.end(), 0);
     s->pending = false;
+    s->gblock = (uint32_t)(((uint64_t)w->bid.z * g_spec->grid[1] + w->bid.y) * g_spec->grid[0] + w->bid.x) + 1;
 }
 
 // A barrier opens: everything before it is ordered before everything after it. A read of
@@ -620,12 +762,35 @@ PL_EXPORT void* __tsan_memset(void* d, int c, size_t n) {
     if (n) san::on_access((uintptr_t)d, n, san::A_WRITE, PL_SAN_RET);
     return memset(d, c, n);
 }
+// -fsanitize=bounds (checked builds): an index past a fixed-size array, e.g. a thread's
+// `float acc[4]` written at acc[4] by a `j <= N` loop, which would silently overwrite a
+// neighbouring variable. The handlers' data layout is UBSan's (GCC and Clang agree).
+struct PlUbsanType { uint16_t kind, info; char name[1]; };
+struct PlUbsanOob { const char* file; uint32_t line, column; const PlUbsanType* array; const PlUbsanType* index; };
+[[noreturn]] static void pl_out_of_bounds(void* data, void* index) {
+    const PlUbsanOob* d = (const PlUbsanOob*)data;
+    int bits = d->index ? 1 << (d->index->info >> 1) : 64;
+    bool is_signed = d->index && (d->index->info & 1);
+    uint64_t raw = (uint64_t)(uintptr_t)index;  // integers up to 64 bits are passed inline
+    if (bits < 64) raw &= (1ull << bits) - 1;
+    long long v = is_signed && bits < 64 && (raw >> (bits - 1) & 1) ? (long long)(raw | ~((1ull << bits) - 1))
+                                                                   : (long long)raw;
+    char what[256];
+    snprintf(what, sizeof what, "out-of-bounds array index: index %lld into an array of type %s",
+             v, d->array ? d->array->name : "?");
+    pl_trap((int)d->line, what);
+}
+PL_EXPORT void __ubsan_handle_out_of_bounds_abort(void* data, void* index) { pl_out_of_bounds(data, index); }
+PL_EXPORT void __ubsan_handle_out_of_bounds(void* data, void* index) { pl_out_of_bounds(data, index); }
 PL_EXPORT void __tsan_init(void) {}
 PL_EXPORT void __tsan_func_entry(void*) {}
 PL_EXPORT void __tsan_func_exit(void) {}
 PL_EXPORT void __tsan_vptr_update(void**, void*) {}
 PL_EXPORT void __tsan_vptr_read(void**) {}
-PL_EXPORT void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+PL_EXPORT void __tsan_atomic_thread_fence(int) {
+    if (san::tl_state) san::fence(san::tl_state);  // __threadfence(): publishes the block's writes
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
 PL_EXPORT void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
 // The atomics the instrumented code calls instead of the __atomic builtins: check, then do it.

@@ -65,11 +65,13 @@ def strip_comments(code: str) -> str:
 
 
 # Storage specifiers may stand on either side of __global__: `static __global__ void k`,
-# `__global__ static void k`; they change nothing here.
+# `__global__ static void k`, `static void __global__ k`; they change nothing here.
 _SPECIFIERS = r"(?:(?:static|inline|__forceinline__|__noinline__)\s+)*"
+# `void __global__ k(...)` (return type first) is valid CUDA too, common in textbooks.
+_LAUNCH_BOUNDS = r"(?:__launch_bounds__\s*\([^)]*\)\s*)?"
 _KERNEL_RE = re.compile(
-    r"__global__\s+" + _SPECIFIERS + r"(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
-    r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(")
+    r"(?:__global__\s+" + _SPECIFIERS + _LAUNCH_BOUNDS + r"void|void\s+" + _SPECIFIERS
+    + r"__global__)\s+" + _LAUNCH_BOUNDS + r"([A-Za-z_]\w*)\s*\(")
 
 
 def kernel_names(code: str) -> list[str]:

@@ -14,11 +14,25 @@ type, which says nothing about why. Decisions (from a corpus of public CUDA code
   on one GPU's layout; write the tile product with shared memory instead.
 * FP8 (`<cuda_fp8.h>`, `__nv_fp8_e4m3`/`__nv_fp8_e5m2`): refused; the executor has no FP8
   types or conversions. Store bytes (`unsigned char`) and convert with your own function.
+* Inline PTX (`asm("...")`): refused when the compiler has to compile it, naming the
+  instruction and the CUDA C that does the same (`mov.b32` packing two halves:
+  `__halves2half2`; `cvt.rn.f16.f32`: `__float2half_rn`; ...), instead of the C++ compiler's
+  "impossible constraint in 'asm'" or the assembler's "no such instruction". Decided on the
+  compiler's own diagnostics: a dtype header whose PTX helpers the kernel never calls (vLLM's
+  half helpers in a float32 build) compiles.
+
+Decided on what the compiler reads, not on the raw text: when the text mentions a refused
+feature at all, the source is preprocessed with the executor's own command line (prelude, macros
+such as __CUDA_ARCH__, -D options), so a launch inside a `#define` that device code never
+expands, or `#include <cuda_fp8.h>` under an `#if` not taken, is not refused. Refused headers are
+stubs on the include path of that one run (pagedlab/cuda/refused/), so a taken #include shows.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections.abc import Callable
 
 from .errors import CompileError
 from .signature import strip_comments
@@ -43,14 +57,130 @@ FEATURES = [
      "store the bytes as unsigned char and convert them with a function of your own"),
 ]
 
+_ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:\b(?:volatile|__volatile__)\b\s*)?\(\s*((?:\"[^\"]*\"\s*)+)")
+# PTX instruction (its first word, options included) -> the CUDA C that does the same
+_PTX_INSTEAD = [
+    (r"^mov\.b32\s*\{", "unpack the two halves of a 32-bit word with `__low2half(h2)` / "
+                          "`__high2half(h2)` on a `__half2` (or std::memcpy the word)"),
+    (r"^mov\.b32\s*%\w+\s*,\s*\{", "pack two halves with `__halves2half2(lo, hi)` (or std::memcpy "
+                                     "them into a uint32_t)"),
+    (r"^mov\.b64", "move 64-bit words with std::memcpy between the two types"),
+    (r"^cvt\.\w*\.?f16\.f32", "convert with `__float2half_rn(x)`"),
+    (r"^cvt\.f32\.f16", "convert with `__half2float(h)`"),
+    (r"^cvt\.\w*\.?bf16x?2?\.f32", "convert with `__float2bfloat16_rn(x)` (two at once: "
+                                    "`__float22bfloat162_rn`)"),
+    (r"^cvt\.f32\.bf16", "convert with `__bfloat162float(b)`"),
+    (r"^cvt\.\w*\.?f16x2\.f32", "convert with `__floats2half2_rn(a, b)`"),
+    (r"^cvt", "convert with a C++ cast or the matching intrinsic (__float2half_rn, __float2int_rn)"),
+    (r"^(?:ld|st)\.", "load or store through an ordinary pointer (`__ldg` for read-only data)"),
+    (r"^(?:mma|ldmatrix|wgmma|cp\.async)", "use shared-memory tiles and ordinary arithmetic (no "
+                                            "tensor cores or asynchronous copies on the CPU)"),
+]
 
-def refuse_unsupported(code: str, filename: str) -> None:
-    """Raise CompileError naming the first unsupported feature the source uses, and its line."""
+
+def _asm_feature(m: re.Match) -> tuple[str, str]:
+    ptx = " ".join(re.findall(r'"([^"]*)"', m.group(1))).strip()
+    first = ptx.split(";")[0].strip()
+    instead = next((text for pat, text in _PTX_INSTEAD if re.search(pat, first)),
+                   "write in CUDA C the intrinsic or arithmetic the instruction computes")
+    return (f"inline PTX (`asm(\"{first}\")`; the CPU executor cannot run PTX instructions)",
+            instead)
+
+
+def _candidates(text: str) -> bool:
+    return any(re.search(p, text) for p, _, _ in FEATURES)
+
+
+_ASM_FAILURE = re.compile(r"impossible constraint in .asm.|invalid .asm.|unknown register name|"
+                          r"Assembler messages|asm operand|no such instruction")
+
+
+def asm_refusal(log: str, code: str, filename: str) -> CompileError | None:
+    """The refusal of inline PTX, when a failed compile's log says the compiler or the
+    assembler choked on an `asm` statement; None when the failure is about something else."""
+    if not _ASM_FAILURE.search(log):
+        return None
     text = strip_comments(code)
+    lines = text.splitlines()
+    starts = [0]
+    for ln in lines:
+        starts.append(starts[-1] + len(ln) + 1)
+    found = None
+    at = re.search(rf"{re.escape(filename)}:(\d+):\d+: error: [^\n]*asm", log)
+    if at:  # the compiler's own line: the asm statement starts there
+        m = _ASM.search(text, starts[min(int(at.group(1)), len(lines)) - 1])
+        found = m
+    if found is None:  # the assembler names the instruction only: find the asm that has it
+        ins = re.search(r"no such instruction: .([\w.]+)", log)
+        for m in _ASM.finditer(text):
+            if ins is None or ins.group(1) in m.group(1):
+                found = m
+                break
+    if found is None:
+        return None
+    line = bisect.bisect_right(starts, found.start())
+    what, instead = _asm_feature(found)
+    return CompileError(f"{filename}:{line}: {what} is not supported by pagedlab's CPU executor. "
+                        f"Instead, {instead}. (On a GPU, backend='cupy' runs it.)")
+
+
+_MARKER = re.compile(r'__pagedlab_refused_header__\s*"([^"]+)"')
+_LINEMARK = re.compile(r'^#\s*(\d+)\s+"((?:[^"\\]|\\.)*)"((?:\s+\d)*)\s*$')
+
+
+def user_lines(preprocessed: str, source_name: str) -> list[tuple[int, str]]:
+    """(line, text) of each line the preprocessor output attributes to the kernel's own file
+    (macro expansions included); a refused header's stub becomes `#include <name>` on the line
+    of the #include that pulled it in."""
+    out: list[tuple[int, str]] = []
+    current, line, user_line = None, 0, 0
+    for raw in preprocessed.splitlines():
+        mark = _LINEMARK.match(raw)
+        if mark:
+            flags = mark.group(3).split()
+            if current == source_name and "1" in flags:
+                user_line = line  # entering a header: the #include is on the kernel's line
+            current, line = mark.group(2), int(mark.group(1))
+            continue
+        if current == source_name:
+            out.append((line, raw))
+        else:
+            stub = _MARKER.search(raw)
+            if stub:
+                out.append((user_line, f"#include <{stub.group(1)}>"))
+        line += 1
+    return out
+
+
+def refuse_unsupported(code: str, filename: str,
+                       preprocess: Callable[[], tuple[str, str] | None] | None = None) -> None:
+    """Raise CompileError naming the first unsupported feature the source uses, and its line.
+
+    preprocess: returns (preprocessed text, the name its line markers give the kernel's own
+    file), or None when the preprocessor failed (the raw text is judged then)."""
+    text = strip_comments(code)
+    if not _candidates(text):
+        return
+    found = preprocess() if preprocess is not None else None
+    if found is not None:
+        lines = user_lines(*found)
+    else:
+        lines = list(enumerate(text.splitlines(), 1))
+    joined = "\n".join(ln for _, ln in lines)
+    starts = [0]
+    for _, ln in lines:
+        starts.append(starts[-1] + len(ln) + 1)
+
+    def line_at(pos: int) -> int:
+        return lines[bisect.bisect_right(starts, pos) - 1][0]
+
     for pattern, what, instead in FEATURES:
-        m = re.search(pattern, text)
+        m = re.search(pattern, joined)
         if m:
-            line = text.count("\n", 0, m.start()) + 1
-            raise CompileError(
-                f"{filename}:{line}: {what} is not supported by pagedlab's CPU executor. "
-                f"Instead, {instead}. (On a GPU, backend='cupy' runs it.)")
+            _refuse(filename, line_at(m.start()), what, instead)
+
+
+def _refuse(filename: str, line: int, what: str, instead: str):
+    raise CompileError(
+        f"{filename}:{line}: {what} is not supported by pagedlab's CPU executor. "
+        f"Instead, {instead}. (On a GPU, backend='cupy' runs it.)")
