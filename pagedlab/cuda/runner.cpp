@@ -107,7 +107,8 @@ void write_globals(void* lib, char* base) {
 
 // No new programs and no new processes from here on: execve/execveat, fork/vfork and clone
 // without CLONE_THREAD fail with EPERM; clone3 says ENOSYS so glibc's pthread_create falls back
-// to clone, whose flags a filter can read. ptrace and process_vm_* would reach the parent.
+// to clone, whose flags a filter can read. ptrace, process_vm_* and pidfd_getfd would reach the
+// parent (which is non-dumpable too, so /proc/<ppid>/mem is closed); sockets would reach out.
 bool lock_down() {
     struct sock_filter prog[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
@@ -125,6 +126,18 @@ bool lock_down() {
         PL_DENY(__NR_ptrace, EPERM),
         PL_DENY(__NR_process_vm_readv, EPERM),
         PL_DENY(__NR_process_vm_writev, EPERM),
+        PL_DENY(__NR_pidfd_getfd, EPERM),
+        PL_DENY(__NR_process_madvise, EPERM),
+        // No network and no other way out: a launch needs none of these.
+        PL_DENY(__NR_socket, EPERM),
+        PL_DENY(__NR_socketpair, EPERM),
+        PL_DENY(__NR_io_uring_setup, EPERM),
+        PL_DENY(__NR_unshare, EPERM),
+        PL_DENY(__NR_setns, EPERM),
+        PL_DENY(__NR_bpf, EPERM),
+        PL_DENY(__NR_perf_event_open, EPERM),
+        PL_DENY(__NR_userfaultfd, EPERM),
+        PL_DENY(__NR_keyctl, EPERM),
         PL_DENY(__NR_clone3, ENOSYS),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
@@ -205,6 +218,11 @@ int describe(void* lib, char* base) {
 }
 
 int main(int argc, char** argv) {
+#if defined(__linux__)
+    // Non-dumpable: no process of this uid opens our /proc/<pid>/mem or attaches to us (exec
+    // reset what the parent had set, so it is set here, before anything else runs).
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+#endif
     if (argc != 3) fail("usage: %s KERNEL_LIBRARY ENTRY_SYMBOL|--describe\n", argv[0]);
     struct stat st;
     if (fstat(REGION_FD, &st) != 0 || st.st_size < (off_t)sizeof(Header))
