@@ -54,6 +54,16 @@ def private_tmp(keep: list, size: int) -> None:
             os.close(fd)
 
 
+def _which(name: str) -> str:
+    if os.sep in name:
+        return name
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise FileNotFoundError(name)
+
+
 def main() -> None:
     settings = json.loads(sys.argv[1])
     cmd = sys.argv[3:]
@@ -65,12 +75,13 @@ def main() -> None:
     private_tmp([os.path.realpath(p) for p in settings["keep"]], size)
     _mount("tmpfs", home, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=0700,uid={uid},gid={gid}")
     os.chdir(home)  # the old cwd is the folder under the new mount
+    program = _which(cmd[0])  # now: once the user is dropped, this interpreter may not import
     os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-    os.execvp(cmd[0], cmd)
+    os.execv(program, cmd)
 
 
 if __name__ == "__main__":

@@ -313,10 +313,13 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
                     if cpu > timeout:
                         timed_out = True
                         break
-                    if wall > timeout * wall_factor:
+                    # Past the CPU limit on the clock, a child that mostly slept (neither ran nor
+                    # waited for a CPU) is ended now; one starved by a busy machine gets the
+                    # generous wall limit.
+                    busy = cpu + waited >= 0.5 * wall
+                    if wall > timeout * (wall_factor if busy else 1.0):
                         timed_out = wall_out = True
-                        # It used the CPU or waited for one most of the time: the machine was busy.
-                        starved = cpu + waited >= 0.5 * wall
+                        starved = busy
                         break
             finally:
                 if watch is not None:

@@ -1,0 +1,291 @@
+"""Red team, operating-system wall: a submission with full code execution as the sandbox user, in
+Python and in native code, gains nothing from the processes and folders around it.
+
+Each attack is a real submission graded as root with sandbox users (grading/setup.sh's set-up),
+the student API off (tests/test_redteam.py says why): the attack meets the OS-level defence it is
+written against (pagedlab.sandbox.seal, enter.py, the CPU-time limit). Skipped when not root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pagedlab.grading.cli import grade
+
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("users")]  # created sandbox users
+
+ROOT = Path(__file__).resolve().parent.parent
+EXERCISES = ROOT / "exercises"
+SOLUTIONS = ROOT / "solutions"
+API_OFF = Path(__file__).parent / "submissions" / "student_api_off.py"
+USER = "pagedlab-sandbox-rt"  # tests/test_redteam.py's
+POOL = ["pagedlab-sandbox-p0", "pagedlab-sandbox-p1", "pagedlab-sandbox-p2"]
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _user(name: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+        return pwd.getpwnam(name)
+
+
+@pytest.fixture(scope="module")
+def users():
+    """The sandbox users, able to run the grader's Python (as tests/test_redteam.py makes them)."""
+    if os.geteuid() != 0:
+        pytest.skip("the OS-level red team needs root to create users and switch to them "
+                    "(CI runs as root; `sudo pytest tests/test_redteam_os.py` includes it)")
+    entries = [_user(name) for name in [USER, *POOL]]
+    opened = []
+    for folder in Path(os.path.realpath(sys.executable)).parents:
+        mode = folder.stat().st_mode
+        if not mode & 0o001:
+            folder.chmod(mode | 0o001)
+            opened.append((folder, mode))
+    try:
+        yield entries
+    finally:
+        for folder, mode in opened:
+            folder.chmod(mode)
+
+
+@pytest.fixture
+def sandbox(users, monkeypatch):
+    monkeypatch.setenv("PAGEDLAB_GRADE_USER", USER)
+    monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(API_OFF))
+    private = [SOLUTIONS, ROOT / "pagedlab" / "checks" / "expected.json"]
+    modes = {p: p.stat().st_mode for p in private}
+    for p in private:
+        p.chmod(0o700 if p.is_dir() else 0o600)
+    yield USER
+    for p, mode in modes.items():
+        p.chmod(mode)
+
+
+@pytest.fixture
+def drop():
+    """A folder every user may write, outside the private temporary folders: where an attack
+    that wins leaves its proof."""
+    folder = Path(tempfile.mkdtemp(prefix=".redteam-drop-", dir=ROOT))
+    folder.chmod(0o777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _submission(tmp_path: Path, *, py: str = "", cu: str = "", honest: bool = False) -> Path:
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    source = SOLUTIONS if honest else EXERCISES
+    (sub / "memory_manager.py").write_text((source / "memory_manager.py").read_text() + textwrap.dedent(py))
+    (sub / "paged_attention.cu").write_text((source / "paged_attention.cu").read_text() + textwrap.dedent(cu))
+    return sub
+
+
+def _grade(sub: Path, tasks: list[str]) -> dict:
+    return grade(str(sub), tasks=tasks, hidden=False, echo=lambda *a: None)
+
+
+def _leftovers(uid: int) -> list[str]:
+    found = []
+    for top in PRIVATE_DIRS:
+        for entry in os.scandir(top):
+            try:
+                if entry.stat(follow_symlinks=False).st_uid == uid:
+                    found.append(entry.path)
+            except OSError:
+                pass
+    return found
+
+
+def _user_processes(name: str) -> str:
+    deadline = time.monotonic() + 10  # SIGKILLed processes take a moment to be reaped
+    while True:
+        out = subprocess.run(["pgrep", "-u", name], capture_output=True, text=True).stdout.strip()
+        if not out or time.monotonic() > deadline:
+            return out
+        time.sleep(0.2)
+
+
+# A kernel whose constructor (it runs when the runner loads the library, before any launch)
+# opens the Python check process above it through /proc/<ppid>/mem, looks for the grader's
+# record descriptor and opens an Internet socket; each success leaves a file in DROP.
+PROC_MEM_KERNEL = r'''
+extern "C" int open(const char*, int, ...);
+extern "C" int close(int);
+extern "C" int getppid(void);
+extern "C" long write(int, const void*, unsigned long);
+extern "C" long readlink(const char*, char*, unsigned long);
+extern "C" int socket(int, int, int);
+static void pl_mark(const char* what) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", DROP, what);
+  int fd = open(path, 0101, 0666);  // O_WRONLY | O_CREAT
+  if (fd >= 0) { write(fd, "won\n", 4); close(fd); }
+}
+struct ParentMem { ParentMem() {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/mem", getppid());
+  int fd = open(path, 02);  // O_RDWR: what writing code into the parent needs
+  if (fd >= 0) { pl_mark("proc-mem-opened"); close(fd); }
+  for (int n = 3; n < 64; ++n) {
+    char link[64], target[512] = {0};
+    snprintf(link, sizeof link, "/proc/self/fd/%d", n);
+    if (readlink(link, target, sizeof target - 1) > 0 && strstr(target, "/io/record")) pl_mark("record-fd");
+  }
+  int s = socket(2, 1, 0);  // AF_INET, SOCK_STREAM
+  if (s >= 0) { pl_mark("runner-socket"); close(s); }
+} } parent_mem_instance;
+'''
+
+
+def test_a_kernel_cannot_reach_the_python_process_above_it(sandbox, tmp_path, drop):
+    sub = _submission(tmp_path, cu=PROC_MEM_KERNEL.replace("DROP", json.dumps(str(drop))))
+    results = _grade(sub, ["10"])
+    output = results["tests"][0]["output"]
+    assert "CompileError" not in output, output[-2000:]
+    assert sorted(os.listdir(drop)) == [], output[-2000:]
+    assert results["score"] == 0
+
+
+PHONE_HOME = '''
+def llm_init(pool_addr, pool_size):
+    import socket
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        try:
+            socket.create_connection((host, PORT), timeout=2).sendall(b"solutions?")
+        except OSError as exc:
+            print(f"network: {exc}")
+    return None
+'''
+
+
+def test_a_submission_gets_no_network(sandbox, tmp_path):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    port = server.getsockname()[1]
+    results = _grade(_submission(tmp_path, py=PHONE_HOME.replace("PORT", str(port))), ["1"])
+    connected = 0
+    while True:
+        try:
+            server.accept()[0].close()
+            connected += 1
+        except (TimeoutError, socket.timeout):
+            break
+    server.close()
+    assert connected == 0, results["tests"][0]["output"][-1000:]
+    assert results["score"] == 0
+
+
+PLANT = '''
+def llm_init(pool_addr, pool_size):
+    import os
+    for top in ("/tmp", "/var/tmp", "/dev/shm"):
+        with open(os.path.join(top, "pagedlab-planted"), "wb") as f:
+            f.write(b"x" * (1 << 20))
+        os.makedirs(os.path.join(top, "pagedlab-planted-dir", "deep"), exist_ok=True)
+    return None
+'''
+
+PEEK = '''
+def llm_init(pool_addr, pool_size):
+    import os
+    seen = [os.path.join(top, n) for top in ("/tmp", "/var/tmp", "/dev/shm") for n in os.listdir(top)
+            if "planted" in n]
+    raise RuntimeError(f"planted files seen: {seen}")
+'''
+
+
+def test_files_a_task_leaves_in_tmp_are_gone_for_the_next(sandbox, users, tmp_path):
+    uid = pwd.getpwnam(USER).pw_uid
+    for path in _leftovers(uid):  # an earlier run's, graded without private folders
+        subprocess.run(["rm", "-rf", "--one-file-system", path], check=True)
+    (tmp_path / "a").mkdir()
+    results = _grade(_submission(tmp_path / "a", py=PLANT), ["1"])
+    assert results["score"] == 0
+    assert _leftovers(uid) == []
+    (tmp_path / "b").mkdir()
+    results = _grade(_submission(tmp_path / "b", py=PEEK), ["1"])
+    assert "planted files seen: []" in results["tests"][0]["output"], results["tests"][0]["output"][-1500:]
+    (tmp_path / "c").mkdir()
+    results = _grade(_submission(tmp_path / "c", honest=True), ["1"])
+    assert results["score"] == 8, results["tests"][0]["output"][-1500:]
+
+
+# 120 processes in sessions of their own, spinning for a minute: the task's processes beside
+# the check, which then fails.
+SPINNERS = '''
+def llm_init(pool_addr, pool_size):
+    import os
+    for _ in range(120):
+        try:
+            if os.fork() == 0:
+                os.setsid()
+                while True:
+                    pass
+        except OSError:
+            break
+    raise RuntimeError("spinning")
+'''
+
+
+def _cli(sub: Path, out: Path, user: str, tasks: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PAGEDLAB_GRADE_USER": user,
+           "PAGEDLAB_GRADING_PLUGIN": str(API_OFF)}
+    return subprocess.Popen([sys.executable, "-m", "pagedlab", "grade", "--impl", str(sub), "--json", str(out),
+                             "--tasks", tasks, "--no-hidden"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def test_spinning_processes_are_killed_and_a_classmate_beside_them_keeps_full_marks(sandbox, tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "a").mkdir()
+    mallory = _cli(_submission(tmp_path / "m", py=SPINNERS), tmp_path / "m.json", POOL[0], "1")
+    alice = _cli(_submission(tmp_path / "a", honest=True), tmp_path / "a.json", POOL[1], "1,2")
+    logs = [mallory.communicate(timeout=900)[0], alice.communicate(timeout=900)[0]]
+    bad = json.loads((tmp_path / "m.json").read_text())
+    good = json.loads((tmp_path / "a.json").read_text())
+    assert bad["score"] == 0, logs[0][-1500:]
+    assert good["score"] == 22, logs[1][-3000:]
+    assert _user_processes(POOL[0]) == "", "a spinning process outlived its task"
+
+
+SPIN = "import time\nend = time.time() + 600\nwhile time.time() < end:\n    pass\n"
+
+
+def test_an_honest_submission_keeps_full_marks_on_a_loaded_machine(sandbox, users, tmp_path, monkeypatch):
+    """Time limits count CPU time: spinning processes of another user (other grading on the
+    machine) slow the task down but cost it nothing. The limits are cut to a few times what the
+    reference needs, so that a wall-clock limit would be hit under this load. Three runs here;
+    the ten-run version is the same loop with range(10)."""
+    spinner = pwd.getpwnam(POOL[2])
+    load = [subprocess.Popen([sys.executable, "-c", SPIN], user=spinner.pw_uid, group=spinner.pw_gid,
+                             extra_groups=[], cwd="/", env={"PATH": os.defpath}) for _ in range(6)]
+    try:
+        monkeypatch.setenv("PAGEDLAB_GRADE_TIME_SCALE", "0.1")  # task 1: 3 s of CPU time (it needs ~0.5)
+        scores = []
+        for run in range(3):
+            (tmp_path / str(run)).mkdir()
+            results = _grade(_submission(tmp_path / str(run), honest=True), ["1"])
+            scores.append(results["score"])
+            assert results["score"] == 8, results["tests"][0]["output"][-1500:]
+        assert scores == [8, 8, 8]
+    finally:
+        for proc in load:
+            proc.kill()
+            proc.wait()
