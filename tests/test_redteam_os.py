@@ -3,7 +3,7 @@ Python and in native code, gains nothing from the processes and folders around i
 
 Each attack is a real submission graded as root with sandbox users (grading/setup.sh's set-up),
 the student API off (tests/test_redteam.py says why): the attack meets the OS-level defence it is
-written against (pagedlab.sandbox.seal, enter.py, the CPU-time limit). Skipped when not root.
+written against (pagedlab.seal, enter.py, the CPU-time limit). Skipped when not root.
 """
 
 from __future__ import annotations

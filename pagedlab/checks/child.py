@@ -31,8 +31,8 @@ def _emit(out, **event) -> None:
 
 def _cpu_seconds() -> float:
     """CPU time of this process's session (itself, compilers, kernel runners), counted as the
-    parent counts the task's limit (pagedlab.sandbox.process.tree_cpu)."""
-    from ..sandbox.process import tree_cpu
+    parent counts the task's limit (pagedlab.cputime)."""
+    from ..cputime import tree_cpu
 
     return tree_cpu(os.getsid(0), None)[0]
 
@@ -65,8 +65,8 @@ def _dump_stack_at(seconds: float, real_exit) -> None:
 
 def main() -> int:
     if os.environ.get(SEAL_ENV):
-        # Before any submission byte: non-dumpable, no-new-privs, seccomp (pagedlab.sandbox.seal).
-        from ..sandbox import seal
+        # Before any submission byte: non-dumpable, no-new-privs, seccomp (pagedlab.seal).
+        from .. import seal
 
         try:
             seal.seal()

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ..cputime import tree_cpu
 from .trusted_builds import CHILD_ENV as TRUSTED_ENV
 from .users import Sandbox
 from .workspace import Workspace, read_back
@@ -203,48 +204,6 @@ class Finished:
     cpu_seconds: float = 0.0  # CPU time of the whole process tree
     wall_out: bool = False  # killed at the wall-clock limit before it used its CPU time
     starved: bool = False  # ...while it mostly waited for a CPU (a loaded machine: the grader's problem)
-
-
-def _stat_fields(pid: str) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            text = f.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    return text[text.rindex(")") + 2:].split()
-
-
-TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def tree_cpu(session: int, uid: int | None) -> tuple[float, float]:
-    """(CPU seconds, seconds spent waiting for a CPU) of the live processes of `session` or owned
-    by `uid`, their reaped children's CPU time included. A process that left the session and hid
-    from /proc's owner is not counted: its CPU time is then the machine's load, not the task's."""
-    cpu = waited = 0.0
-    try:
-        pids = [p for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return 0.0, 0.0
-    for pid in pids:
-        fields = _stat_fields(pid)
-        if fields is None:
-            continue
-        mine = fields[3] == str(session)
-        if not mine and uid is not None:
-            try:
-                mine = os.stat(f"/proc/{pid}").st_uid == uid
-            except OSError:
-                continue
-        if not mine:
-            continue
-        cpu += sum(int(x) for x in fields[11:15]) / TICK
-        try:
-            with open(f"/proc/{pid}/schedstat", "rb") as f:
-                waited += int(f.read().split()[1]) / 1e9
-        except (OSError, IndexError, ValueError):
-            pass
-    return cpu, waited
 
 
 def _ended_within(proc: subprocess.Popen, watch: int | None, seconds: float) -> bool:
