@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..cputime import tree_cpu
+from . import cgroups
 from .trusted_builds import CHILD_ENV as TRUSTED_ENV
 from .users import Sandbox
 from .workspace import Workspace, read_back
@@ -77,7 +78,7 @@ def pid_namespace() -> bool:
 def isolation_note() -> str:
     if private_namespace():
         return ("each task in PID and mount namespaces of its own, with private /tmp, /var/tmp and "
-                "/dev/shm; root then sweeps the user's processes")
+                f"/dev/shm, and {cgroups.note()}; root then sweeps the user's processes")
     if pid_namespace():
         return "each task in a PID namespace of its own; root then sweeps the user's processes and their files in /tmp"
     return ("this machine allows no PID namespace (and no cgroup kill is used): the kill step is "
@@ -124,7 +125,8 @@ PRIVATE_TMP_BYTES = 256 * 1024 * 1024
 ENTER = Path(__file__).with_name("enter.py")
 
 
-def _as_user(cmd: list[str], sandbox: Sandbox, home: Path, keep: list[str]) -> tuple[list[str], dict]:
+def _as_user(cmd: list[str], sandbox: Sandbox, home: Path, keep: list[str],
+             group: cgroups.Group | None) -> tuple[list[str], dict]:
     """The command and Popen arguments that run `cmd` as the sandbox user: in a PID and mount
     namespace of its own with private temporary folders (enter.py) where the machine allows."""
     if not private_namespace():
@@ -133,7 +135,8 @@ def _as_user(cmd: list[str], sandbox: Sandbox, home: Path, keep: list[str]) -> t
     if no_network():
         wrap.append("--net")
     settings = {"uid": sandbox.uid, "gid": sandbox.gid, "home": str(home), "tmp_bytes": PRIVATE_TMP_BYTES,
-                "keep": sorted({os.path.realpath(p) for p in keep if os.path.isabs(p)})}
+                "keep": sorted({os.path.realpath(p) for p in keep if os.path.isabs(p)}),
+                "cgroups": group.procs if group else []}
     return (["unshare", *wrap, "--", sys.executable, "-I", "-S", str(ENTER), json.dumps(settings), "--",
              *cmd], {})
 
@@ -231,6 +234,7 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
     """
     began = time.perf_counter()
     space = Workspace("pagedlab-run-", owner=sandbox)
+    group = None
     out_fd = space.open_channel("output")
     record_fd = space.open_channel("record") if record_cap else -1
     try:
@@ -243,7 +247,10 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
             if sandbox.trusted is not None:
                 env[TRUSTED_ENV] = str(sandbox.trusted)
             env[SEAL_ENV] = "1"
-            cmd, as_user = _as_user(cmd, sandbox, space.home, _paths_to_keep(env, cwd, space))
+            if private_namespace():
+                group = cgroups.create(space.root.name, memory_bytes=memory_bytes,
+                                       pids=nproc_limit() + 16)
+            cmd, as_user = _as_user(cmd, sandbox, space.home, _paths_to_keep(env, cwd, space), group)
         if record_cap:
             env[RECORD_FD_ENV] = str(record_fd)
         timed_out = wall_out = starved = False
@@ -268,6 +275,8 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
             try:
                 while not _ended_within(proc, watch, POLL):
                     cpu, waited = tree_cpu(proc.pid, sandbox.uid if sandbox else None)
+                    if group is not None:
+                        cpu = max(cpu, group.cpu_seconds())
                     wall = time.perf_counter() - began
                     if cpu > timeout:
                         timed_out = True
@@ -289,9 +298,11 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+            if group is not None:
+                group.kill()
             returncode, used = _reap(proc.pid)
             proc.returncode = returncode
-            cpu = max(cpu, used)
+            cpu = max(cpu, used, group.cpu_seconds() if group is not None else 0.0)
             if sandbox is not None:
                 sandbox.kill_all()
                 if not private_namespace():
@@ -300,6 +311,8 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
         output = ("…" if size > TAIL_BYTES else "") + tail.decode("utf-8", "replace").strip()
         record, record_size = read_back(record_fd, record_cap) if record_cap else (b"", 0)
     finally:
+        if group is not None:
+            group.remove()
         os.close(out_fd)
         if record_cap:
             os.close(record_fd)
