@@ -24,7 +24,13 @@ import pytest
 
 from pagedlab.grading.cli import grade
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("users")]  # created sandbox users
+INTEGRATION = [pytest.mark.integration, pytest.mark.xdist_group("users")]  # created sandbox users
+
+
+def sandboxed(test):
+    for mark in INTEGRATION:
+        test = mark(test)
+    return test
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "exercises"
@@ -88,7 +94,10 @@ def drop():
 
 def _submission(tmp_path: Path, *, py: str = "", cu: str = "", honest: bool = False) -> Path:
     sub = tmp_path / "submission"
-    sub.mkdir()
+    if honest:  # the reference, every file
+        shutil.copytree(SOLUTIONS, sub, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        sub.mkdir()
     source = SOLUTIONS if honest else EXERCISES
     (sub / "memory_manager.py").write_text((source / "memory_manager.py").read_text() + textwrap.dedent(py))
     (sub / "paged_attention.cu").write_text((source / "paged_attention.cu").read_text() + textwrap.dedent(cu))
@@ -152,6 +161,7 @@ struct ParentMem { ParentMem() {
 '''
 
 
+@sandboxed
 def test_a_kernel_cannot_reach_the_python_process_above_it(sandbox, tmp_path, drop):
     sub = _submission(tmp_path, cu=PROC_MEM_KERNEL.replace("DROP", json.dumps(str(drop))))
     results = _grade(sub, ["10"])
@@ -173,6 +183,7 @@ def llm_init(pool_addr, pool_size):
 '''
 
 
+@sandboxed
 def test_a_submission_gets_no_network(sandbox, tmp_path):
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -211,6 +222,7 @@ def llm_init(pool_addr, pool_size):
 '''
 
 
+@sandboxed
 def test_files_a_task_leaves_in_tmp_are_gone_for_the_next(sandbox, users, tmp_path):
     uid = pwd.getpwnam(USER).pw_uid
     for path in _leftovers(uid):  # an earlier run's, graded without private folders
@@ -253,6 +265,7 @@ def _cli(sub: Path, out: Path, user: str, tasks: str) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True)
 
 
+@sandboxed
 def test_spinning_processes_are_killed_and_a_classmate_beside_them_keeps_full_marks(sandbox, tmp_path):
     """A hostile job and an honest one at once, each under its own user (grade-class --jobs 2).
     The classmate's Task 6 needs seconds of CPU time that 120 spinners would stretch past a
@@ -272,6 +285,7 @@ def test_spinning_processes_are_killed_and_a_classmate_beside_them_keeps_full_ma
 SPIN = "import time\nend = time.time() + 600\nwhile time.time() < end:\n    pass\n"
 
 
+@sandboxed
 def test_an_honest_submission_keeps_full_marks_on_a_loaded_machine(sandbox, users, tmp_path, monkeypatch):
     """Time limits count CPU time: spinning processes of another user (other grading on the
     machine) slow the task down but cost it nothing. The limits are cut to a few times what the
@@ -293,3 +307,58 @@ def test_an_honest_submission_keeps_full_marks_on_a_loaded_machine(sandbox, user
         for proc in load:
             proc.kill()
             proc.wait()
+
+
+# Without root: the seal and the CPU-time limit on their own.
+SEALED_PARENT = r"""
+import os, socket, sys
+from pagedlab import seal
+if os.geteuid() == 0:  # root may open any process's memory: be a user (nobody)
+    os.setgroups([])
+    os.setresgid(65534, 65534, 65534)
+    os.setresuid(65534, 65534, 65534)
+    import ctypes  # a uid change clears dumpable; an exec as that user (the real child) sets it
+    ctypes.CDLL(None).prctl(seal.PR_SET_DUMPABLE, 1, 0, 0, 0)
+seal.seal()
+found = []
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    found.append("inet socket")
+except PermissionError:
+    pass
+socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
+pid = os.fork()
+if pid == 0:  # what a kernel's constructor in the runner would try on the process above it
+    try:
+        os.open(f"/proc/{os.getppid()}/mem", os.O_RDWR)
+        os._exit(10)
+    except PermissionError:
+        os._exit(0)
+_, status = os.waitpid(pid, 0)
+if os.waitstatus_to_exitcode(status) != 0:
+    found.append("/proc/<ppid>/mem")
+print("open:", found)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp and PR_SET_DUMPABLE are Linux's")
+def test_a_sealed_process_has_no_network_and_its_memory_is_closed_to_its_own_children():
+    out = subprocess.run([sys.executable, "-c", SEALED_PARENT], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.stdout.strip() == "open: []", out.stdout + out.stderr
+    # ...and unsealed, both are open (what the test would miss if it could not fail).
+    unsealed = SEALED_PARENT.replace("seal.seal()", "pass")
+    out = subprocess.run([sys.executable, "-c", unsealed], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.stdout.strip() == "open: ['inet socket', '/proc/<ppid>/mem']", out.stdout + out.stderr
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="CPU time is read from /proc")
+def test_the_time_limit_is_cpu_time_and_a_sleeper_is_told_it_slept():
+    from pagedlab.sandbox.process import run_limited
+
+    spin = run_limited([sys.executable, "-c", "while True: pass"], env={}, timeout=1, memory_bytes=2**32)
+    assert spin.timed_out and not spin.wall_out and spin.cpu_seconds >= 1, spin
+    sleep = run_limited([sys.executable, "-c", "import time; time.sleep(60)"], env={}, timeout=1,
+                        memory_bytes=2**32)
+    assert sleep.timed_out and sleep.wall_out and not sleep.starved and sleep.cpu_seconds < 1, sleep

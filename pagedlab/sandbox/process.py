@@ -163,7 +163,8 @@ def private_namespace() -> bool:
 def _paths_to_keep(env: dict, cwd: Path | None, space: Workspace) -> list[str]:
     """Folders the child needs that may lie under /tmp: its scratch, and every absolute path the
     grader put in its environment (the submission copy, the job's cache, the course...)."""
-    keep = [str(space.root)] + ([str(cwd)] if cwd else [])
+    keep = [str(space.root), sys.prefix, sys.base_prefix, os.path.realpath(sys.executable)]
+    keep += [str(cwd)] if cwd else []
     for key, value in env.items():
         if key.startswith("PAGEDLAB_") or key == "PYTHONPATH":
             keep += [part for part in value.split(os.pathsep) if os.path.isabs(part)]
