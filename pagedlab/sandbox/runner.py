@@ -145,7 +145,7 @@ def _run_children(task: str, impl: str, plan: list[tuple[str, int]], *, limit: f
         request = {"task": task, "impl": impl, "checks": plan[start:], "dump_after": round(remaining, 1)}
         try:
             end = run_limited([sys.executable, "-s", "-m", "pagedlab.checks.child"], env=_child_env(impl, env),
-                              timeout=remaining + GRACE, wall_factor=max(1.0, wall_left / (remaining + GRACE)),
+                              timeout=remaining + GRACE, wall_factor=WALL_FACTOR,
                               memory_bytes=manifest.memory_limit() * 2**30, sandbox=sandbox,
                               stdin=json.dumps(request).encode(), record_cap=child_record.MAX_RECORD_BYTES)
         except KillFailed as exc:
@@ -185,7 +185,9 @@ def _run_children(task: str, impl: str, plan: list[tuple[str, int]], *, limit: f
             break
         stuck = start + got.began if 0 <= got.began < len(plan) - start else start
         if stuck not in records:
-            problems[stuck] = _explain_death(end, end.timed_out, limit)
+            # the child dumps its stack and exits at `dump_after` s of CPU time, before the kill
+            timed_out = end.timed_out or end.cpu_seconds >= request["dump_after"] - 0.1
+            problems[stuck] = _explain_death(end, timed_out, limit)
             deaths.append(problems[stuck].splitlines()[0])
         start = stuck + 1
         if len(deaths) >= REPEATS and len(set(deaths[-REPEATS:])) == 1:
