@@ -55,11 +55,12 @@ def nproc_limit() -> int:
 
 
 def no_network() -> bool:
-    """PAGEDLAB_GRADE_NO_NETWORK=1: the sandboxed child gets no network (needs root, unshare and
-    setpriv from util-linux; refused with a clear error when they are missing)."""
+    """PAGEDLAB_GRADE_NO_NETWORK=1: the sandboxed child gets a network namespace of its own as well
+    as the seccomp filter's refusal of sockets (needs root and unshare from util-linux; refused with
+    a clear error when it is missing)."""
     if os.environ.get(NO_NETWORK_ENV, "").strip() not in ("1", "true", "yes"):
         return False
-    missing = [tool for tool in ("unshare", "setpriv") if shutil.which(tool) is None]
+    missing = [tool for tool in ("unshare",) if shutil.which(tool) is None]
     if missing:
         raise ValueError(f"{NO_NETWORK_ENV}=1 needs {' and '.join(missing)} (util-linux) on PATH")
     return True
@@ -68,7 +69,7 @@ def no_network() -> bool:
 @lru_cache(maxsize=1)
 def pid_namespace() -> bool:
     """Whether this machine lets root start a child in a PID namespace of its own."""
-    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("setpriv")):
+    if os.geteuid() != 0 or not shutil.which("unshare"):
         return False
     probe = subprocess.run(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "true"],
                            capture_output=True, timeout=30, check=False)
