@@ -57,7 +57,7 @@ def _dump_stack_at(seconds: float, real_exit) -> None:
 
     def watch():
         while _cpu_seconds() < seconds:
-            time.sleep(0.2)
+            time.sleep(0.5)  # each look reads /proc: a few ms
         signal.pthread_kill(main_thread, signal.SIGUSR2)
 
     threading.Thread(target=watch, daemon=True).start()
