@@ -29,25 +29,21 @@ def _emit(out, **event) -> None:
     out.flush()
 
 
-def _cpu_seconds() -> float:
-    """CPU time of this process's session (itself, compilers, kernel runners), counted as the
-    parent counts the task's limit (pagedlab.cputime)."""
-    from ..cputime import tree_cpu
-
-    return tree_cpu(os.getsid(0), None)[0]
-
-
-def _dump_stack_at(seconds: float, real_exit) -> None:
-    """Once this process has used `seconds` of CPU time (the parent's limit counts CPU time, so
-    does this), print the main thread's stack and exit 1, from inside the main thread.
+def _dump_stack_at(seconds: float, real_exit, began: float) -> None:
+    """Once this process's session has used `seconds` of CPU time (the parent's limit counts CPU
+    time, as pagedlab.cputime does here), or spent `seconds` on the clock mostly asleep (neither
+    running nor waiting for a CPU: the parent ends a sleeper then too), print the main thread's
+    stack and exit 1, from inside the main thread.
 
     faulthandler.dump_traceback_later alone dumps from its watchdog thread while the main thread
     runs on: a loop that calls functions pushes and pops frames under it, and the dump comes out
     cut short or as `File ???`. A signal handled between two bytecodes sees a whole stack. (Code
     stuck inside one C call that holds the GIL is killed by the parent, without a stack.)
     """
+    from ..cputime import tree_cpu
+
     def dump_and_exit(signum, frame):
-        sys.stderr.write(f"Timeout ({seconds:g} s of CPU time): the check ran out of time here\n")
+        sys.stderr.write(f"Timeout ({seconds:g} s): the check ran out of time here\n")
         faulthandler.dump_traceback(file=sys.stderr, all_threads=False)
         sys.stderr.flush()
         real_exit(1)
@@ -56,8 +52,12 @@ def _dump_stack_at(seconds: float, real_exit) -> None:
     main_thread = threading.main_thread().ident
 
     def watch():
-        while _cpu_seconds() < seconds:
+        while True:
             time.sleep(0.5)  # each look reads /proc: a few ms
+            cpu, waited = tree_cpu(os.getsid(0), None)
+            wall = time.time() - began  # since the parent started this process, as it counts
+            if cpu >= seconds or (wall >= seconds and cpu + waited < 0.5 * wall):
+                break
         signal.pthread_kill(main_thread, signal.SIGUSR2)
 
     threading.Thread(target=watch, daemon=True).start()
@@ -92,7 +92,7 @@ def main() -> int:
 
     os._exit = exit_with_stack
     if request.get("dump_after"):
-        _dump_stack_at(float(request["dump_after"]), real_exit)
+        _dump_stack_at(float(request["dump_after"]), real_exit, float(request.get("began") or time.time()))
     from ..guard import audit as student_api
     from ..loader import impl_dir
     from . import framework

@@ -10,6 +10,7 @@ verdict is the judge's, in this process (`pagedlab.checks.judge`). The notebooks
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -142,7 +143,8 @@ def _run_children(task: str, impl: str, plan: list[tuple[str, int]], *, limit: f
             for index in range(start, len(plan)):
                 problems.setdefault(index, f"not run: the task's time limit ({limit:.0f} s of CPU time) was used up")
             break
-        request = {"task": task, "impl": impl, "checks": plan[start:], "dump_after": round(remaining, 1)}
+        request = {"task": task, "impl": impl, "checks": plan[start:], "dump_after": round(remaining, 1),
+                   "began": time.time()}
         try:
             end = run_limited([sys.executable, "-s", "-m", "pagedlab.checks.child"], env=_child_env(impl, env),
                               timeout=remaining + GRACE, wall_factor=WALL_FACTOR,
@@ -187,6 +189,10 @@ def _run_children(task: str, impl: str, plan: list[tuple[str, int]], *, limit: f
         if stuck not in records:
             # the child dumps its stack and exits at `dump_after` s of CPU time, before the kill
             timed_out = end.timed_out or end.cpu_seconds >= request["dump_after"] - 0.1
+            if not timed_out and end.returncode == 1 and end.seconds >= request["dump_after"]:
+                # ...or once it has slept that long on the clock
+                end = dataclasses.replace(end, timed_out=True, wall_out=True)
+                timed_out = True
             problems[stuck] = _explain_death(end, timed_out, limit)
             deaths.append(problems[stuck].splitlines()[0])
         start = stuck + 1
