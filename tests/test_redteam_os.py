@@ -139,6 +139,7 @@ extern "C" int getppid(void);
 extern "C" long write(int, const void*, unsigned long);
 extern "C" long readlink(const char*, char*, unsigned long);
 extern "C" int socket(int, int, int);
+extern "C" void* dlopen(const char*, int);
 static void pl_mark(const char* what) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s", DROP, what);
@@ -157,13 +158,21 @@ struct ParentMem { ParentMem() {
   }
   int s = socket(2, 1, 0);  // AF_INET, SOCK_STREAM
   if (s >= 0) { pl_mark("runner-socket"); close(s); }
+  // An interpreter of its own in the runner, and any file on disk.
+  if (dlopen(LIBPYTHON, 2)) pl_mark("libpython-loaded");  // RTLD_NOW
+  int f = open("/etc/passwd", 0);
+  if (f >= 0) { pl_mark("file-read"); close(f); }
 } } parent_mem_instance;
 '''
 
 
 @sandboxed
 def test_a_kernel_cannot_reach_the_python_process_above_it(sandbox, tmp_path, drop):
-    sub = _submission(tmp_path, cu=PROC_MEM_KERNEL.replace("DROP", json.dumps(str(drop))))
+    import sysconfig
+
+    libpython = Path(sysconfig.get_config_var("LIBDIR")) / str(sysconfig.get_config_var("LDLIBRARY"))
+    kernel = PROC_MEM_KERNEL.replace("DROP", json.dumps(str(drop))).replace("LIBPYTHON", json.dumps(str(libpython)))
+    sub = _submission(tmp_path, cu=kernel)
     results = _grade(sub, ["10"])
     output = results["tests"][0]["output"]
     assert "CompileError" not in output, output[-2000:]

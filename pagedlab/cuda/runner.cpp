@@ -153,6 +153,36 @@ bool lock_down() {
 bool lock_down() { return false; }  // no seccomp here: the launch still runs without Python
 #endif
 
+#if defined(__linux__) && __has_include(<linux/landlock.h>)
+#include <fcntl.h>
+#include <linux/landlock.h>
+#ifndef __NR_landlock_create_ruleset
+#define __NR_landlock_create_ruleset 444
+#define __NR_landlock_add_rule 445
+#define __NR_landlock_restrict_self 446
+#endif
+// Nothing on disk but the kernel library from here on (Landlock, after no_new_privs): a library
+// that would dlopen libpython to run an interpreter here, or read any file, finds nothing. Best
+// effort: a kernel without Landlock runs the launch without it (the seccomp filter still holds).
+bool confine_files(const char* library) {
+    struct landlock_ruleset_attr attr = {};
+    attr.handled_access_fs = (1ULL << 13) - 1;  // every right of Landlock's first ABI
+    int rs = (int)syscall(__NR_landlock_create_ruleset, &attr, sizeof attr, 0);
+    if (rs < 0) return false;
+    struct landlock_path_beneath_attr rule = {};
+    rule.allowed_access = LANDLOCK_ACCESS_FS_READ_FILE;
+    rule.parent_fd = open(library, O_PATH | O_CLOEXEC);
+    bool ok = rule.parent_fd >= 0 &&
+              syscall(__NR_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) == 0 &&
+              syscall(__NR_landlock_restrict_self, rs, 0) == 0;
+    if (rule.parent_fd >= 0) close(rule.parent_fd);
+    close(rs);
+    return ok;
+}
+#else
+bool confine_files(const char*) { return false; }
+#endif
+
 void map_segments(char* base) {
     Segment* seg = (Segment*)(base + g_hdr->seg_off);
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), total = GAP;
@@ -239,6 +269,7 @@ int main(int argc, char** argv) {
 
     // Before the library's own code (its constructors) runs: no exec, no fork from here on.
     g_hdr->locked = lock_down() ? 1 : 0;
+    if (g_hdr->locked) confine_files(argv[1]);
     void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!lib) fail("cannot load the kernel library: %s", dlerror());
     if (strcmp(argv[2], "--describe") == 0) _exit(describe(lib, base));
