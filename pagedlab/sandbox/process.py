@@ -80,7 +80,7 @@ def isolation_note() -> str:
     if private_namespace():
         return ("each task in PID and mount namespaces of its own, with private /tmp, /var/tmp and "
                 f"/dev/shm, and {cgroups.note()}; root then sweeps the user's processes")
-    if pid_namespace():
+    if pid_namespace() and shutil.which("setpriv"):
         return "each task in a PID namespace of its own; root then sweeps the user's processes and their files in /tmp"
     return ("this machine allows no PID namespace (and no cgroup kill is used): the kill step is "
             "root's sweep of /proc, and of the user's files in /tmp")
@@ -130,11 +130,14 @@ def _as_user(cmd: list[str], sandbox: Sandbox, home: Path, keep: list[str],
              group: cgroups.Group | None) -> tuple[list[str], dict]:
     """The command and Popen arguments that run `cmd` as the sandbox user: in a PID and mount
     namespace of its own with private temporary folders (enter.py) where the machine allows."""
-    if not private_namespace():
-        return cmd, {"user": sandbox.uid, "group": sandbox.gid, "extra_groups": []}
     wrap = ["--pid", "--fork", "--kill-child", "--mount-proc"]
     if no_network():
         wrap.append("--net")
+    if not private_namespace():
+        if pid_namespace() and shutil.which("setpriv"):  # the PID namespace at least
+            return (["unshare", *wrap, "--", "setpriv", f"--reuid={sandbox.uid}", f"--regid={sandbox.gid}",
+                     "--clear-groups", "--no-new-privs", "--", *cmd], {})
+        return cmd, {"user": sandbox.uid, "group": sandbox.gid, "extra_groups": []}
     settings = {"uid": sandbox.uid, "gid": sandbox.gid, "home": str(home), "tmp_bytes": PRIVATE_TMP_BYTES,
                 "keep": sorted({os.path.realpath(p) for p in keep if os.path.isabs(p)}),
                 "cgroups": group.procs if group else []}
