@@ -350,7 +350,8 @@ def test_sandboxed_code_has_no_network_when_asked(sandbox, tmp_path, monkeypatch
             return None
     ''')
     sub = _submission(tmp_path, phone_home, files=("memory_manager.py",))
-    for no_network, reached in (("0", True), ("1", False)):
+    # The seccomp filter refuses Internet sockets either way; the namespace is a second wall.
+    for no_network, reached in (("0", False), ("1", False)):
         monkeypatch.setenv("PAGEDLAB_GRADE_NO_NETWORK", no_network)
         results = _grade(sub, tasks=["1"])
         try:

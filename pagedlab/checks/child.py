@@ -21,10 +21,9 @@ import os
 import signal
 import sys
 import threading
+import time
 
-# Seconds after the time-limit dump at which faulthandler's own watchdog dumps instead: for code
-# stuck inside one C call, where the main thread never gets to run a Python signal handler.
-C_FALLBACK = 2.0
+SEAL_ENV = "PAGEDLAB_SEAL"  # set by the parent for a sandboxed child: seal before anything runs
 
 
 def _emit(out, **event) -> None:
@@ -32,13 +31,19 @@ def _emit(out, **event) -> None:
     out.flush()
 
 
-def _dump_stack_at(seconds: float, real_exit) -> None:
-    """At `seconds`, print the main thread's stack and exit 1, from inside the main thread.
+def _dump_stack_at(seconds: float, real_exit, began: float) -> None:
+    """Once this process's session has used `seconds` of CPU time (the parent's limit counts CPU
+    time, as pagedlab.cputime does here), or spent `seconds` on the clock mostly asleep (neither
+    running nor waiting for a CPU: the parent ends a sleeper then too), print the main thread's
+    stack and exit 1, from inside the main thread.
 
     faulthandler.dump_traceback_later alone dumps from its watchdog thread while the main thread
     runs on: a loop that calls functions pushes and pops frames under it, and the dump comes out
-    cut short or as `File ???`. A signal handled between two bytecodes sees a whole stack.
+    cut short or as `File ???`. A signal handled between two bytecodes sees a whole stack. (Code
+    stuck inside one C call that holds the GIL is killed by the parent, without a stack.)
     """
+    from ..cputime import tree_cpu
+
     def dump_and_exit(signum, frame):
         sys.stderr.write(f"Timeout ({seconds:g} s): the check ran out of time here\n")
         faulthandler.dump_traceback(file=sys.stderr, all_threads=False)
@@ -47,10 +52,17 @@ def _dump_stack_at(seconds: float, real_exit) -> None:
 
     signal.signal(signal.SIGUSR2, dump_and_exit)
     main_thread = threading.main_thread().ident
-    timer = threading.Timer(seconds, signal.pthread_kill, (main_thread, signal.SIGUSR2))
-    timer.daemon = True
-    timer.start()
-    faulthandler.dump_traceback_later(seconds + C_FALLBACK, exit=True)
+
+    def watch():
+        while True:
+            time.sleep(0.5)  # each look reads /proc: a few ms
+            cpu, waited = tree_cpu(os.getsid(0), None)
+            wall = time.time() - began  # since the parent started this process, as it counts
+            if cpu >= seconds or (wall >= seconds and cpu + waited < 0.5 * wall):
+                break
+        signal.pthread_kill(main_thread, signal.SIGUSR2)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def _wanted(framework, task: str, item: dict):
@@ -66,12 +78,23 @@ def _wanted(framework, task: str, item: dict):
 
 
 def main() -> int:
+    if os.environ.get(SEAL_ENV):
+        # Before any submission byte: non-dumpable, no-new-privs, seccomp (pagedlab.seal).
+        from .. import seal
+
+        try:
+            seal.seal()
+        except OSError as exc:
+            print(f"the check process could not seal itself: {exc}", file=sys.stderr)
+            return 3
     request = json.load(sys.stdin)
     faulthandler.enable(all_threads=True)
     impl = request["impl"]
     os.environ["PAGEDLAB_IMPL"] = impl
     # The parent's descriptor, never a path: the folder this process can write holds no record.
-    out = os.fdopen(int(os.environ["PAGEDLAB_RECORD_FD"]), "w", encoding="utf-8")
+    record_fd = int(os.environ["PAGEDLAB_RECORD_FD"])
+    os.set_inheritable(record_fd, False)  # not for the kernel runner, compilers, a student's exec
+    out = os.fdopen(record_fd, "w", encoding="utf-8")
     # os._exit in student code ends the process without a traceback: print where it was first.
     real_exit = os._exit
 
@@ -83,7 +106,7 @@ def main() -> int:
 
     os._exit = exit_with_stack
     if request.get("dump_after"):
-        _dump_stack_at(float(request["dump_after"]), real_exit)
+        _dump_stack_at(float(request["dump_after"]), real_exit, float(request.get("began") or time.time()))
     from ..guard import audit as student_api
     from ..loader import impl_dir
     from . import framework

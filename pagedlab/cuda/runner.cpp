@@ -107,7 +107,8 @@ void write_globals(void* lib, char* base) {
 
 // No new programs and no new processes from here on: execve/execveat, fork/vfork and clone
 // without CLONE_THREAD fail with EPERM; clone3 says ENOSYS so glibc's pthread_create falls back
-// to clone, whose flags a filter can read. ptrace and process_vm_* would reach the parent.
+// to clone, whose flags a filter can read. ptrace, process_vm_* and pidfd_getfd would reach the
+// parent (which is non-dumpable too, so /proc/<ppid>/mem is closed); sockets would reach out.
 bool lock_down() {
     struct sock_filter prog[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
@@ -125,6 +126,18 @@ bool lock_down() {
         PL_DENY(__NR_ptrace, EPERM),
         PL_DENY(__NR_process_vm_readv, EPERM),
         PL_DENY(__NR_process_vm_writev, EPERM),
+        PL_DENY(__NR_pidfd_getfd, EPERM),
+        PL_DENY(__NR_process_madvise, EPERM),
+        // No network and no other way out: a launch needs none of these.
+        PL_DENY(__NR_socket, EPERM),
+        PL_DENY(__NR_socketpair, EPERM),
+        PL_DENY(__NR_io_uring_setup, EPERM),
+        PL_DENY(__NR_unshare, EPERM),
+        PL_DENY(__NR_setns, EPERM),
+        PL_DENY(__NR_bpf, EPERM),
+        PL_DENY(__NR_perf_event_open, EPERM),
+        PL_DENY(__NR_userfaultfd, EPERM),
+        PL_DENY(__NR_keyctl, EPERM),
         PL_DENY(__NR_clone3, ENOSYS),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
@@ -138,6 +151,36 @@ bool lock_down() {
 }
 #else
 bool lock_down() { return false; }  // no seccomp here: the launch still runs without Python
+#endif
+
+#if defined(__linux__) && __has_include(<linux/landlock.h>)
+#include <fcntl.h>
+#include <linux/landlock.h>
+#ifndef __NR_landlock_create_ruleset
+#define __NR_landlock_create_ruleset 444
+#define __NR_landlock_add_rule 445
+#define __NR_landlock_restrict_self 446
+#endif
+// Nothing on disk but the kernel library from here on (Landlock, after no_new_privs): a library
+// that would dlopen libpython to run an interpreter here, or read any file, finds nothing. Best
+// effort: a kernel without Landlock runs the launch without it (the seccomp filter still holds).
+bool confine_files(const char* library) {
+    struct landlock_ruleset_attr attr = {};
+    attr.handled_access_fs = (1ULL << 13) - 1;  // every right of Landlock's first ABI
+    int rs = (int)syscall(__NR_landlock_create_ruleset, &attr, sizeof attr, 0);
+    if (rs < 0) return false;
+    struct landlock_path_beneath_attr rule = {};
+    rule.allowed_access = LANDLOCK_ACCESS_FS_READ_FILE;
+    rule.parent_fd = open(library, O_PATH | O_CLOEXEC);
+    bool ok = rule.parent_fd >= 0 &&
+              syscall(__NR_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) == 0 &&
+              syscall(__NR_landlock_restrict_self, rs, 0) == 0;
+    if (rule.parent_fd >= 0) close(rule.parent_fd);
+    close(rs);
+    return ok;
+}
+#else
+bool confine_files(const char*) { return false; }
 #endif
 
 void map_segments(char* base) {
@@ -205,6 +248,11 @@ int describe(void* lib, char* base) {
 }
 
 int main(int argc, char** argv) {
+#if defined(__linux__)
+    // Non-dumpable: no process of this uid opens our /proc/<pid>/mem or attaches to us (exec
+    // reset what the parent had set, so it is set here, before anything else runs).
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+#endif
     if (argc != 3) fail("usage: %s KERNEL_LIBRARY ENTRY_SYMBOL|--describe\n", argv[0]);
     struct stat st;
     if (fstat(REGION_FD, &st) != 0 || st.st_size < (off_t)sizeof(Header))
@@ -221,6 +269,7 @@ int main(int argc, char** argv) {
 
     // Before the library's own code (its constructors) runs: no exec, no fork from here on.
     g_hdr->locked = lock_down() ? 1 : 0;
+    if (g_hdr->locked) confine_files(argv[1]);
     void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!lib) fail("cannot load the kernel library: %s", dlerror());
     if (strcmp(argv[2], "--describe") == 0) _exit(describe(lib, base));

@@ -33,14 +33,17 @@ from pathlib import Path
 
 from .. import __version__, loader
 from ..sandbox import users
+from ..sandbox.process import WALL_FACTOR
 from ..untrusted import escape_line
 from . import points, submission
 from .class_folder import QUEUE, STUDENTS, is_empty, student_dir  # noqa: F401 - classroom's names too
 from .intake import Student, discover
 
 # The grading subprocess gets its tasks' time limits this many times over (plus start-up) before
-# the batch calls it a grader problem; a student's hang is caught long before, per task.
-SLACK = 3.0
+# the batch calls it a grader problem; a student's hang is caught long before, per task. The limits
+# are CPU time: on a busy machine a task may take WALL_FACTOR times as long on the clock, twice
+# (a starved child is run again once).
+SLACK = 2 * WALL_FACTOR + 1
 STARTUP_SECONDS = 120.0
 # The batch's own modules: editing them (the report, the intake) changes no score, so no regrade.
 BATCH_ONLY = {"classroom.py", "class_report.py", "class_folder.py", "similarity.py", "intake.py"}

@@ -5,7 +5,8 @@ this package from above; it uses `checks` (drivers, judge) and `grading.points` 
 
     users      the sandbox users (a pool, one per concurrent job) and the verified kill step
     workspace  a child's root-only io/ folder and its scratch; link-safe, recursion-free removal
-    process    run one limited child, hand it descriptors, read them back capped
+    process    run one limited child (CPU-time limit, namespaces), hand it descriptors, read them back capped
+    enter      root's last step inside the child's namespaces: private /tmp, then the sandbox user
     record     parse a child's record as untrusted data
     runner     one task: plan, children, the reference's records, the judge's verdicts
 """

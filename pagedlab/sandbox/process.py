@@ -9,18 +9,25 @@ environment, a PID namespace where the machine allows one, and a kill step that 
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ..cputime import tree_cpu
+from . import cgroups
 from .trusted_builds import CHILD_ENV as TRUSTED_ENV
 from .users import Sandbox
 from .workspace import Workspace, read_back
+
+SEAL_ENV = "PAGEDLAB_SEAL"  # checks.child's: it seals itself before the submission's code runs
 
 try:
     import resource
@@ -48,11 +55,12 @@ def nproc_limit() -> int:
 
 
 def no_network() -> bool:
-    """PAGEDLAB_GRADE_NO_NETWORK=1: the sandboxed child gets no network (needs root, unshare and
-    setpriv from util-linux; refused with a clear error when they are missing)."""
+    """PAGEDLAB_GRADE_NO_NETWORK=1: the sandboxed child gets a network namespace of its own as well
+    as the seccomp filter's refusal of sockets (needs root and unshare from util-linux; refused with
+    a clear error when it is missing)."""
     if os.environ.get(NO_NETWORK_ENV, "").strip() not in ("1", "true", "yes"):
         return False
-    missing = [tool for tool in ("unshare", "setpriv") if shutil.which(tool) is None]
+    missing = [tool for tool in ("unshare",) if shutil.which(tool) is None]
     if missing:
         raise ValueError(f"{NO_NETWORK_ENV}=1 needs {' and '.join(missing)} (util-linux) on PATH")
     return True
@@ -61,7 +69,7 @@ def no_network() -> bool:
 @lru_cache(maxsize=1)
 def pid_namespace() -> bool:
     """Whether this machine lets root start a child in a PID namespace of its own."""
-    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("setpriv")):
+    if os.geteuid() != 0 or not shutil.which("unshare"):
         return False
     probe = subprocess.run(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "true"],
                            capture_output=True, timeout=30, check=False)
@@ -69,10 +77,13 @@ def pid_namespace() -> bool:
 
 
 def isolation_note() -> str:
-    if pid_namespace():
-        return "each task in a PID namespace of its own; root then sweeps the user's processes"
+    if private_namespace():
+        return ("each task in PID and mount namespaces of its own, with private /tmp, /var/tmp and "
+                f"/dev/shm, and {cgroups.note()}; root then sweeps the user's processes")
+    if pid_namespace() and shutil.which("setpriv"):
+        return "each task in a PID namespace of its own; root then sweeps the user's processes and their files in /tmp"
     return ("this machine allows no PID namespace (and no cgroup kill is used): the kill step is "
-            "root's sweep of /proc only")
+            "root's sweep of /proc, and of the user's files in /tmp")
 
 
 def minimal_env(env: dict, home: Path) -> dict:
@@ -89,8 +100,10 @@ def minimal_env(env: dict, home: Path) -> dict:
     return kept
 
 
-def _limits(memory_bytes: int, nproc: int):
+def _limits(memory_bytes: int, nproc: int, wall: float):
     memory_bytes = int(memory_bytes)
+    # A backstop per process, above anything the tree's CPU limit lets one process use.
+    cpu_cap = int(wall) + 30
 
     def apply() -> None:  # runs in the child between fork and exec: no imports here
         if resource is None:
@@ -99,6 +112,7 @@ def _limits(memory_bytes: int, nproc: int):
             resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu_cap, cpu_cap))
             if nproc:
                 resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         except (ValueError, OSError):
@@ -107,17 +121,82 @@ def _limits(memory_bytes: int, nproc: int):
     return apply
 
 
-def _as_user(cmd: list[str], sandbox: Sandbox) -> tuple[list[str], dict]:
-    """The command and Popen arguments that run `cmd` as the sandbox user."""
-    wrap = []
-    if pid_namespace():
-        wrap += ["--pid", "--fork", "--kill-child", "--mount-proc"]
+# What a task may write to its private /tmp, /var/tmp, /dev/shm and its scratch folder, each.
+PRIVATE_TMP_BYTES = 256 * 1024 * 1024
+ENTER = Path(__file__).with_name("enter.py")
+
+
+def _as_user(cmd: list[str], sandbox: Sandbox, home: Path, keep: list[str],
+             group: cgroups.Group | None) -> tuple[list[str], dict]:
+    """The command and Popen arguments that run `cmd` as the sandbox user: in a PID and mount
+    namespace of its own with private temporary folders (enter.py) where the machine allows."""
+    wrap = ["--pid", "--fork", "--kill-child", "--mount-proc"]
     if no_network():
         wrap.append("--net")
-    if not wrap:
+    if not private_namespace():
+        if pid_namespace() and shutil.which("setpriv"):  # the PID namespace at least
+            return (["unshare", *wrap, "--", "setpriv", f"--reuid={sandbox.uid}", f"--regid={sandbox.gid}",
+                     "--clear-groups", "--no-new-privs", "--", *cmd], {})
         return cmd, {"user": sandbox.uid, "group": sandbox.gid, "extra_groups": []}
-    return (["unshare", *wrap, "--", "setpriv", f"--reuid={sandbox.uid}", f"--regid={sandbox.gid}",
-             "--clear-groups", "--", *cmd], {})
+    settings = {"uid": sandbox.uid, "gid": sandbox.gid, "home": str(home), "tmp_bytes": PRIVATE_TMP_BYTES,
+                "keep": sorted({os.path.realpath(p) for p in keep if os.path.isabs(p)}),
+                "cgroups": group.procs if group else []}
+    return (["unshare", *wrap, "--", sys.executable, "-I", "-S", str(ENTER), json.dumps(settings), "--",
+             *cmd], {})
+
+
+@lru_cache(maxsize=1)
+def private_namespace() -> bool:
+    """Whether root can start a child in PID and mount namespaces of its own, with private
+    temporary folders (enter.py, tried once on `true` as nobody)."""
+    if not pid_namespace():
+        return False
+    import tempfile
+
+    home = tempfile.mkdtemp(prefix="pagedlab-probe-")
+    try:
+        settings = {"uid": 65534, "gid": 65534, "home": home, "tmp_bytes": 1 << 20, "keep": [home]}
+        probe = subprocess.run(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
+                                sys.executable, "-I", "-S", str(ENTER), json.dumps(settings), "--", "true"],
+                               capture_output=True, timeout=30, check=False, cwd="/")
+        return probe.returncode == 0
+    finally:
+        os.rmdir(home)
+
+
+def _paths_to_keep(env: dict, cwd: Path | None, space: Workspace) -> list[str]:
+    """Folders the child needs that may lie under /tmp: its scratch, and every absolute path the
+    grader put in its environment (the submission copy, the job's cache, the course...)."""
+    keep = [str(space.root), sys.prefix, sys.base_prefix, os.path.realpath(sys.executable)]
+    keep += [str(cwd)] if cwd else []
+    for key, value in env.items():
+        if key.startswith("PAGEDLAB_") or key == "PYTHONPATH":
+            keep += [part for part in value.split(os.pathsep) if os.path.isabs(part)]
+    return keep
+
+
+def _private_dirs_sweep(uid: int) -> None:
+    """Without a mount namespace: remove what the user left in /tmp, /var/tmp and /dev/shm (each
+    folder's own entries; a file deeper down sits in a folder someone let the user write)."""
+    from .workspace import remove_tree
+
+    for top in ("/tmp", "/var/tmp", "/dev/shm"):
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid == uid:
+                    remove_tree(Path(entry.path))
+            except OSError:
+                pass
+
+
+# The wall-clock limit is this many times the CPU limit: a loaded machine slows a task down, it
+# does not use up its CPU time.
+WALL_FACTOR = 4.0
+POLL = 0.25  # seconds between two looks at the task's CPU time
 
 
 @dataclass
@@ -125,17 +204,34 @@ class Finished:
     """How a limited child process ended, and what it wrote."""
 
     returncode: int
-    timed_out: bool
+    timed_out: bool  # over its CPU limit, or over its wall-clock limit (see wall_out)
     output: str  # the tail of its merged stdout/stderr
-    seconds: float
+    seconds: float  # wall-clock
     record: bytes = b""  # its record (when asked for), at most the cap
     record_size: int = 0  # the record's real size, to tell a flood from a record
+    cpu_seconds: float = 0.0  # CPU time of the whole process tree
+    wall_out: bool = False  # killed at the wall-clock limit before it used its CPU time
+    starved: bool = False  # ...while it mostly waited for a CPU (a loaded machine: the grader's problem)
+
+
+def _ended_within(proc: subprocess.Popen, watch: int | None, seconds: float) -> bool:
+    if watch is not None:
+        return bool(select.select([watch], [], [], seconds)[0])
+    time.sleep(seconds)
+    return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _reap(pid: int) -> tuple[int, float]:
+    """(return code as Popen gives it, CPU seconds of the child and all it reaped)."""
+    _, status, usage = os.wait4(pid, 0)
+    return os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime
 
 
 def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
                 sandbox: Sandbox | None = None, cwd: Path | None = None, stdin: bytes | None = None,
-                record_cap: int = 0) -> Finished:
-    """Run `cmd` in a new session with limits; after `timeout` s kill everything it started.
+                record_cap: int = 0, wall_factor: float = WALL_FACTOR) -> Finished:
+    """Run `cmd` in a new session with limits; once its process tree has used `timeout` CPU
+    seconds, or `wall_factor` times that on the clock, kill everything it started.
 
     With a `sandbox` it runs as that user, with a scratch folder as HOME and (unless `cwd` says
     otherwise) as its working folder. With `record_cap` it gets a record descriptor, read back
@@ -143,6 +239,7 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
     """
     began = time.perf_counter()
     space = Workspace("pagedlab-run-", owner=sandbox)
+    group = None
     out_fd = space.open_channel("output")
     record_fd = space.open_channel("record") if record_cap else -1
     try:
@@ -154,15 +251,22 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
                 env["PAGEDLAB_CACHE"] = str(sandbox.cache)
             if sandbox.trusted is not None:
                 env[TRUSTED_ENV] = str(sandbox.trusted)
-            cmd, as_user = _as_user(cmd, sandbox)
+            env[SEAL_ENV] = "1"
+            if private_namespace():
+                group = cgroups.create(space.root.name, memory_bytes=memory_bytes,
+                                       pids=nproc_limit() + 16)
+            cmd, as_user = _as_user(cmd, sandbox, space.home, _paths_to_keep(env, cwd, space), group)
         if record_cap:
             env[RECORD_FD_ENV] = str(record_fd)
-        timed_out = False
+        timed_out = wall_out = starved = False
+        cpu = 0.0
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
                                 stdout=out_fd, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                 pass_fds=(record_fd,) if record_cap else (),
-                                preexec_fn=_limits(memory_bytes, nproc_limit() if sandbox else 0),
+                                preexec_fn=_limits(memory_bytes, nproc_limit() if sandbox else 0,
+                                                   timeout * wall_factor),
                                 cwd=cwd or space.home, **as_user)
+        returncode = None
         try:
             if stdin is not None:
                 try:
@@ -170,29 +274,57 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
                     proc.stdin.close()
                 except BrokenPipeError:
                     pass
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            if not os.path.isdir("/proc/self"):  # no CPU time to count: the clock is the limit
+                wall_factor = 1.0
+            watch = os.pidfd_open(proc.pid) if hasattr(os, "pidfd_open") else None
+            try:
+                while not _ended_within(proc, watch, POLL):
+                    cpu, waited = tree_cpu(proc.pid, sandbox.uid if sandbox else None)
+                    if group is not None:
+                        cpu = max(cpu, group.cpu_seconds())
+                    wall = time.perf_counter() - began
+                    if cpu > timeout:
+                        timed_out = True
+                        break
+                    # Past the CPU limit on the clock, a child that mostly slept (neither ran nor
+                    # waited for a CPU) is ended now; one starved by a busy machine gets the
+                    # generous wall limit.
+                    busy = cpu + waited >= 0.5 * wall
+                    if wall > timeout * (wall_factor if busy else 1.0):
+                        timed_out = wall_out = True
+                        starved = busy
+                        break
+            finally:
+                if watch is not None:
+                    os.close(watch)
         finally:
             # Whatever happened, nothing the child started (compilers, workers) survives it.
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-            proc.wait()
+            if group is not None:
+                group.kill()
+            returncode, used = _reap(proc.pid)
+            proc.returncode = returncode
+            cpu = max(cpu, used, group.cpu_seconds() if group is not None else 0.0)
             if sandbox is not None:
                 sandbox.kill_all()
+                if not private_namespace():
+                    _private_dirs_sweep(sandbox.uid)
         tail, size = read_back(out_fd, TAIL_BYTES, tail=True)
         output = ("…" if size > TAIL_BYTES else "") + tail.decode("utf-8", "replace").strip()
         record, record_size = read_back(record_fd, record_cap) if record_cap else (b"", 0)
     finally:
+        if group is not None:
+            group.remove()
         os.close(out_fd)
         if record_cap:
             os.close(record_fd)
         if sandbox is None or not sandbox_alive(sandbox):
             space.remove()
-    return Finished(proc.returncode, timed_out, output, round(time.perf_counter() - began, 2),
-                    record, record_size)
+    return Finished(returncode, timed_out, output, round(time.perf_counter() - began, 2),
+                    record, record_size, round(cpu, 2), wall_out, starved)
 
 
 def sandbox_alive(sandbox: Sandbox) -> bool:

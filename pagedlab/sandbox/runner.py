@@ -10,6 +10,7 @@ verdict is the judge's, in this process (`pagedlab.checks.judge`). The notebooks
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -24,7 +25,7 @@ from ..checks import framework, golden
 from ..checks.judge import judge, refer_to_first_report
 from ..untrusted import escape
 from . import record as child_record
-from .process import Finished, run_limited
+from .process import WALL_FACTOR, Finished, run_limited
 from .users import KillFailed, Sandbox
 
 # Seconds between the child's own stack dump (faulthandler) and the parent's SIGKILL.
@@ -134,22 +135,37 @@ def _run_children(task: str, impl: str, requests: list[dict], *, limit: float, e
     """
     records, problems, deaths = {}, {}, []
     grader_problem, output = "", ""
-    deadline = time.monotonic() + limit
+    # The limit is CPU time of the task's processes; the clock allows WALL_FACTOR times more.
+    cpu_used, retried = 0.0, False
+    deadline = time.monotonic() + limit * WALL_FACTOR
     start = 0
     while start < len(requests):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0.5:
+        remaining = limit - cpu_used
+        wall_left = deadline - time.monotonic()
+        if remaining <= 0.5 or wall_left <= 0.5:
             for index in range(start, len(requests)):
-                problems.setdefault(index, f"not run: the task's time limit ({limit:.0f} s) was used up")
+                problems.setdefault(index, f"not run: the task's time limit ({limit:.0f} s of CPU time) was used up")
             break
-        request = {"task": task, "impl": impl, "checks": requests[start:], "dump_after": round(remaining, 1)}
+        request = {"task": task, "impl": impl, "checks": requests[start:], "dump_after": round(remaining, 1),
+                   "began": time.time()}
         try:
             end = run_limited([sys.executable, "-s", "-m", "pagedlab.checks.child"], env=_child_env(impl, env),
-                              timeout=remaining + GRACE, memory_bytes=manifest.memory_limit() * 2**30, sandbox=sandbox,
+                              timeout=remaining + GRACE, wall_factor=WALL_FACTOR,
+                              memory_bytes=manifest.memory_limit() * 2**30, sandbox=sandbox,
                               stdin=json.dumps(request).encode(), record_cap=child_record.MAX_RECORD_BYTES)
         except KillFailed as exc:
             grader_problem = f"the sandbox's kill step failed: {exc}"
             break
+        if end.wall_out and end.starved:
+            # Killed by the clock while waiting for a CPU: the machine's load, never the code's.
+            if not retried:
+                retried = True
+                deadline = time.monotonic() + limit * WALL_FACTOR
+                continue
+            grader_problem = (f"the machine was too busy: the checks got {end.cpu_seconds:.0f} s of CPU time "
+                              f"in {end.seconds:.0f} s, twice")
+            break
+        cpu_used += end.cpu_seconds
         got = child_record.parse(end.record, end.record_size)
         output = end.output
         if got.malformed and not got.records:
@@ -174,7 +190,12 @@ def _run_children(task: str, impl: str, requests: list[dict], *, limit: float, e
             break
         stuck = start + got.began if 0 <= got.began < len(requests) - start else start
         if stuck not in records:
-            timed_out = end.timed_out or end.seconds >= remaining
+            # the child dumps its stack and exits at `dump_after` s of CPU time, before the kill
+            timed_out = end.timed_out or end.cpu_seconds >= request["dump_after"] - 0.1
+            if not timed_out and end.returncode == 1 and end.seconds >= request["dump_after"]:
+                # ...or once it has slept that long on the clock
+                end = dataclasses.replace(end, timed_out=True, wall_out=True)
+                timed_out = True
             problems[stuck] = _explain_death(end, timed_out, limit)
             deaths.append(problems[stuck].splitlines()[0])
         start = stuck + 1
@@ -188,8 +209,10 @@ def _run_children(task: str, impl: str, requests: list[dict], *, limit: float, e
 
 
 def _ended(what: str, end: Finished, limit: float) -> str:
-    if end.timed_out:
-        what += f" (timed out after {limit:.0f} s)"
+    if end.wall_out:
+        what += f" (it waited {end.seconds:.0f} s without using the CPU)"
+    elif end.timed_out:
+        what += f" (timed out after {limit:.0f} s of CPU time)"
     elif end.returncode < 0:
         what += f" ({_signal_name(end.returncode)})"
     else:
@@ -200,8 +223,11 @@ def _ended(what: str, end: Finished, limit: float) -> str:
 
 
 def _explain_death(end: Finished, timed_out: bool, limit: float) -> str:
-    if timed_out:
-        what = f"timed out after {limit:.0f} s (an infinite loop, or far too slow)"
+    if timed_out and end.wall_out:
+        what = (f"timed out: it waited {end.seconds:.0f} s and used only {end.cpu_seconds:.0f} s of CPU time "
+                "(sleeping, blocked on a lock or on input that never comes)")
+    elif timed_out:
+        what = f"timed out after {limit:.0f} s of CPU time (an infinite loop, or far too slow)"
     elif end.returncode < 0:
         name = _signal_name(end.returncode)
         what = f"crashed with {name}: {_SIGNAL_MEANING.get(name, 'killed by a signal')}"
@@ -357,7 +383,7 @@ def run_task(row: manifest.Task, impl: str, impl_dir: Path, *, env: dict | None 
             text = trusted_problem[0] or "no expected result for this check"
             outcome.checks.append(CheckOutcome(c.name, False, text, scored=scored, hidden=c.hidden))
             if trusted_problem[0] and (not c.hidden or trusted_problem[0] != NO_REFERENCE):
-                outcome.grader_error = True
+                outcome.grader_error = True  # the reference's failure is never the student's
             continue
         problem = problems.get(index, "")
         if index not in records and problem.startswith("not run"):

@@ -94,7 +94,8 @@ def pids_of(uid: int) -> list[int]:
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:  # a stat first: reading every process's status makes the sweep slow
-                if os.stat(f"/proc/{pid}").st_uid != uid:
+                # (a non-dumpable process's /proc folder is root's, whatever its uid)
+                if os.stat(f"/proc/{pid}").st_uid not in (uid, 0):
                     continue
             except OSError:
                 continue

@@ -1,0 +1,375 @@
+"""Red team, operating-system wall: a submission with full code execution as the sandbox user, in
+Python and in native code, gains nothing from the processes and folders around it.
+
+Each attack is a real submission graded as root with sandbox users (grading/setup.sh's set-up),
+the student API off (tests/test_redteam.py says why): the attack meets the OS-level defence it is
+written against (pagedlab.seal, enter.py, the CPU-time limit). Skipped when not root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pagedlab.grading.cli import grade
+
+INTEGRATION = [pytest.mark.integration, pytest.mark.xdist_group("users")]  # created sandbox users
+
+
+def sandboxed(test):
+    for mark in INTEGRATION:
+        test = mark(test)
+    return test
+
+ROOT = Path(__file__).resolve().parent.parent
+EXERCISES = ROOT / "exercises"
+SOLUTIONS = ROOT / "solutions"
+API_OFF = Path(__file__).parent / "submissions" / "student_api_off.py"
+USER = "pagedlab-sandbox-rt"  # tests/test_redteam.py's
+POOL = ["pagedlab-sandbox-p0", "pagedlab-sandbox-p1", "pagedlab-sandbox-p2"]
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _user(name: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+        return pwd.getpwnam(name)
+
+
+@pytest.fixture(scope="module")
+def users():
+    """The sandbox users, able to run the grader's Python (as tests/test_redteam.py makes them)."""
+    if os.geteuid() != 0:
+        pytest.skip("the OS-level red team needs root to create users and switch to them "
+                    "(CI runs as root; `sudo pytest tests/test_redteam_os.py` includes it)")
+    entries = [_user(name) for name in [USER, *POOL]]
+    opened = []
+    for folder in Path(os.path.realpath(sys.executable)).parents:
+        mode = folder.stat().st_mode
+        if not mode & 0o001:
+            folder.chmod(mode | 0o001)
+            opened.append((folder, mode))
+    try:
+        yield entries
+    finally:
+        for folder, mode in opened:
+            folder.chmod(mode)
+
+
+@pytest.fixture
+def sandbox(users, monkeypatch):
+    monkeypatch.setenv("PAGEDLAB_GRADE_USER", USER)
+    monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(API_OFF))
+    private = [SOLUTIONS, ROOT / "pagedlab" / "checks" / "expected.json"]
+    modes = {p: p.stat().st_mode for p in private}
+    for p in private:
+        p.chmod(0o700 if p.is_dir() else 0o600)
+    yield USER
+    for p, mode in modes.items():
+        p.chmod(mode)
+
+
+@pytest.fixture
+def drop():
+    """A folder every user may write, outside the private temporary folders: where an attack
+    that wins leaves its proof."""
+    folder = Path(tempfile.mkdtemp(prefix=".redteam-drop-", dir=ROOT))
+    folder.chmod(0o777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _submission(tmp_path: Path, *, py: str = "", cu: str = "", honest: bool = False) -> Path:
+    sub = tmp_path / "submission"
+    if honest:  # the reference, every file
+        shutil.copytree(SOLUTIONS, sub, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        sub.mkdir()
+    source = SOLUTIONS if honest else EXERCISES
+    (sub / "memory_manager.py").write_text((source / "memory_manager.py").read_text() + textwrap.dedent(py))
+    (sub / "paged_attention.cu").write_text((source / "paged_attention.cu").read_text() + textwrap.dedent(cu))
+    return sub
+
+
+def _grade(sub: Path, tasks: list[str]) -> dict:
+    return grade(str(sub), tasks=tasks, hidden=False, echo=lambda *a: None)
+
+
+def _leftovers(uid: int) -> list[str]:
+    found = []
+    for top in PRIVATE_DIRS:
+        for entry in os.scandir(top):
+            try:
+                if entry.stat(follow_symlinks=False).st_uid == uid:
+                    found.append(entry.path)
+            except OSError:
+                pass
+    return found
+
+
+def _user_processes(name: str) -> str:
+    deadline = time.monotonic() + 10  # SIGKILLed processes take a moment to be reaped
+    while True:
+        out = subprocess.run(["pgrep", "-u", name], capture_output=True, text=True).stdout.strip()
+        if not out or time.monotonic() > deadline:
+            return out
+        time.sleep(0.2)
+
+
+# A kernel whose constructor (it runs when the runner loads the library, before any launch)
+# opens the Python check process above it through /proc/<ppid>/mem, looks for the grader's
+# record descriptor and opens an Internet socket; each success leaves a file in DROP.
+PROC_MEM_KERNEL = r'''
+extern "C" int open(const char*, int, ...);
+extern "C" int close(int);
+extern "C" int getppid(void);
+extern "C" long write(int, const void*, unsigned long);
+extern "C" long readlink(const char*, char*, unsigned long);
+extern "C" int socket(int, int, int);
+extern "C" void* dlopen(const char*, int);
+static void pl_mark(const char* what) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", DROP, what);
+  int fd = open(path, 0101, 0666);  // O_WRONLY | O_CREAT
+  if (fd >= 0) { write(fd, "won\n", 4); close(fd); }
+}
+struct ParentMem { ParentMem() {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/mem", getppid());
+  int fd = open(path, 02);  // O_RDWR: what writing code into the parent needs
+  if (fd >= 0) { pl_mark("proc-mem-opened"); close(fd); }
+  for (int n = 3; n < 64; ++n) {
+    char link[64], target[512] = {0};
+    snprintf(link, sizeof link, "/proc/self/fd/%d", n);
+    if (readlink(link, target, sizeof target - 1) > 0 && strstr(target, "/io/record")) pl_mark("record-fd");
+  }
+  int s = socket(2, 1, 0);  // AF_INET, SOCK_STREAM
+  if (s >= 0) { pl_mark("runner-socket"); close(s); }
+  // An interpreter of its own in the runner, and any file on disk.
+  if (dlopen(LIBPYTHON, 2)) pl_mark("libpython-loaded");  // RTLD_NOW
+  int f = open("/etc/passwd", 0);
+  if (f >= 0) { pl_mark("file-read"); close(f); }
+} } parent_mem_instance;
+'''
+
+
+@sandboxed
+def test_a_kernel_cannot_reach_the_python_process_above_it(sandbox, tmp_path, drop):
+    import sysconfig
+
+    libpython = Path(sysconfig.get_config_var("LIBDIR")) / str(sysconfig.get_config_var("LDLIBRARY"))
+    kernel = PROC_MEM_KERNEL.replace("DROP", json.dumps(str(drop))).replace("LIBPYTHON", json.dumps(str(libpython)))
+    sub = _submission(tmp_path, cu=kernel)
+    results = _grade(sub, ["10"])
+    output = results["tests"][0]["output"]
+    assert "CompileError" not in output, output[-2000:]
+    assert sorted(os.listdir(drop)) == [], output[-2000:]
+    assert results["score"] == 0
+
+
+PHONE_HOME = '''
+def llm_init(pool_addr, pool_size):
+    import socket
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        try:
+            socket.create_connection((host, PORT), timeout=2).sendall(b"solutions?")
+        except OSError as exc:
+            print(f"network: {exc}")
+    return None
+'''
+
+
+@sandboxed
+def test_a_submission_gets_no_network(sandbox, tmp_path):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    port = server.getsockname()[1]
+    results = _grade(_submission(tmp_path, py=PHONE_HOME.replace("PORT", str(port))), ["1"])
+    connected = 0
+    while True:
+        try:
+            server.accept()[0].close()
+            connected += 1
+        except (TimeoutError, socket.timeout):
+            break
+    server.close()
+    assert connected == 0, results["tests"][0]["output"][-1000:]
+    assert results["score"] == 0
+
+
+PLANT = '''
+def llm_init(pool_addr, pool_size):
+    import os
+    for top in ("/tmp", "/var/tmp", "/dev/shm"):
+        with open(os.path.join(top, "pagedlab-planted"), "wb") as f:
+            f.write(b"x" * (1 << 20))
+        os.makedirs(os.path.join(top, "pagedlab-planted-dir", "deep"), exist_ok=True)
+    return None
+'''
+
+PEEK = '''
+def llm_init(pool_addr, pool_size):
+    import os
+    seen = [os.path.join(top, n) for top in ("/tmp", "/var/tmp", "/dev/shm") for n in os.listdir(top)
+            if "planted" in n]
+    raise RuntimeError(f"planted files seen: {seen}")
+'''
+
+
+@sandboxed
+def test_files_a_task_leaves_in_tmp_are_gone_for_the_next(sandbox, users, tmp_path):
+    uid = pwd.getpwnam(USER).pw_uid
+    for path in _leftovers(uid):  # an earlier run's, graded without private folders
+        subprocess.run(["rm", "-rf", "--one-file-system", path], check=True)
+    (tmp_path / "a").mkdir()
+    results = _grade(_submission(tmp_path / "a", py=PLANT), ["1"])
+    assert results["score"] == 0
+    assert _leftovers(uid) == []
+    (tmp_path / "b").mkdir()
+    results = _grade(_submission(tmp_path / "b", py=PEEK), ["1"])
+    assert "planted files seen: []" in results["tests"][0]["output"], results["tests"][0]["output"][-1500:]
+    (tmp_path / "c").mkdir()
+    results = _grade(_submission(tmp_path / "c", honest=True), ["1"])
+    assert results["score"] == 8, results["tests"][0]["output"][-1500:]
+
+
+# 120 processes in sessions of their own, spinning, while the check sleeps: the task's processes
+# beside the check, which then fails. They leave the task's session and inherit its
+# non-dumpable flag (their /proc folders are root's): only the task's cgroup still sees them.
+SPINNERS = '''
+def llm_init(pool_addr, pool_size):
+    import os, time
+    for _ in range(120):
+        try:
+            if os.fork() == 0:
+                os.setsid()
+                while True:
+                    pass
+        except OSError:
+            break
+    time.sleep(600)
+'''
+
+
+def _cli(sub: Path, out: Path, user: str, tasks: str, scale: str = "1") -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PAGEDLAB_GRADE_USER": user,
+           "PAGEDLAB_GRADING_PLUGIN": str(API_OFF), "PAGEDLAB_GRADE_TIME_SCALE": scale}
+    return subprocess.Popen([sys.executable, "-m", "pagedlab", "grade", "--impl", str(sub), "--json", str(out),
+                             "--tasks", tasks, "--no-hidden"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+@sandboxed
+def test_spinning_processes_are_killed_and_a_classmate_beside_them_keeps_full_marks(sandbox, tmp_path):
+    """A hostile job and an honest one at once, each under its own user (grade-class --jobs 2).
+    The classmate's Task 6 needs seconds of CPU time that 120 spinners would stretch past a
+    wall-clock limit; in its own cgroup it keeps its share of the CPU, and its limit is CPU time."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "a").mkdir()
+    mallory = _cli(_submission(tmp_path / "m", py=SPINNERS), tmp_path / "m.json", POOL[0], "1")
+    # Task 6's limit cut to 15 s (of CPU time), 3.5 times what it needs: a wall-clock limit that
+    # short is hit beside the spinners.
+    alice = _cli(_submission(tmp_path / "a", honest=True), tmp_path / "a.json", POOL[1], "1,6", scale="0.25")
+    logs = [mallory.communicate(timeout=900)[0], alice.communicate(timeout=900)[0]]
+    bad = json.loads((tmp_path / "m.json").read_text())
+    good = json.loads((tmp_path / "a.json").read_text())
+    assert bad["score"] == 0, logs[0][-1500:]
+    assert good["score"] == 12, logs[1][-3000:]
+    assert _user_processes(POOL[0]) == "", "a spinning process outlived its task"
+
+
+SPIN = "import time\nend = time.time() + 600\nwhile time.time() < end:\n    pass\n"
+
+
+@sandboxed
+def test_an_honest_submission_keeps_full_marks_on_a_loaded_machine(sandbox, users, tmp_path, monkeypatch):
+    """Time limits count CPU time: spinning processes of another user (other grading on the
+    machine) slow the task down but cost it nothing. Task 6's limit is cut to 9 s, twice the
+    CPU time it needs, so that a wall-clock limit would be hit under this load. Two runs here;
+    the ten-run version is the same loop with range(10)."""
+    spinner = pwd.getpwnam(POOL[2])
+    load = [subprocess.Popen([sys.executable, "-c", SPIN], user=spinner.pw_uid, group=spinner.pw_gid,
+                             extra_groups=[], cwd="/", env={"PATH": os.defpath}) for _ in range(12)]
+    try:
+        monkeypatch.setenv("PAGEDLAB_GRADE_TIME_SCALE", "0.15")
+        scores = []
+        for run in range(2):
+            (tmp_path / str(run)).mkdir()
+            results = _grade(_submission(tmp_path / str(run), honest=True), ["6"])
+            scores.append(results["score"])
+            assert results["score"] == 4, results["tests"][0]["output"][-1500:]
+        assert scores == [4, 4]
+    finally:
+        for proc in load:
+            proc.kill()
+            proc.wait()
+
+
+# Without root: the seal and the CPU-time limit on their own.
+SEALED_PARENT = r"""
+import os, socket, sys
+from pagedlab import seal
+if os.geteuid() == 0:  # root may open any process's memory: be a user (nobody)
+    os.setgroups([])
+    os.setresgid(65534, 65534, 65534)
+    os.setresuid(65534, 65534, 65534)
+    import ctypes  # a uid change clears dumpable; an exec as that user (the real child) sets it
+    ctypes.CDLL(None).prctl(seal.PR_SET_DUMPABLE, 1, 0, 0, 0)
+seal.seal()
+found = []
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    found.append("inet socket")
+except PermissionError:
+    pass
+socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
+pid = os.fork()
+if pid == 0:  # what a kernel's constructor in the runner would try on the process above it
+    try:
+        os.open(f"/proc/{os.getppid()}/mem", os.O_RDWR)
+        os._exit(10)
+    except PermissionError:
+        os._exit(0)
+_, status = os.waitpid(pid, 0)
+if os.waitstatus_to_exitcode(status) != 0:
+    found.append("/proc/<ppid>/mem")
+print("open:", found)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp and PR_SET_DUMPABLE are Linux's")
+def test_a_sealed_process_has_no_network_and_its_memory_is_closed_to_its_own_children():
+    out = subprocess.run([sys.executable, "-c", SEALED_PARENT], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.stdout.strip() == "open: []", out.stdout + out.stderr
+    # ...and unsealed, both are open (what the test would miss if it could not fail).
+    unsealed = SEALED_PARENT.replace("seal.seal()", "pass")
+    out = subprocess.run([sys.executable, "-c", unsealed], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.stdout.strip() == "open: ['inet socket', '/proc/<ppid>/mem']", out.stdout + out.stderr
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="CPU time is read from /proc")
+def test_the_time_limit_is_cpu_time_and_a_sleeper_is_told_it_slept():
+    from pagedlab.sandbox.process import run_limited
+
+    spin = run_limited([sys.executable, "-c", "while True: pass"], env={}, timeout=1, memory_bytes=2**32)
+    assert spin.timed_out and not spin.wall_out and spin.cpu_seconds >= 1, spin
+    sleep = run_limited([sys.executable, "-c", "import time; time.sleep(60)"], env={}, timeout=1,
+                        memory_bytes=2**32)
+    assert sleep.timed_out and sleep.wall_out and not sleep.starved and sleep.cpu_seconds < 1, sleep
