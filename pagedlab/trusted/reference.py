@@ -20,9 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..batches import PagedBatch, make_paged_batch, max_relative_error  # noqa: F401 - the notebooks' names
-
-__all__ = ["dense_attention", "causal_mask", "PagedBatch", "make_paged_batch", "max_relative_error"]
+__all__ = ["dense_attention", "causal_mask"]
 
 
 def causal_mask(q_len: int, kv_len: int, device=None) -> torch.Tensor:
