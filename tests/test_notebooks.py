@@ -38,13 +38,15 @@ REQUIRE = re.compile(r"^\s*(pagedlab\.)?graded\.require\(", re.MULTILINE)
 # The notebooks whose demos drive the student's code after a require (measured before: 02, 04
 # and 06 cascaded into NameErrors, 10 into NotImplementedError tracebacks): they run whole.
 DEMO_NOTEBOOKS = sorted(p.stem for p in NOTEBOOKS if REQUIRE.search(p.with_suffix(".py").read_text()))
-# A kernel whose first region spins forever, and a fork_sequence that writes through NULL.
-HANG = ("  // YOUR CODE HERE (Task 10: logits, scale * q.k for every token, found through the block table)\n",
-        "  volatile int spin = 1;\n  while (spin) { }  // never ends\n")
+# The reference kernel spinning forever at its first region (on the exercises' kernel the later
+# regions would still be stubs, and those say "not implemented yet" before any launch), and a
+# fork_sequence that writes through NULL.
+_LOGITS = "  // BEGIN SOLUTION Task 10: logits, scale * q.k for every token, found through the block table\n"
+HANG = (_LOGITS, _LOGITS + "  volatile int spin = 1;\n  while (spin) { }  // never ends\n")
 CRASH = ("    ### BEGIN SOLUTION Task 3: fork_sequence\n",
          "    ctypes.memmove(0, 1, 64)  # a write through NULL: the process dies\n")
 # copy name -> (notebook, the folder's base, the planted file, the plant)
-PLANTED = {"08_cuda_kernel-hang": ("08_cuda_kernel", "exercises", "paged_attention.cu", HANG),
+PLANTED = {"08_cuda_kernel-hang": ("08_cuda_kernel", "solutions", "paged_attention.cu", HANG),
            "06_paged_kv_cache-crash": ("06_paged_kv_cache", "solutions", "memory_manager.py", CRASH)}
 
 # Loaded by the nbval session from the copies' folder: one JSON line per cell that ran.

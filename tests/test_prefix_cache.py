@@ -127,16 +127,19 @@ def test_all_task11_checks_pass_on_solutions_and_fail_on_exercises():
     assert not any(r.passed for r in checks.results("task11", "exercises"))
 
 
-def test_notebook_walkthrough_is_the_graded_one(capsys):
+def test_notebook_walkthrough_is_the_graded_one(capsys, monkeypatch):
     """Notebook 09 traces the walkthrough by hand; it must be the sequence the check grades."""
     import json
 
-    from pagedlab.loader import ROOT
+    import pagedlab.graded
+    from pagedlab.loader import ENV_VAR, ROOT
 
     nb = json.loads((ROOT / "notebooks" / "09_prefix_caching_and_utilization.ipynb").read_text())
     source = next("".join(c["source"]) for c in nb["cells"]
                   if c["cell_type"] == "code" and "SYS = list(range(100, 112))" in "".join(c["source"]))
-    scope = {"pc": m}
+    # The cell opens with its require (Task 11): it must pass on the solutions it then traces.
+    monkeypatch.setenv(ENV_VAR, "solutions")
+    scope = {"pc": m, "pagedlab": pagedlab}
     exec(source, scope)  # noqa: S102 - our own notebook cell
     queues = [queue for _label, _refs, _cached, queue in scope["trace"]]
     assert queues == [want_queue for _l, _r, want_queue, _t, _c in pc.WALKTHROUGH]
