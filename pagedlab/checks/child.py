@@ -24,6 +24,9 @@ import threading
 import time
 
 SEAL_ENV = "PAGEDLAB_SEAL"  # set by the parent for a sandboxed child: seal before anything runs
+# Seconds (of CPU time, or after the signal) before the fallback dump of a process stuck inside
+# one C call, where the main thread never runs the signal handler; below runner.GRACE.
+C_FALLBACK = 2.0
 
 
 def _emit(out, **event) -> None:
@@ -39,8 +42,17 @@ def _dump_stack_at(seconds: float, real_exit, began: float) -> None:
 
     faulthandler.dump_traceback_later alone dumps from its watchdog thread while the main thread
     runs on: a loop that calls functions pushes and pops frames under it, and the dump comes out
-    cut short or as `File ???`. A signal handled between two bytecodes sees a whole stack. (Code
-    stuck inside one C call that holds the GIL is killed by the parent, without a stack.)
+    cut short or as `File ???`. A signal handled between two bytecodes sees a whole stack.
+
+    Code stuck inside one C call never reaches a bytecode, so the signal is never handled; two
+    fallbacks still show where it was (its stack cannot change while it is stuck):
+    - the C call released the GIL (a ctypes call): the watcher dumps the stack itself, C_FALLBACK
+      s after the signal, and exits 1;
+    - it holds the GIL (a regex that backtracks forever), so the watcher never runs either: an
+      interval timer on this process's own CPU time (ITIMER_PROF, never the clock: a starved
+      process is not cut short) raises SIGPROF C_FALLBACK s of CPU time past the limit, and
+      faulthandler's C handler dumps the stack and lets SIGPROF end the process, well before the
+      parent's kill GRACE s past the limit.
     """
     from ..cputime import tree_cpu
 
@@ -52,6 +64,11 @@ def _dump_stack_at(seconds: float, real_exit, began: float) -> None:
 
     signal.signal(signal.SIGUSR2, dump_and_exit)
     main_thread = threading.main_thread().ident
+    if hasattr(signal, "setitimer") and hasattr(faulthandler, "register"):
+        # chain=True: after the dump, SIGPROF's default action (terminate) ends the process.
+        sys.stderr.flush()
+        faulthandler.register(signal.SIGPROF, file=sys.stderr, all_threads=True, chain=True)
+        signal.setitimer(signal.ITIMER_PROF, seconds + C_FALLBACK)
 
     def watch():
         while True:
@@ -61,6 +78,12 @@ def _dump_stack_at(seconds: float, real_exit, began: float) -> None:
             if cpu >= seconds or (wall >= seconds and cpu + waited < 0.5 * wall):
                 break
         signal.pthread_kill(main_thread, signal.SIGUSR2)
+        time.sleep(C_FALLBACK)
+        # Still here: the main thread is inside one C call that released the GIL.
+        sys.stderr.write(f"Timeout ({seconds:g} s): the check ran out of time inside a C call here\n")
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        sys.stderr.flush()
+        real_exit(1)
 
     threading.Thread(target=watch, daemon=True).start()
 
