@@ -297,7 +297,7 @@ def test_notebook_entries_in_results_json(tmp_path, monkeypatch):
     folder.mkdir()
     for name in ("01_a.ipynb", "02_b.ipynb"):
         (folder / name).write_text("{}")
-    monkeypatch.setattr(grade_cli, "notebook_paths", lambda: sorted(folder.glob("*.ipynb")))
+    monkeypatch.setattr(grade_cli, "notebook_paths", lambda _folder=None: sorted(folder.glob("*.ipynb")))
     ran = []
 
     def fake_run(path, impl, sandbox=None):

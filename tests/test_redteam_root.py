@@ -348,10 +348,13 @@ def pool(sandbox, monkeypatch):  # noqa: F811 - the sandbox fixture, imported ab
 @pytest.mark.integration
 @pytest.mark.xdist_group("users")  # the sandbox pool (conftest.py)
 def test_a_course_planted_above_grade_class_output_is_never_run(pool, tmp_path):
-    """--out under a world-writable sticky folder (as /tmp): the first student plants a course
-    folder above it; root must not run it, and the classmate graded after keeps full marks.
-    The folder is the test's own, not /tmp: a marker in /tmp would reach other tests' folders."""
-    world = Path(tempfile.mkdtemp(prefix="pagedlab-sandbox-world-"))
+    """--out under a world-writable sticky folder (a shared /srv folder, as /tmp is to others):
+    the first student plants a course folder above it; root must not run it, and the classmate
+    graded after keeps full marks. The folder is the test's own, not /tmp: a marker in /tmp would
+    reach other tests' folders, and a sandboxed task's /tmp, /var/tmp and /dev/shm are private
+    (what it writes there never reaches the grader's), so the attack plants outside them."""
+    Path("/srv").mkdir(mode=0o755, exist_ok=True)
+    world = Path(tempfile.mkdtemp(prefix="pagedlab-sandbox-world-", dir="/srv"))
     world.chmod(0o1777)
     subs = world / "uploads"
     subs.mkdir(mode=0o700)
@@ -387,6 +390,23 @@ def test_the_reference_is_not_found_from_the_working_directory(tmp_path, monkeyp
     monkeypatch.delenv(course.ENV_VAR, raising=False)
     assert course.find() == planted  # a student's own process still finds its course here
     assert course.reference_dir() == ROOT / "solutions"  # the grader takes its installation's
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the ownership rule applies to a grader running as root")
+def test_root_runs_a_course_folders_notebooks_only_when_root_alone_can_change_them(tmp_path, monkeypatch):
+    from pagedlab import course
+    from pagedlab.grading.notebooks import notebook_dir
+
+    home = tmp_path / "student"
+    (home / "notebooks").mkdir(parents=True)
+    (home / course.MARKER).write_text('edition = "student"\n')
+    monkeypatch.chdir(home)
+    monkeypatch.delenv(course.ENV_VAR, raising=False)
+    assert notebook_dir() == home.resolve() / "notebooks"  # the course it was run from
+    home.chmod(0o777)  # anyone may now swap notebooks/ for their own
+    said = []
+    assert notebook_dir(said.append) == ROOT.resolve() / "notebooks"  # the installation's instead
+    assert "can be changed by a user other than root" in said[0] or "which users other than root can write" in said[0]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the ownership rule applies to a grader running as root")

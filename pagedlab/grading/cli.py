@@ -120,9 +120,10 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
                 echo(report.indent(report.task_output(outcome), "      "))
         nb_outcomes = []
         if notebooks:
-            paths = notebook_paths()
+            folder = notebook_dir(echo)
+            paths = notebook_paths(folder)
             if not paths:
-                echo(f"--notebooks: no numbered notebooks in {notebook_dir()}; nothing to run")
+                echo(f"--notebooks: no numbered notebooks in {folder}; nothing to run")
             for path in paths:
                 nb = run_notebook(path, impl_arg, sandbox)
                 nb_outcomes.append(nb)

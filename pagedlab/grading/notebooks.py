@@ -37,12 +37,23 @@ class NotebookOutcome:
         return self.max_score if self.passed else 0.0
 
 
-def notebook_dir() -> Path:
-    """The course folder's notebooks/ (the student's copy, not the installed library's). Root
-    grading takes its own installation's: a folder found from the working directory could be a
-    submission's planting."""
-    trusted = course.trusted_root() if os.geteuid() == 0 else None
-    return (trusted or course.root()) / "notebooks"
+def notebook_dir(echo=None) -> Path:
+    """The course folder's notebooks/: the student's own copy, found from the working directory
+    (not the installed library's). Under root only when root alone can change it: a folder above
+    the working directory could be a submission's planting, and then the installation's are run."""
+    found = course.root() / "notebooks"
+    if os.geteuid() != 0:
+        return found
+    try:  # a missing notebooks/: nobody but root may be able to make one
+        course.require_root_only(found if found.exists() else found.parent)
+        return found
+    except course.UntrustedFolder as exc:
+        trusted = course.trusted_root()
+        if trusted is None:
+            raise
+        if echo is not None:
+            echo(f"--notebooks: not running {found}: {exc}; running {trusted / 'notebooks'} instead")
+        return trusted / "notebooks"
 
 
 def notebook_paths(folder: Path | None = None) -> list[Path]:
