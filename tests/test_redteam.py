@@ -13,6 +13,7 @@ attack meets the defence it is written against.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -208,19 +209,20 @@ def test_an_output_flood_fails_its_task_and_leaves_the_grader_alone(tmp_path):
 SANDBOX_USER = "pagedlab-sandbox-rt"
 
 
-@pytest.fixture(scope="module")
-def sandbox_user():
-    """The sandbox user, able to run the grader's Python: created and probed once per module (the
-    probe imports torch as that user, seconds each time), not once per test."""
-    if os.geteuid() != 0:
-        pytest.skip("the sandboxed red team needs root to create a user and switch to it "
-                    "(CI runs as root; run `sudo pytest tests/test_redteam.py` to include it)")
+def ensure_user(name: str) -> pwd.struct_passwd:
+    """The sandbox user `name`, created (no home, no shell) if it does not exist yet."""
     try:
-        pwd.getpwnam(SANDBOX_USER)
+        return pwd.getpwnam(name)
     except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", SANDBOX_USER], check=True)
-    # The grader's interpreter must be one the user may run (Gradescope's is /usr/bin/python3 in
-    # /autograder/venv). Here it may live under /root (pyenv): let the user traverse, not list.
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+        return pwd.getpwnam(name)
+
+
+@contextlib.contextmanager
+def interpreter_reachable():
+    """The grader's interpreter must be one the sandbox users may run (Gradescope's is
+    /usr/bin/python3 in /autograder/venv). Here it may live under /root (pyenv): while the block
+    runs, its folders let others traverse (not list) them."""
     opened = []
     for folder in Path(os.path.realpath(sys.executable)).parents:
         mode = folder.stat().st_mode
@@ -228,16 +230,35 @@ def sandbox_user():
             folder.chmod(mode | 0o001)
             opened.append((folder, mode))
     try:
-        entry = pwd.getpwnam(SANDBOX_USER)
+        yield
+    finally:
+        for folder, mode in opened:
+            folder.chmod(mode)
+
+
+def grade_as_pool(names, monkeypatch) -> list:
+    """`names` created and set as the grader's pool of sandbox users (one per concurrent job)."""
+    for name in names:
+        ensure_user(name)
+    monkeypatch.setenv("PAGEDLAB_GRADE_USER", ",".join(names))
+    return names
+
+
+@pytest.fixture(scope="module")
+def sandbox_user():
+    """The sandbox user, able to run the grader's Python: created and probed once per module (the
+    probe imports torch as that user, seconds each time), not once per test."""
+    if os.geteuid() != 0:
+        pytest.skip("the sandboxed red team needs root to create a user and switch to it "
+                    "(CI runs as root; run `sudo pytest tests/test_redteam.py` to include it)")
+    entry = ensure_user(SANDBOX_USER)
+    with interpreter_reachable():
         probe = subprocess.run([sys.executable, "-c", "import numpy, torch, pagedlab"], user=entry.pw_uid,
                                group=entry.pw_gid, extra_groups=[], capture_output=True, text=True, cwd="/",
                                env={**os.environ, "HOME": "/tmp"})
         if probe.returncode != 0:
             pytest.fail(f"the sandbox user cannot run the grader's Python: {probe.stderr[-500:]}")
         yield SANDBOX_USER
-    finally:
-        for folder, mode in opened:
-            folder.chmod(mode)
 
 
 @pytest.fixture
@@ -646,13 +667,7 @@ STEAL_FROM_CLASSMATES = '''
 
 @pytest.fixture
 def pool(sandbox, monkeypatch):
-    for name in POOL:
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
-    monkeypatch.setenv("PAGEDLAB_GRADE_USER", ",".join(POOL))
-    return POOL
+    return grade_as_pool(POOL, monkeypatch)
 
 
 def _class_folder(tmp_path: Path) -> Path:

@@ -25,6 +25,10 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent / "submissions"))
+import student_api_attacks as attacks  # noqa: E402  (the buddy model's adapter, shared)
+from test_redteam import sandbox_user  # noqa: F401 - the sandbox user, probed once per module
+
 from pagedlab import manifest
 from pagedlab.grading.cli import grade
 
@@ -97,34 +101,9 @@ _g(_b, "ex" + "ec")(_g(_b, "comp" + "ile")("from {module} import {names}", _file
 
 
 # Task 12 from the instructor edition's buddy model, imported under a forged file name.
-FORGED_BUDDY = _forged_import("pagedlab.harness.answers.buddy", "Buddy") + '''
-_Buddy = _ns["Buddy"]
-
-class BuddyAllocator(BuddyAllocator):
-    def __init__(self, total_slots):
-        super().__init__(total_slots)
-        self.model = _Buddy(total_slots)
-
-    def sync(self):
-        self.free_lists = [set(self.model.free_lists.get(k, ())) for k in range(self.max_order + 1)]
-
-    def alloc(self, n):
-        if not isinstance(n, int) or isinstance(n, bool):
-            raise TypeError(f"n must be an int number of slots, got {type(n).__name__}")
-        if not 1 <= n <= self.total_slots:
-            raise ValueError(f"n must be between 1 and total_slots={self.total_slots}, got {n}")
-        offset = self.model.alloc(n)
-        if offset is not None:
-            self.allocated[offset] = self.model.order(n)
-        self.sync()
-        return offset
-
-    def free(self, offset):
-        if offset not in self.allocated:
-            raise ValueError(f"offset {offset!r} is not the start of an allocated block")
-        self.model.free(offset, 1 << self.allocated.pop(offset))
-        self.sync()
-'''
+FORGED_BUDDY = _forged_import("pagedlab.harness.answers.buddy", "Buddy") + attacks.MODEL_BUDDY.replace(
+    "from pagedlab.harness.answers.buddy import Buddy as _Buddy", '_Buddy = _ns["Buddy"]')
+assert "_Buddy = _ns[\"Buddy\"]" in FORGED_BUDDY  # the shared adapter still imports the model there
 
 
 def _submission(folder: Path, filename: str, extra: str) -> Path:
@@ -252,32 +231,8 @@ def test_the_child_holds_no_answer_code():
 # ---------------------------------------------------------------------------------------------
 # Sandboxed, guard off: the answer files are root-only, the operating system is the wall
 # ---------------------------------------------------------------------------------------------
-SANDBOX_USER = "pagedlab-sandbox-rt"
-
-
-@pytest.fixture(scope="module")
-def sandbox_user():
-    if os.geteuid() != 0:
-        pytest.skip("needs root to create a user and switch to it (CI runs as root)")
-    try:
-        pwd.getpwnam(SANDBOX_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", SANDBOX_USER], check=True)
-    opened = []  # the grader's interpreter may live under /root: let the user traverse, not list
-    for folder in Path(os.path.realpath(sys.executable)).parents:
-        mode = folder.stat().st_mode
-        if not mode & 0o001:
-            folder.chmod(mode | 0o001)
-            opened.append((folder, mode))
-    try:
-        yield SANDBOX_USER
-    finally:
-        for folder, mode in opened:
-            folder.chmod(mode)
-
-
 @pytest.fixture
-def sealed(sandbox_user, monkeypatch):
+def sealed(sandbox_user, monkeypatch):  # noqa: F811 - the fixture imported above
     """The grading set-up: the submission's code runs as the sandbox user, the answer files are
     root-only (as `grading/setup.sh` leaves them), the guard is off."""
     from pagedlab.sandbox import private

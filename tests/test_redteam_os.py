@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_redteam import ensure_user, interpreter_reachable
 
 from pagedlab.grading.cli import grade
 
@@ -41,32 +42,15 @@ POOL = ["pagedlab-sandbox-p0", "pagedlab-sandbox-p1", "pagedlab-sandbox-p2"]
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 
 
-def _user(name: str) -> pwd.struct_passwd:
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
-        return pwd.getpwnam(name)
-
-
 @pytest.fixture(scope="module")
 def users():
     """The sandbox users, able to run the grader's Python (as tests/test_redteam.py makes them)."""
     if os.geteuid() != 0:
         pytest.skip("the OS-level red team needs root to create users and switch to them "
                     "(CI runs as root; `sudo pytest tests/test_redteam_os.py` includes it)")
-    entries = [_user(name) for name in [USER, *POOL]]
-    opened = []
-    for folder in Path(os.path.realpath(sys.executable)).parents:
-        mode = folder.stat().st_mode
-        if not mode & 0o001:
-            folder.chmod(mode | 0o001)
-            opened.append((folder, mode))
-    try:
+    entries = [ensure_user(name) for name in [USER, *POOL]]
+    with interpreter_reachable():
         yield entries
-    finally:
-        for folder, mode in opened:
-            folder.chmod(mode)
 
 
 @pytest.fixture

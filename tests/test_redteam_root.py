@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_redteam import PY_FILES, ROOT, _submission, sandbox, sandbox_user  # noqa: F401
+from test_redteam import PY_FILES, ROOT, _submission, grade_as_pool, sandbox, sandbox_user  # noqa: F401
 
 from pagedlab.checks.framework import Stream
 from pagedlab.checks.judge import judge, refer_to_first_report
@@ -334,15 +334,7 @@ POOL = ["pagedlab-sandbox-rr0", "pagedlab-sandbox-rr1"]
 
 @pytest.fixture
 def pool(sandbox, monkeypatch):  # noqa: F811 - the sandbox fixture, imported above
-    import pwd
-
-    for name in POOL:
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
-    monkeypatch.setenv("PAGEDLAB_GRADE_USER", ",".join(POOL))
-    return POOL
+    return grade_as_pool(POOL, monkeypatch)
 
 
 @pytest.mark.integration
