@@ -27,7 +27,6 @@ ANSWERS = (
     "pagedlab/checks/expected.json",
     "grading/hidden",  # planners: the child gets their scenarios as data, never the module
 )
-HIDDEN = "grading/hidden"
 
 
 def _with_bytecode(path: Path) -> list[Path]:
