@@ -123,6 +123,7 @@ def _child_env(impl: str, env: dict | None) -> dict:
     return child_env
 
 
+CPU_SLACK = 0.5  # seconds: the check child's interval between two looks at its CPU time
 REPEATS = 3  # consecutive identical deaths after which the remaining checks are not run
 
 
@@ -190,8 +191,11 @@ def _run_children(task: str, impl: str, requests: list[dict], *, limit: float, e
             break
         stuck = start + got.began if 0 <= got.began < len(requests) - start else start
         if stuck not in records:
-            # the child dumps its stack and exits at `dump_after` s of CPU time, before the kill
-            timed_out = end.timed_out or end.cpu_seconds >= request["dump_after"] - 0.1
+            # the child dumps its stack and exits at `dump_after` s of CPU time, before the kill;
+            # it looks twice a second, and the parent's count can miss what a kernel runner it
+            # never reaped used since the parent's last look: a child that ran that close to its
+            # limit did not sleep
+            timed_out = end.timed_out or end.cpu_seconds >= request["dump_after"] - CPU_SLACK
             if not timed_out and end.returncode == 1 and end.seconds >= request["dump_after"]:
                 # ...or once it has slept that long on the clock
                 end = dataclasses.replace(end, timed_out=True, wall_out=True)
