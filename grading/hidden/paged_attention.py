@@ -20,8 +20,8 @@ from pagedlab.checks.paged_attention import (
     RULE_GATHER,
     RULE_SLOT,
     RULE_WRITE,
-    TOL,
     _attention_label,
+    attention_tol,
 )
 from pagedlab.trusted.expectations import padding_hints
 
@@ -159,7 +159,7 @@ def expected_attention(run):
     and the padding hint's trigger."""
     found = []
     for c in run.scenario["cases"]:
-        batch, tol = drawn.attention_batch(c), TOL[c["batch"].get("q_dtype", c["batch"]["dtype"])]
+        batch, tol = drawn.attention_batch(c), attention_tol(c["batch"])
         found.append((_attention_label(c["context"]), batch.expected(c["scale"]).numpy(), tol,
                       padding_hints(batch, c["scale"], tol)))
     return found

@@ -15,12 +15,12 @@ import numpy as np
 
 def attention(cases):
     """Task 9: float64 dense attention of every case's batch, with the padding hint's trigger."""
-    from ..checks.paged_attention import TOL, _attention_label, build_batch
+    from ..checks.paged_attention import _attention_label, attention_tol, build_batch
 
     def expected(run):
         found = []
         for context, kwargs, scale in cases:
-            batch, tol = build_batch(kwargs), TOL[str(kwargs.get("dtype", "torch.float32"))]
+            batch, tol = build_batch(kwargs), attention_tol(kwargs)
             found.append((_attention_label(context), batch.expected(scale).numpy(), tol,
                           padding_hints(batch, scale, tol)))
         return found
@@ -96,14 +96,14 @@ def v2_bug_hints(batch, scale, partition_size: int) -> list:
 
 def kernel_outputs(cases, schedules=None):
     """Task 10: float64 dense attention for every case, once per schedule label."""
-    from ..checks.paged_attention_cu import TOL, check_schedules, kernel_label
+    from ..checks.paged_attention_cu import check_schedules, kernel_label, output_tol
     from ..kernel_batch import make_kernel_batch
 
     def expected(run):
         found = []
         for context, kwargs, scale in cases(run) if callable(cases) else cases:
             want = make_kernel_batch(**kwargs).expected(scale)
-            found += [(kernel_label(context, s), want, TOL) for s in schedules or check_schedules()]
+            found += [(kernel_label(context, s), want, output_tol(kwargs)) for s in schedules or check_schedules()]
         return found
     return expected
 
