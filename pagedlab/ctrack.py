@@ -369,15 +369,23 @@ def runner_mode() -> bool:
     return carena.current() is not None
 
 
-def use_runner() -> None:
-    """From now on, load C libraries into runner processes. Once per process, before any Pool or
-    cmem block the C code will see is made: those must come from the shared arena.
+def use_runner(on: bool = True) -> None:
+    """From now on, load C libraries into runner processes (on=False: in-process again, for
+    tests). Before any Pool or cmem block the C code will see is made: those must come from the
+    shared arena.
 
     Why not always: in a notebook or the explorer the library runs in the student's own kernel,
     where nothing of a grader lives, and in-process calls cost nothing per malloc (the runner's
     cost a round trip each). The check child holds the grader's drivers and the student's record:
     there the library must not share an interpreter with them."""
-    carena.activate()
+    carena.activate(on)
+
+
+def use_runner_for(folder) -> None:
+    """What the check child does before its checks run: a folder whose memory_manager is C only
+    gets the runner."""
+    if has_c_only(Path(folder), MODULE):
+        use_runner()
 
 
 def runner_program() -> Path:

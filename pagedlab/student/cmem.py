@@ -138,11 +138,14 @@ def address(obj) -> int:
 # The C track's shared arena when its library runs in a runner process (pagedlab.carena): blocks
 # then come from memory mapped at the same address there, so C pointers and views agree.
 _arena = None
+_arenas: list = []  # every arena ever used: its blocks go back to it, whatever is active now
 
 
 def _use_arena(arena) -> None:
     global _arena
     _arena = arena
+    if arena is not None and arena not in _arenas:
+        _arenas.append(arena)
 
 
 def _raw_alloc(size: int, fill: int) -> int:
@@ -228,8 +231,9 @@ def _quarantine_add(block: Allocation) -> None:
         addr, old = _quarantine.popitem(last=False)
         del _quarantine_bases[bisect.bisect_left(_quarantine_bases, addr)]
         _quarantine_bytes -= old.size
-        if _arena is not None and _arena.owns(addr):
-            _arena.free(addr)
+        owner = next((a for a in _arenas if a.owns(addr)), None)
+        if owner is not None:
+            owner.free(addr)
         else:
             _libc.free(addr)
 
