@@ -18,6 +18,12 @@ Two things make C errors readable instead of fatal:
   raised from a frame that carries the C file and line, so the checks' "your code raised ... at
   file:line" and a notebook traceback both point at the C source.
 
+Where the library runs: in the graded check child, in a runner process with no Python in it
+(`pagedlab/include/pl_runner.c`, sealed like the kernel runner), its heap and the pools in a
+shared arena mapped at the same address in both (`pagedlab.carena`), so the struct views here and
+the pointers there name the same bytes; the heap and printf hooks are messages back to this
+process (see `use_runner`). In a notebook or the explorer it is loaded here, in-process.
+
 Builds are cached by content hash ($PAGEDLAB_CACHE/c, else ~/.cache/pagedlab/c).
 """
 
@@ -264,7 +270,8 @@ def _expect_not_poison(ptr: int, call: str) -> None:
                                f"memory never written)")
 
 
-# The slack libc leaves after a block (malloc_usable_size - size) is filled with GUARD_BYTE when C
+# The slack libc leaves after a block (malloc_usable_size - size; the arena's blocks have the same
+# sizes) is filled with GUARD_BYTE when C
 # code allocates it and checked when it is freed: an off-by-one write past the end of an L2 table
 # (`i <= L2_PT_SIZE`) is reported at free time with the block's C line, before it can corrupt
 # libc's heap. Writes beyond the slack are not caught here (ASan does: pagedlab.cnative).
@@ -411,8 +418,6 @@ class RunnerGone(CCrash):
 class _Runner:
     """One runner process for one library: started on first use and again after it died."""
 
-    FUNCTIONS = ("llm_init", "create_sequence", "free_sequence", "fork_sequence", "append_kv", "llm_destroy")
-
     def __init__(self, b: Build, seconds: float):
         self.build, self.seconds = b, seconds
         self.pid = 0
@@ -517,7 +522,7 @@ class _Runner:
     def call(self, name: str, args) -> tuple[int, int]:
         """(status, returned value) of pl_call_NAME(args) in the runner; self.diag filled in."""
         self.start()
-        self._send(REQ_CALL, self.FUNCTIONS.index(name), *args)
+        self._send(REQ_CALL, C_API.index(name), *args)  # pl_runner.c's NAMES
         deadline = time.monotonic() + self.seconds + RUNNER_SLACK
         during = f"{name}()"
         while True:

@@ -158,3 +158,12 @@ def test_forged_records_fail_the_call_cleanly(tmp_path, runner):
     with pytest.raises(ctrack.RunnerGone, match="ended the process"):
         mm.free_sequence(None, 89)
     assert mm.free_sequence(None, 1) == -1
+
+
+def test_the_runner_calls_every_function_of_the_c_api():
+    import re
+
+    text = (ctrack.INCLUDE / "pl_runner.c").read_text()
+    names = re.search(r"NAMES\[\] = \{(.*?)\};", text, re.S).group(1)
+    assert tuple(re.findall(r'"pl_call_(\w+)"', names)) == ctrack.C_API
+    assert f"#define NFUNCS {len(ctrack.C_API)}" in text
