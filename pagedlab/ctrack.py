@@ -36,8 +36,8 @@ import keyword
 import operator
 import os
 import re
-import shutil
 import select
+import shutil
 import signal
 import struct
 import subprocess
