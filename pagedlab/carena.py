@@ -5,7 +5,7 @@ While an arena is active, `pagedlab.cmem`'s blocks and `pagedlab.pool.Pool`'s by
 so a pointer the C code stores and a struct view the checks read name the same bytes in both
 processes, and nothing else of the child (no Python object) is in memory the runner can see.
 
-The allocator is first-fit free lists per size with glibc's block sizes (usable size =
+The allocator keeps one free list per block size, glibc's block sizes (usable size =
 max(24, round16(size + 8) - 8)), so the slack after a block that ctrack fills with a guard is the
 one libc would have left, and an off-by-one write past an L2 table is still caught at its free.
 """
@@ -73,6 +73,9 @@ class Arena:
                 return 0
             self._top = addr + usable
         self._usable[addr] = usable
+        # The slack past `size` reads as uninitialised memory (0xCD), never as a fresh page's
+        # zeros: code reading one past a table (L1[16]) meets a wild pointer, not a NULL.
+        ctypes.memset(addr + size, 0xCD, usable - size)
         return addr
 
     def free(self, addr: int) -> None:

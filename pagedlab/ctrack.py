@@ -699,6 +699,7 @@ def _raise_at(exc: BaseException, path: Path, line: int, function: str):
     """Raise `exc` from a frame that says `path:line in function`, so tracebacks and the checks'
     messages point at the C source (the frame's code is compiled with the C file's name)."""
     name = function if function.isidentifier() and not keyword.iskeyword(function) else "c_code"
+    line = min(line, 1 << 20)  # a line number from C's report: no source is that long
     code = compile("\n" * max(line - 1, 0) + f"def {name}(): raise _pl_exc\n", str(path), "exec")
     namespace = {"_pl_exc": exc.with_traceback(None)}  # the C line, not cmem's, is the innermost frame
     exec(code, namespace)  # noqa: S102 - defines one function that raises `exc`
