@@ -143,20 +143,24 @@ def test_crashes_heap_errors_exit_and_printf_read_as_in_process(tmp_path, runner
     assert mm.llm_destroy(engine) == 0
 
 
-def test_forged_records_fail_the_call_cleanly(tmp_path, runner):
-    """The library writes its own bytes to the runner's record pipe: the call fails with a clear
-    error, the grader's process carries on."""
+def test_forged_records_and_a_deaf_runner_fail_the_call_cleanly(tmp_path, runner):
+    """The library writes its own bytes to the runner's record pipe, or ignores its time limit's
+    alarm and sleeps: the call fails with a clear error, the grader's process carries on."""
     text = c_mutants.SOLUTION.read_text().replace(
-        "#include <stdlib.h>", "#include <stdlib.h>\n#include <unistd.h>", 1).replace(
+        "#include <stdlib.h>", "#define _GNU_SOURCE\n#include <signal.h>\n#include <stdlib.h>\n#include <unistd.h>", 1).replace(
         "int free_sequence(LLMEngine *engine, int seq_id)\n{\n",
         "int free_sequence(LLMEngine *engine, int seq_id)\n{\n"
         "    if (seq_id == 88) { char junk[1280]; memset(junk, 0x41, sizeof junk); write(5, junk, sizeof junk); }\n"
-        "    if (seq_id == 89) { char junk[7] = {3, 0, 0, 0}; write(5, junk, sizeof junk); _exit(0); }\n", 1)
+        "    if (seq_id == 89) { char junk[7] = {3, 0, 0, 0}; write(5, junk, sizeof junk); _exit(0); }\n"
+        "    if (seq_id == 90) { signal(SIGALRM, SIG_IGN); for (;;) pause(); }\n", 1)
     mm = _load(tmp_path, text)
     with pytest.raises(ctrack.RunnerGone, match="malformed record"):
         mm.free_sequence(None, 88)
     with pytest.raises(ctrack.RunnerGone, match="ended the process"):
         mm.free_sequence(None, 89)
+    # The call's alarm ignored, asleep: the runner's own limit cannot fire, this side's does.
+    with pytest.raises(ctrack.CTimeout, match="did not stop at the time limit, so its runner process was killed"):
+        mm.free_sequence(None, 90)
     assert mm.free_sequence(None, 1) == -1
 
 
