@@ -18,19 +18,28 @@ Two things make C errors readable instead of fatal:
   raised from a frame that carries the C file and line, so the checks' "your code raised ... at
   file:line" and a notebook traceback both point at the C source.
 
+Where the library runs: in the graded check child, in a runner process with no Python in it
+(`pagedlab/include/pl_runner.c`, sealed like the kernel runner), its heap and the pools in a
+shared arena mapped at the same address in both (`pagedlab.carena`), so the struct views here and
+the pointers there name the same bytes; the heap and printf hooks are messages back to this
+process (see `use_runner`). In a notebook or the explorer it is loaded here, in-process.
+
 Builds are cached by content hash ($PAGEDLAB_CACHE/c, else ~/.cache/pagedlab/c).
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import keyword
 import operator
 import os
 import re
+import select
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -40,7 +49,7 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cmem
+from . import carena, cmem
 from .harness import hw3
 from .impl import source_path
 
@@ -215,33 +224,40 @@ def bytes_allocated() -> int:
 def _heap_hook(kind, ptr, count, size, file, line, func, out):
     """malloc/calloc/realloc/free of the student's C code, in cmem's ledger. Never raises: a heap
     error is kept for the trampoline's caller, and 1 makes the C side jump back at once."""
+    failed, out[0] = _heap_request(kind, ptr, count, size, file, line, func)
+    return failed
+
+
+def _heap_request(kind, ptr, count, size, file, line, func) -> tuple[int, int | None]:
+    """(failed, address) for one heap call of the C code, in-process or from the runner."""
+    out = None
     try:
         filename = (file or b"?").decode(errors="replace")
         function = (func or b"?").decode(errors="replace")
         where = f"{os.path.basename(filename)}:{line} in {function}"
         try:
             if kind == HEAP_MALLOC:
-                out[0] = _guarded(cmem.malloc(size, where=where), size)
+                out = _guarded(cmem.malloc(size, where=where), size)
             elif kind == HEAP_CALLOC:
                 if size and count > (1 << 62) // size:
                     raise MemoryError("calloc size overflows")
-                out[0] = _guarded(cmem.calloc(count, size, where=where), count * size)
+                out = _guarded(cmem.calloc(count, size, where=where), count * size)
             elif kind == HEAP_REALLOC:
-                out[0] = _realloc(ptr or 0, size, where)
+                out = _realloc(ptr or 0, size, where)
             else:
                 _expect_not_poison(ptr or 0, "free")
                 _expect_guard(ptr or 0, where)
                 cmem.free(ptr or 0, where=where)
         except MemoryError:
-            out[0] = None  # what C's allocator says when it cannot: NULL
+            out = None  # what C's allocator says when it cannot: NULL
         else:
-            if kind != HEAP_FREE and out[0]:
+            if kind != HEAP_FREE and out:
                 _state.bytes_allocated += size * (count if kind == HEAP_CALLOC else 1)
-        return 0
+        return 0, out
     except BaseException as exc:  # noqa: BLE001 - reported once control is back in Python
         _state.error = exc
         _state.where = (filename if "filename" in locals() else "?", line, function if "function" in locals() else "?")
-        return 1
+        return 1, None
 
 
 def _expect_not_poison(ptr: int, call: str) -> None:
@@ -254,7 +270,8 @@ def _expect_not_poison(ptr: int, call: str) -> None:
                                f"memory never written)")
 
 
-# The slack libc leaves after a block (malloc_usable_size - size) is filled with GUARD_BYTE when C
+# The slack libc leaves after a block (malloc_usable_size - size; the arena's blocks have the same
+# sizes) is filled with GUARD_BYTE when C
 # code allocates it and checked when it is freed: an off-by-one write past the end of an L2 table
 # (`i <= L2_PT_SIZE`) is reported at free time with the block's C line, before it can corrupt
 # libc's heap. Writes beyond the slack are not caught here (ASan does: pagedlab.cnative).
@@ -268,8 +285,10 @@ except AttributeError:  # not glibc: no slack guard
 
 
 def _guarded(addr: int | None, size: int) -> int | None:
-    if addr and _usable is not None:
-        slack = min(_usable(addr) - size, 64)
+    arena = carena.current()
+    usable = arena.usable if arena is not None and addr and arena.owns(addr) else _usable
+    if addr and usable is not None:
+        slack = min(usable(addr) - size, 64)
         if slack > 0:
             ctypes.memset(addr + size, GUARD_BYTE, slack)
             _guards[addr] = (size, slack, cmem.allocation_at(addr))
@@ -335,6 +354,199 @@ def call_timeout() -> float:
 
 
 # ---------------------------------------------------------------------------------------------
+# Runner mode: the library runs in pl_runner.c's process, with no Python in it
+# ---------------------------------------------------------------------------------------------
+RUNNER_SOURCE = INCLUDE / "pl_runner.c"
+SEAL_HEADER = INCLUDE.parent / "cuda" / "pl_seal.h"
+RUNNER_FLAGS = ["-std=gnu11", "-O1", "-w"]
+# Records (pl_runner.c's struct pl_rec and struct pl_req): fixed sizes, little-endian.
+RECORD_BYTES, REQUEST_BYTES, PAYLOAD_BYTES = 1280, 32, 1240
+_REC_HEAD = struct.Struct("<IiiiQQQ")   # kind, a, b, c, x, y, z
+_REQ = struct.Struct("<IiQQQ")
+REC_READY, REC_ERROR, REC_HEAP, REC_OUT, REC_DONE = range(1, 6)
+REQ_CALL, REQ_HEAP_REPLY = 1, 2
+# Seconds past the runner's own per-call limit before this side gives up on it (a library that
+# blocks SIGALRM): the runner is killed and the call reported as a timeout.
+RUNNER_SLACK = 2.0
+
+
+def runner_mode() -> bool:
+    """Whether C libraries run in a runner process (the shared arena is active): in the graded
+    check child, which calls `use_runner` before any check runs."""
+    return carena.current() is not None
+
+
+def use_runner(on: bool = True) -> None:
+    """From now on, load C libraries into runner processes (on=False: in-process again, for
+    tests). Before any Pool or cmem block the C code will see is made: those must come from the
+    shared arena.
+
+    Why not always: in a notebook or the explorer the library runs in the student's own kernel,
+    where nothing of a grader lives, and in-process calls cost nothing per malloc (the runner's
+    cost a round trip each). The check child holds the grader's drivers and the student's record:
+    there the library must not share an interpreter with them."""
+    carena.activate(on)
+
+
+def use_runner_for(folder) -> None:
+    """What the check child does before its checks run: a folder whose memory_manager is C only
+    gets the runner. Linux only (memfd, fixed shared mappings, seccomp): elsewhere (a student's
+    Mac) the library is loaded in-process, as in a notebook; graders run on Linux."""
+    if sys.platform.startswith("linux") and has_c_only(Path(folder), MODULE):
+        use_runner()
+
+
+def runner_program() -> Path:
+    """pl_runner.c compiled once per compiler and source, in the build cache."""
+    cc = find_compiler()
+    digest = hashlib.sha256()
+    for part in [cc.encode(), " ".join(RUNNER_FLAGS).encode(), RUNNER_SOURCE.read_bytes(), SEAL_HEADER.read_bytes()]:
+        digest.update(part + b"\0")
+    out = cache_dir()
+    program = out / f"pl-runner-{digest.hexdigest()[:20]}"
+    if not program.is_file():
+        with tempfile.TemporaryDirectory(dir=out) as tmp:
+            _run([cc, *RUNNER_FLAGS, "-I", str(SEAL_HEADER.parent), str(RUNNER_SOURCE), "-o", str(Path(tmp) / "runner"),
+                  *([] if sys.platform == "darwin" else ["-ldl"])], Path(tmp), "building pagedlab's C runner")
+            os.replace(Path(tmp) / "runner", program)
+    return program
+
+
+class RunnerGone(CCrash):
+    """The runner process ended (or broke the protocol) during a call: the C code killed it."""
+
+
+class _Runner:
+    """One runner process for one library: started on first use and again after it died."""
+
+    def __init__(self, b: Build, seconds: float):
+        self.build, self.seconds = b, seconds
+        self.pid = 0
+        self.base = self.span = 0
+        self.diag = Diag()
+
+    def start(self) -> None:
+        if self.pid:
+            return
+        arena = carena.current()
+        program = runner_program()
+        req_r, req_w = os.pipe()
+        rec_r, rec_w = os.pipe()
+        # Above 9, so the dup2s onto 3, 4 and 5 never overwrite each other's source.
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (arena.fd, req_r, rec_w)]
+        try:
+            self.pid = os.posix_spawn(
+                str(program), [str(program), str(self.build.library), hex(arena.base), str(arena.size),
+                               repr(self.seconds), str(os.getpid())], {},
+                file_actions=[(os.POSIX_SPAWN_DUP2, high[0], 3), (os.POSIX_SPAWN_DUP2, high[1], 4),
+                              (os.POSIX_SPAWN_DUP2, high[2], 5)])
+        except BaseException:
+            os.close(req_w)
+            os.close(rec_r)
+            raise
+        finally:
+            for fd in (*high, req_r, rec_w):
+                os.close(fd)
+        self.req, self.rec = req_w, rec_r
+        deadline = time.monotonic() + max(30.0, self.seconds + RUNNER_SLACK)
+        try:
+            kind, a, b_, _, x, y, _, payload = self._read(deadline, "loading the library")
+            if kind == REC_ERROR:
+                why = payload.split(b"\0", 1)[0].decode(errors="replace")[:500]
+                raise CCrash(f"the C library could not start in its runner process: {why}")
+            if kind != REC_READY:
+                raise RunnerGone(f"the C runner process sent a record of kind {kind} before it was ready")
+            got = list(struct.unpack_from("<4Q", payload))
+            want = [ctypes.sizeof(hw3.Sequence), hw3.Sequence.node.offset, ctypes.sizeof(hw3.LLMEngine),
+                    hw3.LLMEngine.active_seqs.offset]
+            if got != want:
+                raise RuntimeError(f"hw3.h and pagedlab.hw3 disagree on the struct layout: C {got}, Python {want}")
+            self.base, self.span, self.locked = x, y, (a, b_)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> str:
+        """End the runner; how it ended, in words."""
+        if not self.pid:
+            return "not running"
+        for fd in (self.req, self.rec):
+            os.close(fd)
+        pid, self.pid = self.pid, 0
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if not done:
+                time.sleep(0.01)
+                done, status = os.waitpid(pid, os.WNOHANG)
+            if not done:
+                os.kill(pid, signal.SIGKILL)
+                _, status = os.waitpid(pid, 0)
+                return "it was still running and was killed"
+        except ChildProcessError:
+            return "it ended"
+        if os.WIFSIGNALED(status):
+            try:
+                name = signal.Signals(os.WTERMSIG(status)).name
+            except ValueError:
+                name = f"signal {os.WTERMSIG(status)}"
+            return f"it was killed by {name}"
+        return f"it exited with status {os.WEXITSTATUS(status)}"
+
+    def _read(self, deadline: float, during: str):
+        """One whole record, or RunnerGone / CTimeout (the runner is stopped then)."""
+        data = b""
+        while len(data) < RECORD_BYTES:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.rec], [], [], left)[0]:
+                self.stop()
+                raise CTimeout(f"{during} did not return within {self.seconds:g} s and the C code did not stop "
+                               f"at the time limit, so its runner process was killed (an infinite loop with "
+                               f"SIGALRM blocked?)")
+            chunk = os.read(self.rec, RECORD_BYTES - len(data))
+            if not chunk:
+                how = self.stop()
+                raise RunnerGone(f"{during} ended the process that runs the C code ({how}): the C code "
+                                 f"ended its own process (_exit, a signal it sent itself, or a crash the "
+                                 f"trampoline could not catch)")
+            data += chunk
+        return (*_REC_HEAD.unpack_from(data), data[_REC_HEAD.size:_REC_HEAD.size + PAYLOAD_BYTES])
+
+    def _send(self, kind: int, a: int, x: int = 0, y: int = 0, z: int = 0) -> None:
+        data = _REQ.pack(kind, a, x & (2**64 - 1), y & (2**64 - 1), z & (2**64 - 1))
+        try:
+            while data:
+                data = data[os.write(self.req, data):]
+        except OSError:
+            how = self.stop()
+            raise RunnerGone(f"the process that runs the C code is gone ({how})") from None
+
+    def call(self, name: str, args) -> tuple[int, int]:
+        """(status, returned value) of pl_call_NAME(args) in the runner; self.diag filled in."""
+        self.start()
+        self._send(REQ_CALL, C_API.index(name), *args)  # pl_runner.c's NAMES
+        deadline = time.monotonic() + self.seconds + RUNNER_SLACK
+        during = f"{name}()"
+        while True:
+            kind, a, b_, _, x, y, z, payload = self._read(deadline, during)
+            if kind == REC_HEAP and 0 <= a <= HEAP_FREE:
+                file, func = payload[:256].split(b"\0", 1)[0], payload[256:320].split(b"\0", 1)[0]
+                failed, out = _heap_request(a, x, y, z, file, b_, func)
+                self._send(REQ_HEAP_REPLY, failed, out or 0)
+            elif kind == REC_OUT and a in (1, 2) and 0 <= b_ <= PAYLOAD_BYTES:
+                _out_hook(a, payload[:b_])
+            elif kind == REC_DONE:
+                self.diag = Diag.from_buffer_copy(payload[:ctypes.sizeof(Diag)])
+                return a, x
+            else:
+                how = self.stop()
+                raise RunnerGone(f"{during}: the process that runs the C code sent a malformed record "
+                                 f"(kind {kind}); it was stopped ({how})")
+
+
+_runners: dict[tuple, _Runner] = {}
+
+
+# ---------------------------------------------------------------------------------------------
 # From a program counter to llm_memory.c:LINE
 # ---------------------------------------------------------------------------------------------
 class _DlInfo(ctypes.Structure):
@@ -355,10 +567,15 @@ class CFrame:
         return f"{os.path.basename(self.file)}:{self.line} in {self.function}"
 
 
-def _frames_in(library: Path, base: int, addresses: list[tuple[int, bool]]) -> list[CFrame]:
-    """Source positions of the addresses that fall in `library` (exact PC or return address)."""
+def _frames_in(library: Path, base: int, addresses: list[tuple[int, bool]], span: int | None = None) -> list[CFrame]:
+    """Source positions of the addresses that fall in `library` (exact PC or return address).
+    `span`: the library is loaded in the runner at `base`, `span` bytes long (not here)."""
     offsets = []
-    for addr, exact in addresses:
+    for addr, exact in addresses[:64]:
+        if span is not None:
+            if base < addr <= base + span:
+                offsets.append(addr - base - (0 if exact else 1))
+            continue
         info = _DlInfo()
         if not _libdl.dladdr(ctypes.c_void_p(addr), ctypes.byref(info)) or not info.fname:
             continue
@@ -483,6 +700,7 @@ def _raise_at(exc: BaseException, path: Path, line: int, function: str):
     """Raise `exc` from a frame that says `path:line in function`, so tracebacks and the checks'
     messages point at the C source (the frame's code is compiled with the C file's name)."""
     name = function if function.isidentifier() and not keyword.iskeyword(function) else "c_code"
+    line = min(line, 1 << 20)  # a line number from C's report: no source is that long
     code = compile("\n" * max(line - 1, 0) + f"def {name}(): raise _pl_exc\n", str(path), "exec")
     namespace = {"_pl_exc": exc.with_traceback(None)}  # the C line, not cmem's, is the innermost frame
     exec(code, namespace)  # noqa: S102 - defines one function that raises `exc`
@@ -507,9 +725,16 @@ class CEngine(types.ModuleType):
         self.source = b.source
         self.warnings = b.warnings
         self.__file__ = str(b.source)
-        self._lib = _library(b)
-        self._base = self._lib.pl_base()
-        self._diag = Diag.in_dll(self._lib, "pl_diag")
+        self._runner = None
+        if runner_mode():  # the graded check child: the library runs in a process of its own
+            key = (b.library, call_timeout())
+            self._runner = _runners.get(key) or _runners.setdefault(key, _Runner(b, call_timeout()))
+            with _lock:
+                self._runner.start()
+        else:
+            self._lib = _library(b)
+            self._base = self._lib.pl_base()
+            self._diag = Diag.in_dll(self._lib, "pl_diag")
         for name in ("BLOCK_SIZE", "KV_PER_BLOCK", "L1_PT_SIZE", "L2_PT_SIZE", "MAX_LOGICAL_BLOCKS",
                      "ListNode", "Sequence", "LLMEngine", "container_of"):
             setattr(self, name, getattr(hw3, name))
@@ -529,10 +754,13 @@ class CEngine(types.ModuleType):
 
     # -- calling -----------------------------------------------------------------------------
     def _call(self, name: str, *args, out) -> None:
-        fn = getattr(self._lib, f"pl_call_{name}")
         with _lock:
             _state.error = None
-            status = fn(*args, ctypes.byref(out))
+            if self._runner is not None:
+                status, out.value = self._runner.call(name, args)
+                self._diag, self._base = self._runner.diag, self._runner.base
+            else:
+                status = getattr(self._lib, f"pl_call_{name}")(*args, ctypes.byref(out))
             if status == PL_OK:
                 return
             error = self._error(name, status)
@@ -544,7 +772,7 @@ class CEngine(types.ModuleType):
     def _error(self, name: str, status: int):
         if status == PL_MISSING:
             return NotImplementedError(f"{self.source.name} defines no function {name}()"), None
-        if status == PL_HEAP:
+        if status == PL_HEAP and _state.error is not None:
             exc, (file, line, function) = _state.error, _state.where
             _state.error = None
             path = self.source.parent / file if file and file != "?" else self.source
@@ -561,12 +789,13 @@ class CEngine(types.ModuleType):
 
     def _crash(self, name: str, status: int):
         d = self._diag
-        frames = list(d.frames[:d.nframes])
+        frames = list(d.frames[:max(0, min(d.nframes, len(d.frames)))])
         addresses = [(a, a == d.pc) for a in frames]
-        mine = [f for f in _frames_in(self.build.library, self._base, addresses)
+        span = self._runner.span if self._runner is not None else None
+        mine = [f for f in _frames_in(self.build.library, self._base, addresses, span)
                 if os.path.basename(f.file) == self.source.name]
         where = mine[0] if mine else None
-        regs = list(d.regs[:d.nregs])
+        regs = list(d.regs[:max(0, min(d.nregs, len(d.regs)))])
         if where is not None:
             callers = "".join(f", called from {f.function} ({os.path.basename(f.file)}:{f.line})" for f in mine[1:3])
             place = f"{where.function}, {self.source.name}:{where.line}{callers}"

@@ -56,6 +56,9 @@ def _drive_in_fork(folder: str, checks: list, start: int, out: int) -> None:
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     os.environ["PAGEDLAB_IMPL"] = folder
+    from pagedlab import ctrack
+
+    ctrack.use_runner_for(folder)  # a C library runs in its runner, as in the real child
     audit.install(folder)  # the student-API guard, as in the real child
     for index in range(start, len(checks)):
         os.write(out, (json.dumps({"begin": index}) + "\n").encode())

@@ -318,3 +318,71 @@ def test_sealed_answers_leave_honest_work_full_marks(sealed, tmp_path):
     results = _grade(sub, tasks)
     assert results["score"] == sum(r.points for r in manifest.TABLE if r.id.removeprefix("task") in tasks), \
         {t["number"]: (t["score"], t["output"][-300:]) for t in results["tests"] if t["score"] != t["max_score"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# The C track: a library's constructor looks for the interpreter of the process that loads it
+# ---------------------------------------------------------------------------------------------
+def _python_from_c(python_source: str) -> str:
+    """C appended to llm_memory.c: at load time, find the CPython API among the loaded symbols
+    and run `python_source` in whatever interpreter is there (none: do nothing)."""
+    hexed = python_source.encode().hex()
+    chunks = "\n".join(f'        "{hexed[i:i + 120]}"' for i in range(0, len(hexed), 120))
+    return textwrap.dedent('''
+        #define _GNU_SOURCE
+        #include <dlfcn.h>
+        __attribute__((constructor)) static void pl_attack(void)
+        {
+            int (*run)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "PyRun_SimpleString");
+            int (*ensure)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Ensure");
+            void (*release)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "PyGILState_Release");
+            if (!run || !ensure || !release)
+                return;
+            int gil = ensure();
+            run("exec(bytes.fromhex('"
+    ''') + chunks + textwrap.dedent('''
+                "').decode())");
+            release(gil);
+        }
+    ''')
+
+
+# Runs in the grader's check child when the library loads there: the C stubs' methods become a
+# Python memory manager's (the solution's text, carried in the C file), so the C file "passes".
+C_CTOR_PYTHON = '''
+import types, pagedlab.ctrack as _ct
+_m = types.ModuleType("carried_in_c")
+exec(compile(SOURCE, "carried_in_c", "exec"), _m.__dict__)
+for _n in _ct.C_API:
+    setattr(_ct.CEngine, _n, (lambda f: lambda self, *a: f(*a))(getattr(_m, _n)))
+'''
+
+
+def c_ctor_attack(folder: Path) -> Path:
+    """exercises/llm_memory.c (stubs: no C work) plus a constructor running Python in its loader."""
+    source = (ROOT / "solutions" / "memory_manager.py").read_text()
+    python = C_CTOR_PYTHON.replace("SOURCE", repr(source))
+    stub = (EXERCISES / "llm_memory.c").read_text()
+    folder.mkdir(parents=True)
+    (folder / "llm_memory.c").write_text("#define _GNU_SOURCE\n" + stub + _python_from_c(python))
+    return folder
+
+
+@pytest.mark.integration
+@pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
+def test_a_c_library_constructor_finds_no_python_to_run(sealed, tmp_path):
+    """The C track's library runs in a runner with no interpreter in it: a constructor that looks
+    up PyRun_SimpleString finds nothing, so the submission earns what its C earns (the stubs'
+    score), and the honest C solution keeps full marks there."""
+    tasks = ["1", "2", "3", "4", "5"]
+    attack = _grade(c_ctor_attack(tmp_path / "attack"), tasks, hidden=False)
+    (tmp_path / "stubs").mkdir()
+    shutil.copyfile(EXERCISES / "llm_memory.c", tmp_path / "stubs" / "llm_memory.c")
+    stubs = _grade(tmp_path / "stubs", tasks, hidden=False)
+    assert not any("CCompileError" in t["output"] for t in attack["tests"]), "the attack must compile"
+    assert _scores(attack) == _scores(stubs), (_scores(attack), _scores(stubs))
+    (tmp_path / "honest").mkdir()
+    shutil.copyfile(ROOT / "solutions" / "llm_memory.c", tmp_path / "honest" / "llm_memory.c")
+    honest = _grade(tmp_path / "honest", tasks, hidden=False)
+    assert honest["score"] == sum(r.points for r in manifest.TABLE if r.id.removeprefix("task") in tasks), \
+        {t["number"]: (t["score"], t["output"][-300:]) for t in honest["tests"] if t["score"] != t["max_score"]}

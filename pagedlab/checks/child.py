@@ -137,6 +137,11 @@ def main() -> int:
     try:
         wanted = [_wanted(framework, request["task"], item) for item in request["checks"]]
         student_api.install(impl_dir(impl))  # before any student file loads; cannot be undone
+        from .. import ctrack
+
+        # A C-only memory_manager: its library runs in a runner process with no Python; the heap
+        # and pools are shared memory from here on (before any check makes one).
+        ctrack.use_runner_for(impl_dir(impl))
     except Exception as exc:  # noqa: BLE001 - no `start` follows: the parent reports the grader's problem
         print(f"loading the checks failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 3

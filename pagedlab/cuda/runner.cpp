@@ -28,6 +28,7 @@
 
 #include "pl_abi.h"     // pl::ParamInfo, as the kernel library fills it in
 #include "pl_launch.h"  // Spec and Diag, as the runtime reads them
+#include "pl_seal.h"    // lock_down(), confine_files()
 #if defined(__linux__)
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -96,92 +97,7 @@ void write_globals(void* lib, char* base) {
     }
 }
 
-#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
-#if defined(__x86_64__)
-#define PL_AUDIT_ARCH AUDIT_ARCH_X86_64
-#else
-#define PL_AUDIT_ARCH AUDIT_ARCH_AARCH64
-#endif
-#define PL_DENY(nr, err) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), \
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (err))
-
-// No new programs and no new processes from here on: execve/execveat, fork/vfork and clone
-// without CLONE_THREAD fail with EPERM; clone3 says ENOSYS so glibc's pthread_create falls back
-// to clone, whose flags a filter can read. ptrace, process_vm_* and pidfd_getfd would reach the
-// parent (which is non-dumpable too, so /proc/<ppid>/mem is closed); sockets would reach out.
-bool lock_down() {
-    struct sock_filter prog[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PL_AUDIT_ARCH, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-#if defined(__x86_64__)
-        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1),  // x32 numbers
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-        PL_DENY(__NR_fork, EPERM),
-        PL_DENY(__NR_vfork, EPERM),
-#endif
-        PL_DENY(__NR_execve, EPERM),
-        PL_DENY(__NR_execveat, EPERM),
-        PL_DENY(__NR_ptrace, EPERM),
-        PL_DENY(__NR_process_vm_readv, EPERM),
-        PL_DENY(__NR_process_vm_writev, EPERM),
-        PL_DENY(__NR_pidfd_getfd, EPERM),
-        PL_DENY(__NR_process_madvise, EPERM),
-        // No network and no other way out: a launch needs none of these.
-        PL_DENY(__NR_socket, EPERM),
-        PL_DENY(__NR_socketpair, EPERM),
-        PL_DENY(__NR_io_uring_setup, EPERM),
-        PL_DENY(__NR_unshare, EPERM),
-        PL_DENY(__NR_setns, EPERM),
-        PL_DENY(__NR_bpf, EPERM),
-        PL_DENY(__NR_perf_event_open, EPERM),
-        PL_DENY(__NR_userfaultfd, EPERM),
-        PL_DENY(__NR_keyctl, EPERM),
-        PL_DENY(__NR_clone3, ENOSYS),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
-        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog fprog = {(unsigned short)(sizeof prog / sizeof prog[0]), prog};
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
-    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) == 0;
-}
-#else
-bool lock_down() { return false; }  // no seccomp here: the launch still runs without Python
-#endif
-
-#if defined(__linux__) && __has_include(<linux/landlock.h>)
-#include <fcntl.h>
-#include <linux/landlock.h>
-#ifndef __NR_landlock_create_ruleset
-#define __NR_landlock_create_ruleset 444
-#define __NR_landlock_add_rule 445
-#define __NR_landlock_restrict_self 446
-#endif
-// Nothing on disk but the kernel library from here on (Landlock, after no_new_privs): a library
-// that would dlopen libpython to run an interpreter here, or read any file, finds nothing. Best
-// effort: a kernel without Landlock runs the launch without it (the seccomp filter still holds).
-bool confine_files(const char* library) {
-    struct landlock_ruleset_attr attr = {};
-    attr.handled_access_fs = (1ULL << 13) - 1;  // every right of Landlock's first ABI
-    int rs = (int)syscall(__NR_landlock_create_ruleset, &attr, sizeof attr, 0);
-    if (rs < 0) return false;
-    struct landlock_path_beneath_attr rule = {};
-    rule.allowed_access = LANDLOCK_ACCESS_FS_READ_FILE;
-    rule.parent_fd = open(library, O_PATH | O_CLOEXEC);
-    bool ok = rule.parent_fd >= 0 &&
-              syscall(__NR_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) == 0 &&
-              syscall(__NR_landlock_restrict_self, rs, 0) == 0;
-    if (rule.parent_fd >= 0) close(rule.parent_fd);
-    close(rs);
-    return ok;
-}
-#else
-bool confine_files(const char*) { return false; }
-#endif
+// lock_down() and confine_files(): pl_seal.h (shared with the C track's runner).
 
 void map_segments(char* base) {
     Segment* seg = (Segment*)(base + g_hdr->seg_off);

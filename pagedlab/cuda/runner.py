@@ -33,7 +33,7 @@ from . import compiler
 
 SOURCE = Path(__file__).with_name("runner.cpp")
 # Everything the runner is compiled from (its headers are the runtime's): all in its cache key.
-SOURCES = (SOURCE, compiler.ABI, compiler.LAUNCH)
+SOURCES = (SOURCE, SOURCE.with_name("pl_seal.h"), compiler.ABI, compiler.LAUNCH)
 PAGE = mmap.PAGESIZE
 EXIT_NO_START = 3  # the runner's exit status when it could not start the launch
 

@@ -8,10 +8,10 @@
  *   and a per-call time limit (SIGALRM) jump back to the trampoline (sigsetjmp/siglongjmp) with
  *   the faulting address, the PC, the registers and a backtrace; Python turns the PC into
  *   llm_memory.c:LINE with addr2line.
- * Why in-process and not a forked child per call (as pagedlab.cuda does): the engine, its
- * sequences and the heap ledger must persist between calls and be read by the checks; a child's
- * mallocs and writes would be lost. The grader's per-task child process stays the backstop for
- * anything this cannot recover (a crash inside the heap callback itself).
+ * Why not a forked child per call (as pagedlab.cuda does): the engine, its sequences and the heap
+ * ledger must persist between calls and be read by the checks; a child's mallocs and writes would
+ * be lost. The hooks are Python callbacks in a notebook; in the graded check child the library
+ * runs in pl_runner.c's process and the hooks are its messages to the child.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

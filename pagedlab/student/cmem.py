@@ -135,8 +135,21 @@ def address(obj) -> int:
     raise TypeError(f"expected an address (int), a ctypes pointer or a struct view, not {type(obj).__name__}")
 
 
+# The C track's shared arena when its library runs in a runner process (pagedlab.carena): blocks
+# then come from memory mapped at the same address there, so C pointers and views agree.
+_arena = None
+_arenas: list = []  # every arena ever used: its blocks go back to it, whatever is active now
+
+
+def _use_arena(arena) -> None:
+    global _arena
+    _arena = arena
+    if arena is not None and arena not in _arenas:
+        _arenas.append(arena)
+
+
 def _raw_alloc(size: int, fill: int) -> int:
-    addr = _libc.malloc(max(size, 1))
+    addr = _arena.alloc(max(size, 1)) if _arena is not None else _libc.malloc(max(size, 1))
     if not addr:
         raise MemoryError(f"malloc({size}) failed")
     ctypes.memset(addr, fill, size)
@@ -218,7 +231,11 @@ def _quarantine_add(block: Allocation) -> None:
         addr, old = _quarantine.popitem(last=False)
         del _quarantine_bases[bisect.bisect_left(_quarantine_bases, addr)]
         _quarantine_bytes -= old.size
-        _libc.free(addr)
+        owner = next((a for a in _arenas if a.owns(addr)), None)
+        if owner is not None:
+            owner.free(addr)
+        else:
+            _libc.free(addr)
 
 
 def _containing(bases: list[int], table: dict, addr: int, size: int):
