@@ -357,3 +357,104 @@ def test_the_time_limit_is_cpu_time_and_a_sleeper_is_told_it_slept():
     sleep = run_limited([sys.executable, "-c", "import time; time.sleep(60)"], env={}, timeout=1,
                         memory_bytes=2**32)
     assert sleep.timed_out and sleep.wall_out and not sleep.starved and sleep.cpu_seconds < 1, sleep
+
+
+# ------------------------------------------------------------------ grade --notebooks, sealed
+# The submission's code as a notebook imports it (`pagedlab.load("memory_manager")`), in the
+# Jupyter kernel of `grade --notebooks`: it tries root's TCP listener through the loopback and
+# the machine's own address, the nbval/pytest process above it (/proc/<ppid>/mem and environ),
+# and plants a file in /tmp. Each success leaves a file in DROP; "kernel-ran" says it ran at all.
+NOTEBOOK_ATTACK = '''
+import sys as _sys
+if "ipykernel" in _sys.modules:
+    import ctypes as _ctypes, os as _os, socket as _socket
+
+    def _mark(what):
+        with open(_os.path.join(DROP, what), "w") as f:
+            f.write("won")
+
+    _mark("kernel-ran")
+    for _host in HOSTS:
+        try:
+            _socket.create_connection((_host, PORT), timeout=3).close()
+            _mark("tcp-" + _host)
+        except OSError:
+            pass
+    try:
+        _os.close(_os.open(f"/proc/{_os.getppid()}/mem", _os.O_RDWR))
+        _mark("parent-mem")
+    except OSError:
+        pass
+    try:
+        with open(f"/proc/{_os.getppid()}/environ", "rb") as f:
+            if f.read():
+                _mark("parent-environ")
+    except OSError:
+        pass
+    if _ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 1:  # PR_GET_DUMPABLE: its own siblings could open it
+        _mark("kernel-dumpable")
+    with open("/proc/self/status") as f:
+        if "Seccomp:\\t2" not in f.read():
+            _mark("kernel-unfiltered")
+    with open("/tmp/pagedlab-notebook-planted", "w") as f:
+        f.write("x")
+'''
+
+
+def _host_addresses() -> list[str]:
+    """The machine's own IPv4 addresses but the loopback's (where root's listener also waits)."""
+    try:
+        out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    found = [line.split()[3].split("/")[0] for line in out.splitlines() if len(line.split()) > 3]
+    return [a for a in found if not a.startswith("127.")]
+
+
+@pytest.fixture
+def notebook_folder(monkeypatch):
+    """A course notebook copied to a folder the sandbox user may read, the only one graded."""
+    from pagedlab.grading import cli
+
+    folder = Path(tempfile.mkdtemp(prefix=".redteam-notebooks-", dir=ROOT))
+    folder.chmod(0o755)
+    for name in ("01_kv_cache_size.ipynb", "nbval.cfg"):
+        shutil.copy(ROOT / "notebooks" / name, folder / name)
+    monkeypatch.setattr(cli, "notebook_paths", lambda _folder=None: [folder / "01_kv_cache_size.ipynb"])
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@sandboxed
+def test_a_notebook_run_is_sealed_like_the_check_children(sandbox, users, tmp_path, drop, notebook_folder):
+    uid = pwd.getpwnam(USER).pw_uid
+    for path in _leftovers(uid):
+        subprocess.run(["rm", "-rf", "--one-file-system", path], check=True)
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("0.0.0.0", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    hosts = ["127.0.0.1", *_host_addresses()]
+    attack = (NOTEBOOK_ATTACK.replace("DROP", json.dumps(str(drop))).replace("HOSTS", json.dumps(hosts))
+              .replace("PORT", str(server.getsockname()[1])))
+    lines = []
+    try:
+        results = grade(str(_submission(tmp_path, py=attack, honest=True)), tasks=["1"], hidden=False,
+                        notebooks=True, echo=lambda *a: lines.append(" ".join(map(str, a))))
+        connected = 0
+        while True:
+            try:
+                server.accept()[0].close()
+                connected += 1
+            except (TimeoutError, socket.timeout):
+                break
+    finally:
+        server.close()
+    notebook = results["tests"][-1]
+    assert notebook["name"].startswith("Notebook 01_kv_cache_size"), notebook
+    assert notebook["status"] == "passed", notebook["output"]  # Jupyter's ZMQ works in there
+    assert sorted(os.listdir(drop)) == ["kernel-ran"], (sorted(os.listdir(drop)), notebook["output"])
+    assert connected == 0
+    assert _leftovers(uid) == []
+    assert any("each notebook runs every Python process of it non-dumpable" in line for line in lines), lines
