@@ -348,6 +348,68 @@ def test_a_sealed_process_has_no_network_and_its_memory_is_closed_to_its_own_chi
     assert out.stdout.strip() == "open: ['inet socket', '/proc/<ppid>/mem']", out.stdout + out.stderr
 
 
+# What a notebook's run may open: Jupyter's ZMQ over TCP, and the interface list libzmq reads.
+SOCKETS = r"""
+import errno, socket, sys
+from pagedlab import seal
+if sys.argv[1] != "unsealed":
+    seal.seal(inet=sys.argv[1] == "inet")
+opened = []
+for name, family, kind, proto in (("unix", 1, 1, 0), ("inet", 2, 1, 0), ("inet6", 10, 1, 0),
+                                  ("netlink route", 16, 3, 0), ("netlink audit", 16, 3, 9)):
+    try:
+        socket.socket(family, kind, proto).close()
+        opened.append(name)
+    except OSError as exc:
+        if exc.errno != errno.EPERM:  # not the filter's refusal (no IPv6 here...)
+            opened.append(name)
+print(opened)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux's")
+def test_a_notebooks_filter_allows_internet_sockets_and_the_route_list_only():
+    def opened(mode: str) -> str:
+        out = subprocess.run([sys.executable, "-c", SOCKETS, mode], capture_output=True, text=True, cwd=ROOT,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+        return out.stdout.strip() + out.stderr[-500:]
+
+    everything = "['unix', 'inet', 'inet6', 'netlink route', 'netlink audit']"
+    assert opened("unsealed") == everything
+    assert opened("inet") == "['unix', 'inet', 'inet6', 'netlink route']"
+    assert opened("checks") == "['unix']"
+
+
+SEALED_SITE_PROBE = r"""
+import ctypes, subprocess, sys
+def status():
+    seccomp = [l.split()[1] for l in open("/proc/self/status") if l.startswith("Seccomp:")][0]
+    return f"seccomp={seccomp} dumpable={ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)}"
+if sys.argv[1:] == ["child"]:
+    print(status())
+else:
+    print(status(), subprocess.run([sys.executable, __file__, "child"], capture_output=True, text=True).stdout.strip())
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp and PR_SET_DUMPABLE are Linux's")
+def test_every_python_process_of_a_notebook_run_seals_itself(tmp_path):
+    """sealed_site/sitecustomize.py, first on the run's PYTHONPATH: the first process sets the
+    filter (inherited), each one after an execve makes itself non-dumpable again."""
+    from pagedlab.sandbox.process import SEALED_SITE
+
+    probe = tmp_path / "probe.py"
+    probe.write_text(SEALED_SITE_PROBE)
+
+    def run(seal: str) -> str:
+        env = {**os.environ, "PYTHONPATH": SEALED_SITE, "PAGEDLAB_SEAL": seal}
+        out = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, env=env, timeout=60)
+        return out.stdout.strip() + out.stderr[-500:]
+
+    assert run("inet") == "seccomp=2 dumpable=0 seccomp=2 dumpable=0"
+    assert run("") == "seccomp=0 dumpable=1 seccomp=0 dumpable=1"
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="CPU time is read from /proc")
 def test_the_time_limit_is_cpu_time_and_a_sleeper_is_told_it_slept():
     from pagedlab.sandbox.process import run_limited
