@@ -172,7 +172,8 @@ def llm_init(pool_addr, pool_size):
             socket.create_connection((host, PORT), timeout=2).sendall(b"solutions?")
         except OSError as exc:
             print(f"network: {exc}")
-    return None
+    with open("/proc/net/dev") as f:  # the interfaces of the child's network namespace
+        raise RuntimeError("interfaces: " + ",".join(sorted(l.split(":")[0].strip() for l in list(f)[2:])))
 '''
 
 
@@ -194,6 +195,10 @@ def test_a_submission_gets_no_network(sandbox, tmp_path):
     server.close()
     assert connected == 0, results["tests"][0]["output"][-1000:]
     assert results["score"] == 0
+    from pagedlab.sandbox.process import net_namespace
+
+    if net_namespace():  # a second wall where the machine allows it: only a loopback, down
+        assert "interfaces: lo" in results["tests"][0]["output"], results["tests"][0]["output"][-1000:]
 
 
 PLANT = '''
