@@ -3,10 +3,9 @@
     non-dumpable   /proc/<pid>/mem, ptrace and pidfd_getfd are closed even to the process's own
                    uid: a kernel in the runner cannot write code into the Python child above it
     no-new-privs   no exec gains privileges (set-uid programs run as the caller)
-    seccomp        no ptrace, no process_vm_readv/writev, no socket but AF_UNIX (no network;
-                   a notebook's run also gets AF_INET/AF_INET6 (and NETLINK_ROUTE, to list the
-                   interfaces) for Jupyter's ZMQ on loopback,
-                   in a network namespace where the loopback is all there is),
+    seccomp        no ptrace, no process_vm_readv/writev, no socket but AF_UNIX (no network: a
+                   notebook's run also gets AF_INET/AF_INET6 and NETLINK_ROUTE for Jupyter's ZMQ,
+                   in a network namespace where its loopback is all there is),
                    no io_uring (its requests bypass seccomp), no new namespaces, no bpf,
                    perf_event_open, userfaultfd or kernel keyrings
 
@@ -23,7 +22,7 @@ import os
 import platform
 import struct
 
-PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
+PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
 PR_SET_NO_NEW_PRIVS = 38
 SECCOMP_MODE_FILTER = 2
@@ -111,39 +110,19 @@ def supported() -> bool:
     return os.name == "posix" and platform.system() == "Linux" and platform.machine() in _ARCH
 
 
-def filtered() -> bool:
-    """Whether this process is already under a seccomp filter (inherited: it holds for good)."""
-    try:
-        with open("/proc/self/status") as f:
-            return any(line.split() == ["Seccomp:", "2"] for line in f)
-    except OSError:
-        return False
-
-
-def _prctl(option: int, arg: int, ptr=None) -> int:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
-    got = libc.prctl(option, arg, ptr, 0, 0)
-    if got < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"prctl({option}): {os.strerror(err)}")
-    return got
-
-
-def set_dumpable(on: bool) -> None:
-    _prctl(PR_SET_DUMPABLE, int(on))
-
-
-def dumpable() -> bool:
-    return bool(_prctl(PR_GET_DUMPABLE, 0))
-
-
 def seal(*, inet: bool = False) -> None:
     """Seal this process (call it with one thread, before any submission code runs).
     Raises OSError when the kernel refuses a step; the caller decides whether that is fatal."""
     if not supported():
         raise OSError(f"no seccomp filter for {platform.system()} {platform.machine()}")
-    prctl = _prctl
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+
+    def prctl(option: int, arg: int, ptr=None) -> None:
+        if libc.prctl(option, arg, ptr, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"prctl({option}): {os.strerror(err)}")
+
     prctl(PR_SET_DUMPABLE, 0)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     code = program(inet=inet)

@@ -399,8 +399,8 @@ else:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="seccomp and PR_SET_DUMPABLE are Linux's")
 def test_every_python_process_of_a_notebook_run_seals_itself(tmp_path):
-    """sealed_site/sitecustomize.py, first on the run's PYTHONPATH: the first process sets the
-    filter (inherited), each one after an execve makes itself non-dumpable again."""
+    """sealed_site/sitecustomize.py, first on the run's PYTHONPATH: each Python process seals
+    itself, the one an execve made dumpable again included."""
     from pagedlab.sandbox.process import SEALED_SITE
 
     probe = tmp_path / "probe.py"

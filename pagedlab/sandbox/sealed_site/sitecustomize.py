@@ -4,9 +4,10 @@ A notebook's run is several Python processes (nbval's pytest, the Jupyter kernel
 the notebook starts in turn), each a fresh execve, and execve makes a process dumpable again: its
 /proc/<pid>/mem, environ and ptrace would be open to its siblings of the same uid. This folder
 comes first on the run's PYTHONPATH, so Python's `site` imports this file in each of them before
-`-m pytest` or `-m ipykernel_launcher` runs. With PAGEDLAB_SEAL=inet it makes the process
-non-dumpable and, in the first process (the filter is inherited by all the others), sets
-no-new-privs and the seccomp filter of pagedlab/seal.py that lets Jupyter's ZMQ use loopback TCP.
+`-m pytest` or `-m ipykernel_launcher` runs. With PAGEDLAB_SEAL=inet each one seals itself
+(pagedlab/seal.py with Internet sockets for Jupyter's ZMQ): non-dumpable, no-new-privs and the
+seccomp filter. The first process's filter is inherited by all the others, which stack theirs
+on it (cheap; a filter some other process set, such as a container's, is never taken for ours).
 A process that cannot seal itself ends here: nothing of the notebook runs unsealed.
 """
 
@@ -22,10 +23,7 @@ if os.environ.get("PAGEDLAB_SEAL") == "inet":
         seal = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(seal)
         try:
-            if seal.filtered():  # the parent's filter holds here: only the flag execve reset
-                seal.set_dumpable(False)
-            else:
-                seal.seal(inet=True)
+            seal.seal(inet=True)
         except OSError as exc:
             sys.stderr.write(f"this process of the notebook's run could not seal itself: {exc}\n")
             sys.stderr.flush()
