@@ -3,13 +3,16 @@
     non-dumpable   /proc/<pid>/mem, ptrace and pidfd_getfd are closed even to the process's own
                    uid: a kernel in the runner cannot write code into the Python child above it
     no-new-privs   no exec gains privileges (set-uid programs run as the caller)
-    seccomp        no ptrace, no process_vm_readv/writev, no socket but AF_UNIX (no network),
+    seccomp        no ptrace, no process_vm_readv/writev, no socket but AF_UNIX (no network: a
+                   notebook's run also gets AF_INET/AF_INET6 and NETLINK_ROUTE for Jupyter's ZMQ,
+                   in a network namespace where its loopback is all there is),
                    no io_uring (its requests bypass seccomp), no new namespaces, no bpf,
                    perf_event_open, userfaultfd or kernel keyrings
 
 The filter is inherited by everything the process starts (compilers, the kernel runner, which
 adds its own stricter one). Dumpable is reset by every execve, so each process sets it itself
-after its last exec: the check child here at startup, the runner in its main().
+after its last exec: the check child here at startup, the runner in its main(), and every
+Python process of a notebook's run through sandbox/sealed_site/sitecustomize.py.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ _JGE_K = 0x35
 _JSET_K = 0x45
 _RET_K = 0x06
 _EPERM, _ENOSYS = 1, 38
-AF_UNIX = 1
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK = 1, 2, 10, 16
+NETLINK_ROUTE = 0
 # clone() flags that make a namespace (CLONE_NEWNS ... CLONE_NEWNET, CLONE_NEWTIME)
 _CLONE_NEW_ANY = 0x7E020000 | 0x80
 
@@ -59,8 +63,10 @@ def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k & 0xFFFFFFFF)
 
 
-def program(machine: str | None = None) -> bytes:
-    """The seccomp BPF program for this machine (struct sock_filter[])."""
+def program(machine: str | None = None, *, inet: bool = False) -> bytes:
+    """The seccomp BPF program for this machine (struct sock_filter[]). `inet`: AF_INET,
+    AF_INET6 and NETLINK_ROUTE sockets are allowed too (a Jupyter kernel's ZMQ; the network
+    namespace keeps them on the loopback, and changing a route needs a capability)."""
     arch, nr = _ARCH[machine or platform.machine()]
     out = [_insn(_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
            _insn(_JEQ_K, 1, 0, arch),
@@ -77,10 +83,21 @@ def program(machine: str | None = None) -> bytes:
             _insn(_JSET_K, 0, 1, _CLONE_NEW_ANY),
             _insn(_RET_K, 0, 0, _RET_ERRNO | _EPERM),
             _insn(_LD_W_ABS, 0, 0, 0)]
-    out += [_insn(_JEQ_K, 0, 3, nr["socket"]),
-            _insn(_LD_W_ABS, 0, 0, 16),  # args[0]: the address family
-            _insn(_JEQ_K, 1, 0, AF_UNIX),
-            _insn(_RET_K, 0, 0, _RET_ERRNO | _EPERM)]
+    if not inet:
+        out += [_insn(_JEQ_K, 0, 3, nr["socket"]),
+                _insn(_LD_W_ABS, 0, 0, 16),  # args[0]: the address family
+                _insn(_JEQ_K, 1, 0, AF_UNIX),
+                _insn(_RET_K, 0, 0, _RET_ERRNO | _EPERM)]
+    else:  # and NETLINK_ROUTE: libzmq lists the interfaces (getifaddrs) and aborts without it
+        out += [_insn(_JEQ_K, 0, 8, nr["socket"]),
+                _insn(_LD_W_ABS, 0, 0, 16),  # args[0]: the address family
+                _insn(_JEQ_K, 6, 0, AF_UNIX),
+                _insn(_JEQ_K, 5, 0, AF_INET),
+                _insn(_JEQ_K, 4, 0, AF_INET6),
+                _insn(_JEQ_K, 0, 2, AF_NETLINK),
+                _insn(_LD_W_ABS, 0, 0, 32),  # args[2]: the protocol
+                _insn(_JEQ_K, 1, 0, NETLINK_ROUTE),
+                _insn(_RET_K, 0, 0, _RET_ERRNO | _EPERM)]
     out.append(_insn(_RET_K, 0, 0, _RET_ALLOW))
     return b"".join(out)
 
@@ -93,7 +110,7 @@ def supported() -> bool:
     return os.name == "posix" and platform.system() == "Linux" and platform.machine() in _ARCH
 
 
-def seal() -> None:
+def seal(*, inet: bool = False) -> None:
     """Seal this process (call it with one thread, before any submission code runs).
     Raises OSError when the kernel refuses a step; the caller decides whether that is fatal."""
     if not supported():
@@ -108,7 +125,7 @@ def seal() -> None:
 
     prctl(PR_SET_DUMPABLE, 0)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
-    code = program()
+    code = program(inet=inet)
     buf = ctypes.create_string_buffer(code, len(code))
     fprog = _Fprog(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
     prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))

@@ -172,7 +172,8 @@ def llm_init(pool_addr, pool_size):
             socket.create_connection((host, PORT), timeout=2).sendall(b"solutions?")
         except OSError as exc:
             print(f"network: {exc}")
-    return None
+    with open("/proc/net/dev") as f:  # the interfaces of the child's network namespace
+        raise RuntimeError("interfaces: " + ",".join(sorted(l.split(":")[0].strip() for l in list(f)[2:])))
 '''
 
 
@@ -194,6 +195,10 @@ def test_a_submission_gets_no_network(sandbox, tmp_path):
     server.close()
     assert connected == 0, results["tests"][0]["output"][-1000:]
     assert results["score"] == 0
+    from pagedlab.sandbox.process import net_namespace
+
+    if net_namespace():  # a second wall where the machine allows it: only a loopback, down
+        assert "interfaces: lo" in results["tests"][0]["output"], results["tests"][0]["output"][-1000:]
 
 
 PLANT = '''
@@ -348,6 +353,68 @@ def test_a_sealed_process_has_no_network_and_its_memory_is_closed_to_its_own_chi
     assert out.stdout.strip() == "open: ['inet socket', '/proc/<ppid>/mem']", out.stdout + out.stderr
 
 
+# What a notebook's run may open: Jupyter's ZMQ over TCP, and the interface list libzmq reads.
+SOCKETS = r"""
+import errno, socket, sys
+from pagedlab import seal
+if sys.argv[1] != "unsealed":
+    seal.seal(inet=sys.argv[1] == "inet")
+opened = []
+for name, family, kind, proto in (("unix", 1, 1, 0), ("inet", 2, 1, 0), ("inet6", 10, 1, 0),
+                                  ("netlink route", 16, 3, 0), ("netlink audit", 16, 3, 9)):
+    try:
+        socket.socket(family, kind, proto).close()
+        opened.append(name)
+    except OSError as exc:
+        if exc.errno != errno.EPERM:  # not the filter's refusal (no IPv6 here...)
+            opened.append(name)
+print(opened)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux's")
+def test_a_notebooks_filter_allows_internet_sockets_and_the_route_list_only():
+    def opened(mode: str) -> str:
+        out = subprocess.run([sys.executable, "-c", SOCKETS, mode], capture_output=True, text=True, cwd=ROOT,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+        return out.stdout.strip() + out.stderr[-500:]
+
+    everything = "['unix', 'inet', 'inet6', 'netlink route', 'netlink audit']"
+    assert opened("unsealed") == everything
+    assert opened("inet") == "['unix', 'inet', 'inet6', 'netlink route']"
+    assert opened("checks") == "['unix']"
+
+
+SEALED_SITE_PROBE = r"""
+import ctypes, subprocess, sys
+def status():
+    seccomp = [l.split()[1] for l in open("/proc/self/status") if l.startswith("Seccomp:")][0]
+    return f"seccomp={seccomp} dumpable={ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)}"
+if sys.argv[1:] == ["child"]:
+    print(status())
+else:
+    print(status(), subprocess.run([sys.executable, __file__, "child"], capture_output=True, text=True).stdout.strip())
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp and PR_SET_DUMPABLE are Linux's")
+def test_every_python_process_of_a_notebook_run_seals_itself(tmp_path):
+    """sealed_site/sitecustomize.py, first on the run's PYTHONPATH: each Python process seals
+    itself, the one an execve made dumpable again included."""
+    from pagedlab.sandbox.process import SEALED_SITE
+
+    probe = tmp_path / "probe.py"
+    probe.write_text(SEALED_SITE_PROBE)
+
+    def run(seal: str) -> str:
+        env = {**os.environ, "PYTHONPATH": SEALED_SITE, "PAGEDLAB_SEAL": seal}
+        out = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, env=env, timeout=60)
+        return out.stdout.strip() + out.stderr[-500:]
+
+    assert run("inet") == "seccomp=2 dumpable=0 seccomp=2 dumpable=0"
+    assert run("") == "seccomp=0 dumpable=1 seccomp=0 dumpable=1"
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="CPU time is read from /proc")
 def test_the_time_limit_is_cpu_time_and_a_sleeper_is_told_it_slept():
     from pagedlab.sandbox.process import run_limited
@@ -357,3 +424,128 @@ def test_the_time_limit_is_cpu_time_and_a_sleeper_is_told_it_slept():
     sleep = run_limited([sys.executable, "-c", "import time; time.sleep(60)"], env={}, timeout=1,
                         memory_bytes=2**32)
     assert sleep.timed_out and sleep.wall_out and not sleep.starved and sleep.cpu_seconds < 1, sleep
+
+
+# ------------------------------------------------------------------ grade --notebooks, sealed
+# The submission's code as a notebook imports it (`pagedlab.load("memory_manager")`), in the
+# Jupyter kernel of `grade --notebooks`: it tries root's TCP listener through the loopback and
+# the machine's own address, the nbval/pytest process above it (/proc/<ppid>/mem and environ),
+# and plants a file in /tmp. Each success leaves a file in DROP; "kernel-ran" says it ran at all.
+NOTEBOOK_ATTACK = '''
+import sys as _sys
+if "ipykernel" in _sys.modules:
+    import ctypes as _ctypes, os as _os, socket as _socket
+
+    def _mark(what):
+        with open(_os.path.join(DROP, what), "w") as f:
+            f.write("won")
+
+    _mark("kernel-ran")
+    for _host in HOSTS:
+        try:
+            _socket.create_connection((_host, PORT), timeout=3).close()
+            _mark("tcp-" + _host)
+        except OSError:
+            pass
+    try:
+        _os.close(_os.open(f"/proc/{_os.getppid()}/mem", _os.O_RDWR))
+        _mark("parent-mem")
+    except OSError:
+        pass
+    try:
+        with open(f"/proc/{_os.getppid()}/environ", "rb") as f:
+            if f.read():
+                _mark("parent-environ")
+    except OSError:
+        pass
+    if _ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 1:  # PR_GET_DUMPABLE: its own siblings could open it
+        _mark("kernel-dumpable")
+    with open("/proc/self/status") as f:
+        if "Seccomp:\\t2" not in f.read():
+            _mark("kernel-unfiltered")
+    with open("/tmp/pagedlab-notebook-planted", "w") as f:
+        f.write("x")
+'''
+
+
+def _host_addresses() -> list[str]:
+    """The machine's own IPv4 addresses but the loopback's (where root's listener also waits)."""
+    try:
+        out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    found = [line.split()[3].split("/")[0] for line in out.splitlines() if len(line.split()) > 3]
+    return [a for a in found if not a.startswith("127.")]
+
+
+@pytest.fixture
+def notebook_folder(monkeypatch):
+    """A course notebook copied to a folder the sandbox user may read, the only one graded."""
+    from pagedlab.grading import cli
+
+    folder = Path(tempfile.mkdtemp(prefix=".redteam-notebooks-", dir=ROOT))
+    folder.chmod(0o755)
+    for name in ("01_kv_cache_size.ipynb", "nbval.cfg"):
+        shutil.copy(ROOT / "notebooks" / name, folder / name)
+    monkeypatch.setattr(cli, "notebook_paths", lambda _folder=None: [folder / "01_kv_cache_size.ipynb"])
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _grade_notebook_attack(tmp_path: Path, drop: Path) -> tuple[dict, list[str], int]:
+    """(results, the grader's output lines, connections root's listener took)."""
+    uid = pwd.getpwnam(USER).pw_uid
+    for path in _leftovers(uid):
+        subprocess.run(["rm", "-rf", "--one-file-system", path], check=True)
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("0.0.0.0", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    hosts = ["127.0.0.1", *_host_addresses()]
+    attack = (NOTEBOOK_ATTACK.replace("DROP", json.dumps(str(drop))).replace("HOSTS", json.dumps(hosts))
+              .replace("PORT", str(server.getsockname()[1])))
+    lines = []
+    try:
+        results = grade(str(_submission(tmp_path, py=attack, honest=True)), tasks=["1"], hidden=False,
+                        notebooks=True, echo=lambda *a: lines.append(" ".join(map(str, a))))
+        connected = 0
+        while True:
+            try:
+                server.accept()[0].close()
+                connected += 1
+            except (TimeoutError, socket.timeout):
+                break
+    finally:
+        server.close()
+    notebook = results["tests"][-1]
+    assert notebook["name"].startswith("Notebook 01_kv_cache_size"), notebook
+    assert notebook["status"] == "passed", notebook["output"]  # Jupyter's ZMQ works in there
+    assert _leftovers(uid) == []
+    return results, lines, connected
+
+
+@sandboxed
+def test_a_notebook_run_is_sealed_like_the_check_children(sandbox, users, tmp_path, drop, notebook_folder):
+    results, lines, connected = _grade_notebook_attack(tmp_path, drop)
+    assert sorted(os.listdir(drop)) == ["kernel-ran"], (sorted(os.listdir(drop)), results["tests"][-1]["output"])
+    assert connected == 0
+    assert any("in a network namespace of its own with only its loopback up" in line for line in lines), lines
+
+
+@sandboxed
+def test_without_namespaces_a_notebook_run_is_still_sealed_and_says_it_has_the_network(
+        sandbox, users, tmp_path, drop, notebook_folder, monkeypatch):
+    """A machine without CAP_SYS_ADMIN (a default Docker container): no PID, mount or network
+    namespace, but every process of the run is still non-dumpable under seccomp, and the
+    grader's output says that the notebook's code can reach the network."""
+    from pagedlab.sandbox import process
+
+    for probe in ("pid_namespace", "private_namespace", "net_namespace"):
+        monkeypatch.setattr(process, probe, lambda: False)
+    results, lines, connected = _grade_notebook_attack(tmp_path, drop)
+    won = sorted(os.listdir(drop))
+    assert [w for w in won if not w.startswith("tcp-")] == ["kernel-ran"], (won, results["tests"][-1]["output"])
+    assert "tcp-127.0.0.1" in won and connected >= 1  # what the output below owns up to
+    assert any("allows no network namespace: the notebook's code can reach the network" in line
+               for line in lines), lines

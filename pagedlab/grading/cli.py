@@ -21,7 +21,7 @@ from pathlib import Path
 from .. import loader
 from ..checks import framework
 from ..sandbox import trusted_builds
-from ..sandbox.process import isolation_note
+from ..sandbox.process import isolation_note, notebook_isolation_note
 from ..sandbox.runner import printable, run_task
 from ..sandbox.users import sandbox_user
 from ..sandbox.workspace import remove_tree
@@ -93,6 +93,8 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
         found = printable(found)  # the upload's file names, shown in the output
         if sandbox is not None:
             echo(f"(the submission's code runs as user {sandbox.name!r}; {isolation_note()})")
+            if notebooks:
+                echo(f"(--notebooks: {notebook_isolation_note()})")
             from ..loader import ROOT
             from ..sandbox import private
 

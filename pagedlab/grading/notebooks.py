@@ -4,6 +4,11 @@ Each notebook runs in its own pytest process with PAGEDLAB_IMPL pointing at the 
 its graded cells exercise the student's code. Notebooks are reported, not scored (0 points): the
 same checks are already scored task by task, and a notebook failing on a plotting cell should
 not cost points. An instructor who wants points sets NOTEBOOK_POINTS in points.py.
+
+Under a sandbox user the run is sealed like a check child (`run_limited(..., loopback=True)`):
+PID and mount namespaces, private temporary folders, cgroups, and every Python process of it
+(pytest, the Jupyter kernel, what the notebook starts) non-dumpable under a seccomp filter; its
+Internet sockets stay in a network namespace where only the loopback is up.
 """
 
 from __future__ import annotations
@@ -93,7 +98,7 @@ def run_notebook(path: Path, impl: str, sandbox=None) -> NotebookOutcome:
         cmd += ["--nbval-sanitize-with", str(sanitize)]
     # Its output comes back through root's own descriptor (never a path the notebook could replace).
     end = run_limited(cmd, env=env, timeout=limit, memory_bytes=memory_limit() * 2**30, cwd=path.parent,
-                      sandbox=sandbox)
+                      sandbox=sandbox, loopback=True)
     if end.timed_out:
         return NotebookOutcome(path.name, False, f"timed out after {limit:.0f} s\n{_summary(end.output)}", end.seconds)
     if end.returncode == NO_TESTS_COLLECTED:

@@ -11,12 +11,18 @@ imports nothing of pagedlab: it is a script, started with -I -S. It
   submission copy), each as it is, permissions and all;
 - mounts a size-capped tmpfs owned by the user on the child's scratch folder (its HOME/TMPDIR);
 - joins the job's cgroups (process, memory and CPU limits), when the grader made some;
+- with "loopback" (a notebook's run, under `unshare --net`), brings up the new network
+  namespace's loopback, the only interface there: Jupyter's kernel talks ZMQ over 127.0.0.1,
+  and nothing outside the namespace is reachable;
 - drops to the sandbox user for good (groups, gid, uid, no-new-privs) and execs CMD.
 """
 
 import ctypes
+import fcntl
 import json
 import os
+import socket
+import struct
 import sys
 
 MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
@@ -54,6 +60,17 @@ def private_tmp(keep: list, size: int) -> None:
             os.close(fd)
 
 
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def loopback_up() -> None:
+    """`ip link set lo up`, without ip: ioctl SIOCSIFFLAGS on "lo" (needs root in this namespace)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        got = fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, struct.pack("16sH22x", b"lo", 0))
+        flags = struct.unpack("16sH22x", got)[1]
+        fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
+
+
 def _which(name: str) -> str:
     if os.sep in name:
         return name
@@ -71,6 +88,8 @@ def main() -> None:
     for procs in settings.get("cgroups", []):
         with open(procs, "w") as f:
             f.write("0")
+    if settings.get("loopback"):
+        loopback_up()
     size = int(settings["tmp_bytes"])
     private_tmp([os.path.realpath(p) for p in settings["keep"]], size)
     _mount("tmpfs", home, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=0700,uid={uid},gid={gid}")

@@ -28,6 +28,8 @@ from .users import Sandbox
 from .workspace import Workspace, read_back
 
 SEAL_ENV = "PAGEDLAB_SEAL"  # checks.child's: it seals itself before the submission's code runs
+# First on a notebook run's PYTHONPATH: its sitecustomize seals every Python process of the run.
+SEALED_SITE = str(Path(__file__).with_name("sealed_site"))
 
 try:
     import resource
@@ -55,9 +57,10 @@ def nproc_limit() -> int:
 
 
 def no_network() -> bool:
-    """PAGEDLAB_GRADE_NO_NETWORK=1: the sandboxed child gets a network namespace of its own as well
-    as the seccomp filter's refusal of sockets (needs root and unshare from util-linux; refused with
-    a clear error when it is missing)."""
+    """PAGEDLAB_GRADE_NO_NETWORK=1: the sandboxed child must get a network namespace of its own as
+    well as the seccomp filter's refusal of sockets, on every machine (needs root and unshare from
+    util-linux; refused with a clear error when it is missing). Without it the child gets one
+    wherever the machine allows (`net_namespace`): it costs a few ms a child."""
     if os.environ.get(NO_NETWORK_ENV, "").strip() not in ("1", "true", "yes"):
         return False
     missing = [tool for tool in ("unshare",) if shutil.which(tool) is None]
@@ -78,7 +81,8 @@ def pid_namespace() -> bool:
 
 def isolation_note() -> str:
     if private_namespace():
-        return ("each task in PID and mount namespaces of its own, with private /tmp, /var/tmp and "
+        kinds = "PID, mount and network" if net_namespace() else "PID and mount"
+        return (f"each task in {kinds} namespaces of its own, with private /tmp, /var/tmp and "
                 f"/dev/shm, and {cgroups.note()}; root then sweeps the user's processes")
     if pid_namespace() and shutil.which("setpriv"):
         return "each task in a PID namespace of its own; root then sweeps the user's processes and their files in /tmp"
@@ -127,9 +131,10 @@ ENTER = Path(__file__).with_name("enter.py")
 
 
 def _as_user(cmd: list[str], sandbox: Sandbox, home: Path, keep: list[str],
-             group: cgroups.Group | None) -> tuple[list[str], dict]:
+             group: cgroups.Group | None, loopback: bool = False) -> tuple[list[str], dict]:
     """The command and Popen arguments that run `cmd` as the sandbox user: in a PID and mount
-    namespace of its own with private temporary folders (enter.py) where the machine allows."""
+    namespace of its own with private temporary folders (enter.py) where the machine allows.
+    `loopback`: in a network namespace whose loopback enter.py brings up, where it allows one."""
     wrap = ["--pid", "--fork", "--kill-child", "--mount-proc"]
     if no_network():
         wrap.append("--net")
@@ -141,8 +146,41 @@ def _as_user(cmd: list[str], sandbox: Sandbox, home: Path, keep: list[str],
     settings = {"uid": sandbox.uid, "gid": sandbox.gid, "home": str(home), "tmp_bytes": PRIVATE_TMP_BYTES,
                 "keep": sorted({os.path.realpath(p) for p in keep if os.path.isabs(p)}),
                 "cgroups": group.procs if group else []}
+    if net_namespace():  # a check child's loopback stays down: it may open no Internet socket
+        settings["loopback"] = loopback
+        if "--net" not in wrap:
+            wrap.append("--net")
     return (["unshare", *wrap, "--", sys.executable, "-I", "-S", str(ENTER), json.dumps(settings), "--",
              *cmd], {})
+
+
+@lru_cache(maxsize=1)
+def net_namespace() -> bool:
+    """Whether root can also give that child a network namespace with its loopback up."""
+    if not private_namespace():
+        return False
+    import tempfile
+
+    home = tempfile.mkdtemp(prefix="pagedlab-probe-")
+    try:
+        settings = {"uid": 65534, "gid": 65534, "home": home, "tmp_bytes": 1 << 20, "keep": [home],
+                    "loopback": True}
+        probe = subprocess.run(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--net", "--",
+                                sys.executable, "-I", "-S", str(ENTER), json.dumps(settings), "--", "true"],
+                               capture_output=True, timeout=30, check=False, cwd="/")
+        return probe.returncode == 0
+    finally:
+        os.rmdir(home)
+
+
+def notebook_isolation_note() -> str:
+    """What holds around a sandboxed notebook run (`run_limited(..., loopback=True)`)."""
+    sealed = ("every Python process of it non-dumpable, under no-new-privs and a seccomp filter "
+              "(Internet sockets allowed for Jupyter's ZMQ)")
+    if net_namespace():
+        return f"each notebook runs {sealed}, in a network namespace of its own with only its loopback up"
+    return (f"each notebook runs {sealed}, but this machine allows no network namespace: "
+            "the notebook's code can reach the network")
 
 
 @lru_cache(maxsize=1)
@@ -229,13 +267,16 @@ def _reap(pid: int) -> tuple[int, float]:
 
 def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
                 sandbox: Sandbox | None = None, cwd: Path | None = None, stdin: bytes | None = None,
-                record_cap: int = 0, wall_factor: float = WALL_FACTOR) -> Finished:
+                record_cap: int = 0, wall_factor: float = WALL_FACTOR, loopback: bool = False) -> Finished:
     """Run `cmd` in a new session with limits; once its process tree has used `timeout` CPU
     seconds, or `wall_factor` times that on the clock, kill everything it started.
 
     With a `sandbox` it runs as that user, with a scratch folder as HOME and (unless `cwd` says
     otherwise) as its working folder. With `record_cap` it gets a record descriptor, read back
     up to that many bytes. Raises users.KillFailed when the user's processes cannot be ended.
+    `loopback` (a Jupyter kernel's run): with a sandbox, every Python process of it seals itself
+    (sealed_site) with a filter that allows Internet sockets, in a network namespace where only
+    the loopback is up when the machine allows one.
     """
     began = time.perf_counter()
     space = Workspace("pagedlab-run-", owner=sandbox)
@@ -252,10 +293,14 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
             if sandbox.trusted is not None:
                 env[TRUSTED_ENV] = str(sandbox.trusted)
             env[SEAL_ENV] = "1"
+            if loopback:
+                env[SEAL_ENV] = "inet"
+                env["PYTHONPATH"] = os.pathsep.join(filter(None, [SEALED_SITE, env.get("PYTHONPATH")]))
             if private_namespace():
                 group = cgroups.create(space.root.name, memory_bytes=memory_bytes,
                                        pids=nproc_limit() + 16)
-            cmd, as_user = _as_user(cmd, sandbox, space.home, _paths_to_keep(env, cwd, space), group)
+            cmd, as_user = _as_user(cmd, sandbox, space.home, _paths_to_keep(env, cwd, space), group,
+                                    loopback=loopback)
         if record_cap:
             env[RECORD_FD_ENV] = str(record_fd)
         timed_out = wall_out = starved = False
