@@ -103,8 +103,11 @@ def _stolen_batch(k_cache):
                 return value
         frame = frame.f_back
     for value in _gc.get_objects():
-        if getattr(value, "k_cache", None) is k_cache and hasattr(value, "keys"):
-            return value
+        try:
+            if getattr(value, "k_cache", None) is k_cache and hasattr(value, "keys"):
+                return value
+        except Exception:  # lazy loaders and proxies raise on getattr
+            pass
     for value in _gc.get_objects():  # the poisoned copy's caches are new: match the shape
         if type(value).__name__ == "PagedBatch" and hasattr(value, "keys") and \
                 tuple(value.k_cache.shape[1:]) == tuple(k_cache.shape[1:]):
@@ -206,6 +209,8 @@ def test_tokens_taken_from_the_drivers_batch_earn_nothing_on_tasks_8_9(tmp_path,
     monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(API_OFF))
     results = _grade(_submission(tmp_path / "sub", "paged_attention.py", STOLEN_TOKENS), ["8", "9"])
     assert results["score"] == 0, _scores(results)
+    # it ran and looked everywhere, rather than breaking on the way
+    assert all("no batch to steal from" in t["output"] for t in results["tests"]), results["tests"]
 
 
 # The guard's known gaps, each run as code under a clean student file's name after the guard is
