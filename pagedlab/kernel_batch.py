@@ -46,7 +46,7 @@ class KernelBatch:
     def expected(self, scale: float | None = None) -> np.ndarray:
         """Decode output in float64: ``[num_seqs, num_heads, head_size]``."""
         # judge side: root-only where the checks run
-        from .trusted.attention import decode_attention, _sequence_tokens
+        from .trusted.attention import _sequence_tokens, decode_attention
 
         return np.stack([decode_attention(self.q[s], *_sequence_tokens(self, s), scale)
                          for s in range(len(self.seq_lens))])

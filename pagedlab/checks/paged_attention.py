@@ -158,7 +158,7 @@ def gather_in_order(run):
             k, v = pa.gather_kv(batch.k_cache, batch.v_cache, batch.block_tables[s], n)
             context = f"block_size={block_size}, sequence {s} of {n} tokens"
             for name, got in (("k", k), ("v", v)):
-                see_tokens(got, batch.k_cache, n, name, f"gather_kv: gathered {name} ({context})")
+                see_tokens(got, batch.k_cache, n, f"gather_kv: gathered {name} ({context})")
 
 
 @check("task8", "gather follows shared blocks (after a fork) and float64 caches", rule=RULE_GATHER)
@@ -170,7 +170,7 @@ def gather_shared(run):
         k, v = pa.gather_kv(batch.k_cache, batch.v_cache, batch.block_tables[s], n)
         context = f"sequence {s} of {n} tokens, table {batch.block_tables[s].tolist()}"
         for name, got in (("k", k), ("v", v)):
-            see_tokens(got, batch.k_cache, n, name, f"gather_kv: gathered {name} ({context})")
+            see_tokens(got, batch.k_cache, n, f"gather_kv: gathered {name} ({context})")
 
 
 GATHER_HINT = "token p comes from slot_mapping(block_table, p, block_size)"
@@ -178,14 +178,14 @@ GATHER_WHEN = (When("nan_row", "token {row} is NaN: an unused slot of the cache 
                                "block, or the block of a -1 entry)"),)
 
 
-def see_tokens(got, cache, seq_len, name, label):
-    """Record the gathered `name` token by token (`framework.row_digest`): the batch holds no
-    tokens in order, so the judge compares them with the reference's record and names the first
-    token that differs."""
+def see_tokens(got, cache, seq_len, label):
+    """Record gathered K or V token by token (`framework.row_digest`), cast to the cache's dtype:
+    the batch holds no tokens in order, so the judge compares them with the reference's record
+    and names the first token that differs."""
     got = poison.plain(got)
     shape = [seq_len, *cache.shape[2:]]
     expect(isinstance(got, torch.Tensor) and list(got.shape) == shape,
-           f"gathered {name} has the wrong shape ({label})", rule=RULE_GATHER,
+           f"{label}: the wrong shape", rule=RULE_GATHER,
            expected=f"[seq_len, num_kv_heads, head_size] = {shape}",
            actual=list(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__)
     see(label, row_digest(got.detach().to(cache.dtype), "token"), rule=RULE_GATHER, hint=GATHER_HINT,

@@ -50,8 +50,8 @@ def gather(run):
         for s, n in enumerate(batch.seq_lens.tolist()):
             k, v = pa.gather_kv(batch.k_cache, batch.v_cache, tables[s], n)
             where = f"batch {i} (block_size {kwargs['block_size']}), sequence {s} of {n} tokens"
-            see_tokens(k, batch.k_cache, n, "k", f"gathered k of {where}")
-            see_tokens(v, batch.k_cache, n, "v", f"gathered v of {where}")
+            see_tokens(k, batch.k_cache, n, f"gathered k of {where}")
+            see_tokens(v, batch.k_cache, n, f"gathered v of {where}")
 
 
 def attention_batch(case):
