@@ -56,9 +56,13 @@ def best_of(fn, repeat: int) -> float:
 
 def dense_batch(batch):
     """The same tokens as one padded dense tensor per sequence: what SDPA gets."""
+    # the judge's own reading through the tables: the batches keep no tokens in order
+    from pagedlab.trusted.attention import _sequence_tokens
+
     q = batch.q.unsqueeze(2)  # [S, H, 1, D]
-    k = torch.nn.utils.rnn.pad_sequence(list(batch.keys), batch_first=True)  # [S, L, KH, D]
-    v = torch.nn.utils.rnn.pad_sequence(list(batch.values), batch_first=True)
+    tokens = [[torch.from_numpy(t) for t in _sequence_tokens(batch, s)] for s in range(len(batch.seq_lens))]
+    k = torch.nn.utils.rnn.pad_sequence([kv[0] for kv in tokens], batch_first=True)  # [S, L, KH, D]
+    v = torch.nn.utils.rnn.pad_sequence([kv[1] for kv in tokens], batch_first=True)
     lens = batch.seq_lens.long()
     mask = torch.arange(k.shape[1])[None, :] < lens[:, None]  # [S, L]
     return q, k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous(), mask[:, None, None, :]

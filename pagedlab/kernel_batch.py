@@ -27,10 +27,10 @@ def __getattr__(name: str):
 
 @dataclass
 class KernelBatch:
-    """The kernel's five inputs (float32 and int32) and each sequence's tokens as dense arrays.
+    """The kernel's five inputs (float32 and int32), and nothing else.
 
-    ``keys[s]``/``values[s]``: sequence ``s``'s tokens, ``[seq_len, num_kv_heads, head_size]``,
-    exactly the float32 values stored at its slots; every other cache slot is NaN.
+    Every cache slot no sequence owns is NaN. As `PagedBatch`, the batch keeps no copy of a
+    sequence's tokens in order: only the block tables put the cache's rows in order.
     """
 
     q: np.ndarray
@@ -38,8 +38,6 @@ class KernelBatch:
     v_cache: np.ndarray
     block_tables: np.ndarray
     seq_lens: np.ndarray
-    keys: list
-    values: list
 
     def numpy(self) -> tuple:
         """``(q, k_cache, v_cache, block_tables, seq_lens)``, in the kernel's argument order."""
@@ -48,16 +46,15 @@ class KernelBatch:
     def expected(self, scale: float | None = None) -> np.ndarray:
         """Decode output in float64: ``[num_seqs, num_heads, head_size]``."""
         # judge side: root-only where the checks run
-        from .trusted.attention import decode_attention
+        from .trusted.attention import _sequence_tokens, decode_attention
 
-        return np.stack([decode_attention(self.q[s], k, v, scale)
-                         for s, (k, v) in enumerate(zip(self.keys, self.values, strict=True))])
+        return np.stack([decode_attention(self.q[s], *_sequence_tokens(self, s), scale)
+                         for s in range(len(self.seq_lens))])
 
 
 def block_plan(seq_lens, block_size: int, shared_blocks: int, spare_blocks: int):
     """(lengths, blocks each sequence needs, blocks each owns, cache blocks in all) of a paged
-    batch where every sequence after the first shares sequence 0's first `shared_blocks`.
-    Shared by this numpy batch and `pagedlab.reference.make_paged_batch` (torch)."""
+    batch where every sequence after the first shares sequence 0's first `shared_blocks`."""
     seq_lens = [int(n) for n in seq_lens]
     if min(seq_lens, default=1) < 1:
         raise ValueError(f"every sequence needs at least one token, got {seq_lens}")
@@ -68,42 +65,46 @@ def block_plan(seq_lens, block_size: int, shared_blocks: int, spare_blocks: int)
     return seq_lens, need, own, sum(own) + spare_blocks
 
 
+def block_layout(seq_lens, block_size: int, shared_blocks: int, spare_blocks: int, extra_table_columns: int,
+                 permutation):
+    """(lengths, block tables as lists padded with ``-1``, rows in use of every physical block)
+    of a paged batch; `permutation(n)` is a random order of ``range(n)`` from the caller's
+    generator (physical blocks are handed out in that order). Shared by this numpy batch and
+    `pagedlab.reference.make_paged_batch` (torch)."""
+    seq_lens, need, _, num_blocks = block_plan(seq_lens, block_size, shared_blocks, spare_blocks)
+    order = list(permutation(num_blocks))
+    width = max(need) + extra_table_columns
+    tables, rows_used = [], [0] * num_blocks
+    for s, n in enumerate(seq_lens):
+        shared = min(shared_blocks, need[s]) if s else 0
+        blocks = (tables[0][:shared] if s else []) + [int(order.pop()) for _ in range(need[s] - shared)]
+        for i, block in enumerate(blocks):  # a shared block is in use as far as its longest user
+            rows_used[block] = max(rows_used[block], min(block_size, n - i * block_size))
+        tables.append(blocks + [-1] * (width - len(blocks)))
+    return seq_lens, tables, rows_used
+
+
 def make_kernel_batch(seq_lens, *, num_heads: int = 4, num_kv_heads: int | None = None,
                       head_size: int = 64, block_size: int = 16, shared_blocks: int = 0,
                       spare_blocks: int = 3, extra_table_columns: int = 1, seed: int = 0,
                       q_scale: float = 1.0) -> KernelBatch:
-    """Random float32 sequences scattered over a shuffled paged cache (as `make_paged_batch`).
+    """Random float32 sequences in a shuffled paged cache (as `make_paged_batch`).
 
     Physical blocks come in a random order, tables carry `extra_table_columns` of ``-1``, the
     `spare_blocks` unused blocks stay NaN, and with ``shared_blocks = n`` every sequence after
     the first maps its first `n` logical blocks to sequence 0's (as after a fork). `q_scale`
-    multiplies q (logits large enough that an exp without the max subtracted overflows).
+    multiplies q (logits large enough that an exp without the max subtracted overflows). The
+    values are drawn in cache order, block by block: only the tables put them in token order.
     """
-    seq_lens, need, own, num_blocks = block_plan(seq_lens, block_size, shared_blocks, spare_blocks)
     num_kv_heads = num_kv_heads or num_heads
     rng = np.random.default_rng(seed)
-    order = rng.permutation(num_blocks).tolist()
-    tables = np.full((len(seq_lens), max(need) + extra_table_columns), -1, dtype=np.int32)
-    shape = (num_blocks, block_size, num_kv_heads, head_size)
-    k_cache = np.full(shape, np.nan, dtype=np.float32)
-    v_cache = np.full(shape, np.nan, dtype=np.float32)
-    k_slots = k_cache.reshape(-1, num_kv_heads, head_size)  # views: writing a slot writes the cache
-    v_slots = v_cache.reshape(-1, num_kv_heads, head_size)
-    keys, values = [], []
-    for s, n in enumerate(seq_lens):
-        shared = min(shared_blocks, need[s]) if s else 0
-        blocks = [int(b) for b in tables[0, :shared]] + [order.pop() for _ in range(need[s] - shared)]
-        tables[s, :need[s]] = blocks
-        k = rng.standard_normal((n, num_kv_heads, head_size)).astype(np.float32)
-        v = rng.standard_normal((n, num_kv_heads, head_size)).astype(np.float32)
-        slots = np.array([blocks[p // block_size] * block_size + p % block_size for p in range(n)])
-        inherited = min(n, shared * block_size)
-        # Tokens in shared blocks are the parent's: read them back instead of inventing new ones.
-        k[:inherited] = k_slots[slots[:inherited]]
-        v[:inherited] = v_slots[slots[:inherited]]
-        k_slots[slots] = k
-        v_slots[slots] = v
-        keys.append(k)
-        values.append(v)
+    seq_lens, tables, rows_used = block_layout(seq_lens, block_size, shared_blocks, spare_blocks,
+                                               extra_table_columns, lambda n: rng.permutation(n).tolist())
+    shape = (len(rows_used), block_size, num_kv_heads, head_size)
+    k_cache = rng.standard_normal(shape).astype(np.float32)
+    v_cache = rng.standard_normal(shape).astype(np.float32)
+    for block, used in enumerate(rows_used):
+        k_cache[block, used:] = np.nan
+        v_cache[block, used:] = np.nan
     q = (rng.standard_normal((len(seq_lens), num_heads, head_size)) * q_scale).astype(np.float32)
-    return KernelBatch(q, k_cache, v_cache, tables, np.array(seq_lens, dtype=np.int32), keys, values)
+    return KernelBatch(q, k_cache, v_cache, np.array(tables, dtype=np.int32), np.array(seq_lens, dtype=np.int32))

@@ -114,6 +114,15 @@ def test_dense_attention_rejects_bad_input(args, error, words):
 # --- the paged test data ---------------------------------------------------------------------
 
 
+def _tokens(batch, s):
+    """Sequence `s`'s K and V read through its table, slot by slot (the test's own reading)."""
+    bs, n = batch.block_size, int(batch.seq_lens[s])
+    row = batch.block_tables[s].tolist()
+    k = torch.stack([batch.k_cache[row[p // bs], p % bs] for p in range(n)])
+    v = torch.stack([batch.v_cache[row[p // bs], p % bs] for p in range(n)])
+    return k, v
+
+
 def test_make_paged_batch_scatters_tokens_and_poisons_the_rest():
     batch = make_paged_batch([1, 15, 16, 17, 40], num_heads=4, num_kv_heads=2, head_size=8,
                              block_size=16, spare_blocks=3, seed=3)
@@ -123,19 +132,31 @@ def test_make_paged_batch_scatters_tokens_and_poisons_the_rest():
         row = batch.block_tables[s].tolist()
         blocks = row[: -(-n // bs)]
         assert all(b >= 0 for b in blocks) and all(b == -1 for b in row[len(blocks):])
-        for p in range(n):
-            slot = (blocks[p // bs], p % bs)
-            used.add(slot)
-            assert torch.equal(batch.k_cache[slot], batch.keys[s][p])
-            assert torch.equal(batch.v_cache[slot], batch.values[s][p])
+        used |= {(blocks[p // bs], p % bs) for p in range(n)}
+        k, v = _tokens(batch, s)
+        assert not k.isnan().any() and not v.isnan().any() and not torch.equal(k, torch.zeros_like(k))
+        assert batch.holds(s, k, v) and not batch.holds(s, v, k)
     for b in range(batch.k_cache.shape[0]):
         for r in range(bs):
             if (b, r) not in used:
                 assert batch.k_cache[b, r].isnan().all() and batch.v_cache[b, r].isnan().all()
-    assert not any(torch.equal(k, torch.zeros_like(k)) for k in batch.keys)
+    assert len(used) == sum(batch.seq_lens.tolist())
     # A shuffled allocation: the tables are not simply 0, 1, 2, ...
     flat = [b for row in batch.block_tables.tolist() for b in row if b >= 0]
     assert flat != sorted(flat)
+
+
+def test_a_paged_batch_holds_no_tokens_in_sequence_order():
+    """The check child builds these batches next to the student's gather_kv: besides the query,
+    the caches and the tables there is nothing on it, and its expected answer is still right."""
+    import dataclasses
+
+    batch = make_paged_batch([5, 20, 37], num_heads=4, num_kv_heads=2, head_size=16, block_size=8, seed=0)
+    assert [f.name for f in dataclasses.fields(batch)] == ["q", "k_cache", "v_cache", "block_tables", "seq_lens"]
+    for s in range(3):
+        k, v = _tokens(batch, s)
+        want = dense_attention(batch.q[s:s + 1].double(), k.double(), v.double())[0]
+        assert torch.allclose(batch.expected()[s], want, rtol=0, atol=1e-12)
 
 
 def test_make_paged_batch_shared_blocks_behave_like_a_fork():
@@ -143,9 +164,10 @@ def test_make_paged_batch_shared_blocks_behave_like_a_fork():
     t = batch.block_tables
     assert t[1, :2].tolist() == t[0, :2].tolist() == t[2, :2].tolist()
     assert t[1, 2] not in t[0].tolist()
-    assert torch.equal(batch.keys[1][:32], batch.keys[0][:32])
-    assert torch.equal(batch.keys[2], batch.keys[0][:20])
-    assert not torch.equal(batch.keys[1][32:], batch.keys[0][32:40])
+    keys = [_tokens(batch, s)[0] for s in range(3)]
+    assert torch.equal(keys[1][:32], keys[0][:32])
+    assert torch.equal(keys[2], keys[0][:20])
+    assert not torch.equal(keys[1][32:], keys[0][32:40])
 
 
 # --- the torch solution ------------------------------------------------------------------------

@@ -314,3 +314,24 @@ def test_require_asks_once_per_version_of_the_files(monkeypatch):
     assert len(calls) == 1 and len(messages) == 2 and messages[0] == messages[1]
     assert "needs Task 1" in messages[0] and "\n" not in messages[0], messages[0]
     assert graded._blocking == messages[0]
+
+
+_GATHER = "    positions = torch.arange(seq_len, device=k_cache.device)\n"
+
+
+@pytest.mark.parametrize("bug, said", [
+    # one row too far: the 1-token sequence reads the rest of its block
+    ("positions = positions + 1", "first at token 0: yours holds NaN"),
+    # backwards: the 1-token sequence is right, the next one wrong from its first token
+    ("positions = positions.flip(0)", "first at token 0: yours holds other values than the reference's")])
+def test_a_wrong_gather_is_told_at_its_first_token_by_the_judge(tmp_path, bug, said):
+    """The batch the check child builds holds no tokens in order, so the driver records the
+    gathered K/V token by token and the judge says which token differs first, and for a NaN
+    there, that an unused slot of the cache was read."""
+    sub = broken.copy_solutions(tmp_path / "gather")
+    broken.mutate(sub, "paged_attention.py", _GATHER, _GATHER + f"    {bug}\n")
+    outcome = runner.run_task(manifest.task("task8"), str(sub), sub, time_limit=60.0)
+    wrong = next(c for c in outcome.checks if c.passed is not True)
+    assert said in wrong.message, wrong.message
+    assert ("an unused slot of the cache was read" in wrong.message) == ("NaN" in said), wrong.message
+    assert "token p comes from slot_mapping(block_table, p, block_size)" in wrong.message, wrong.message

@@ -243,12 +243,14 @@ def _overflows(batch: dict, scale) -> bool:
     import numpy as np
 
     from pagedlab.kernel_batch import make_kernel_batch
+    from pagedlab.trusted.attention import _sequence_tokens
 
     kb = make_kernel_batch(**batch)
     group = batch["num_heads"] // batch["num_kv_heads"]
     scale = 1 / math.sqrt(batch["head_size"]) if scale is None else scale
+    keys = (_sequence_tokens(kb, s)[0] for s in range(len(kb.seq_lens)))
     top = max(float(np.max(np.einsum("hd,nhd->hn", kb.q[s].astype(np.float64), np.repeat(k, group, axis=1)))) * scale
-              for s, k in enumerate(kb.keys))
+              for s, k in enumerate(keys))
     return top > FLT_MAX_EXP
 
 

@@ -88,6 +88,61 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, scale=None):
 '''
 
 
+# Tasks 8 and 9 with nothing gathered: the tokens in sequence order taken from the batch the driver
+# built, found on the caller's stack or among the live objects (`gc`), then dense attention on them.
+STOLEN_TOKENS = '''
+import gc as _gc
+import sys as _sys
+
+
+def _stolen_batch(k_cache):
+    frame = _sys._getframe(2)
+    while frame is not None:
+        for value in list(frame.f_locals.values()):
+            if getattr(value, "k_cache", None) is k_cache and hasattr(value, "keys"):
+                return value
+        frame = frame.f_back
+    for value in _gc.get_objects():
+        try:
+            if getattr(value, "k_cache", None) is k_cache and hasattr(value, "keys"):
+                return value
+        except Exception:  # lazy loaders and proxies raise on getattr
+            pass
+    for value in _gc.get_objects():  # the poisoned copy's caches are new: match the shape
+        if type(value).__name__ == "PagedBatch" and hasattr(value, "keys") and \
+                tuple(value.k_cache.shape[1:]) == tuple(k_cache.shape[1:]):
+            return value
+    raise NotImplementedError("no batch to steal from")
+
+
+def _stolen_tokens(k_cache, block_table, seq_len):
+    batch = _stolen_batch(k_cache)
+    table = [int(b) for b in block_table.tolist()]
+    for s in range(len(batch.keys)):
+        if [int(b) for b in batch.block_tables[s].tolist()] == table and len(batch.keys[s]) == seq_len:
+            return batch.keys[s], batch.values[s]
+    raise NotImplementedError("no sequence with that table")
+
+
+def gather_kv(k_cache, v_cache, block_table, seq_len):
+    k, v = _stolen_tokens(k_cache, block_table, seq_len)
+    return k.clone(), v.clone()
+
+
+def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, scale=None):
+    out = torch.empty_like(q)
+    for s in range(q.shape[0]):
+        k, v = _stolen_tokens(k_cache, block_tables[s], int(seq_lens[s]))
+        k, v = k.to(q.dtype), v.to(q.dtype)
+        group = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+        step = scale if scale is not None else q.shape[-1] ** -0.5
+        weights = torch.softmax(torch.einsum("hd,nhd->hn", q[s], k) * step, dim=-1)
+        out[s] = torch.einsum("hn,nhd->hd", weights, v)
+    return out
+'''
+
+
 def _forged_import(module: str, names: str) -> str:
     """Source that imports `names` from `module` in code compiled under a pagedlab file name, so
     the guard takes it for pagedlab's own import."""
@@ -145,6 +200,17 @@ def test_a_forged_pagedlab_file_name_imports_no_answer_model(tmp_path):
     results = _grade(_submission(tmp_path / "sub", "buddy.py", FORGED_BUDDY), ["12"], hidden=False)
     assert results["score"] == 0, _scores(results)
     assert "refused by the student API" in results["tests"][0]["output"], results["tests"][0]["output"]
+
+
+def test_tokens_taken_from_the_drivers_batch_earn_nothing_on_tasks_8_9(tmp_path, monkeypatch):
+    """Guard off (it is no sandbox): the batch a Task 8/9 driver builds holds the caches and tables
+    only, so a gather_kv or paged_attention that looks for the tokens in sequence order on the
+    stack or among the live objects finds none; hidden checks included."""
+    monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(API_OFF))
+    results = _grade(_submission(tmp_path / "sub", "paged_attention.py", STOLEN_TOKENS), ["8", "9"])
+    assert results["score"] == 0, _scores(results)
+    # it ran and looked everywhere, rather than breaking on the way
+    assert all("no batch to steal from" in t["output"] for t in results["tests"]), results["tests"]
 
 
 # The guard's known gaps, each run as code under a clean student file's name after the guard is

@@ -14,6 +14,8 @@ holds for the expected and the student's value, and fills ``{key}``, ``{expected
 - ``computed_nan``: an array with a NaN the code computed (it read something never written);
 - ``finite``: an array with no NaN at all (wrong numbers, not unwritten memory);
 - ``rows_only``: a finite array wrong only in the rows (first axis) listed in `arg`;
+- ``nan_row``: two row digests (`framework.row_digest`) whose first differing row is NaN in
+  the student's (``{row}``: its index);
 - ``close``: a finite array within `arg["tol"]` of the array `arg["array"]` (what a known bug
   computes), which itself is not within tolerance of the expected one.
 """
@@ -76,8 +78,20 @@ def _within(mine, other, tol) -> bool:
     return bool(np.all(np.abs(mine - other) / scale <= tol))
 
 
+def first_row(want, mine) -> int | None:
+    """The first row where two row digests (`framework.row_digest`) of one shape differ, or None."""
+    if not all(isinstance(d, dict) and isinstance(d.get("rows"), list) for d in (want, mine)):
+        return None
+    if (want.get("dtype"), want.get("shape")) != (mine.get("dtype"), mine.get("shape")):
+        return None
+    return next((i for i, (a, b) in enumerate(zip(want["rows"], mine["rows"])) if a != b), None)
+
+
 def holds(condition: str, arg, want, mine, tol: float = 0.0) -> dict | None:
     """The fields for the hint's text when `condition` holds for (want, mine), else None."""
+    if condition == "nan_row":
+        row = first_row(want, mine)
+        return {"row": row} if row is not None and mine["rows"][row] == "NaN" else None
     if condition == "equals":
         return {} if mine == arg else None
     if condition in ("same_keys", "other_keys"):

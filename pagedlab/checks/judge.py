@@ -16,6 +16,7 @@ import numpy as np
 from ..kernels import UNWRITTEN_BITS
 from ..pool import MAGIC_TAG
 from .framework import Stream, decode_array
+from .hints import first_row
 from .hints import shown as shown_hint
 
 
@@ -102,6 +103,11 @@ def _first_difference(want, mine, depth: int = 0) -> str:
         for index, (a, b) in enumerate(zip(want, mine)):
             if a != b:
                 return f"first difference at position {index}: expected {show(a)}, yours {show(b)}"
+    row = first_row(want, mine) if _is_digest(want) else None
+    if row is not None:  # a row digest: the trusted record names its rows (tokens of a sequence)
+        name = str(want.get("row", "row"))
+        yours = "NaN" if mine["rows"][row] == "NaN" else "other values than the reference's"
+        return f"first at {name} {row}: yours holds {yours}"
     if _is_digest(want) and _is_digest(mine):
         if (want.get("dtype"), want.get("shape")) == (mine.get("dtype"), mine.get("shape")):
             return "same dtype and shape as expected, but different values"

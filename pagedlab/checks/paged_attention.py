@@ -10,7 +10,7 @@ index raises, and the block a -1 would wrap to is NaN.
 from __future__ import annotations
 
 from ..lazy import lazy_module
-from .framework import CheckFailure, Expected, check, expect, see
+from .framework import CheckFailure, Expected, check, expect, row_digest, see
 from .hints import When
 
 # Imported when a driver or an expectation first needs them: the grader of Tasks 6-8 only lists
@@ -166,8 +166,8 @@ def gather_in_order(run):
         for s, n in enumerate(batch.seq_lens.tolist()):
             k, v = pa.gather_kv(batch.k_cache, batch.v_cache, batch.block_tables[s], n)
             context = f"block_size={block_size}, sequence {s} of {n} tokens"
-            for name, got, want in (("k", k, batch.keys[s]), ("v", v, batch.values[s])):
-                _expect_tokens(got, want, name, context)
+            for name, got in (("k", k), ("v", v)):
+                see_tokens(got, batch.k_cache, n, f"gather_kv: gathered {name} ({context})")
 
 
 @check("task8", "gather follows shared blocks (after a fork) and float64 caches", rule=RULE_GATHER)
@@ -178,24 +178,27 @@ def gather_shared(run):
     for s, n in enumerate(batch.seq_lens.tolist()):
         k, v = pa.gather_kv(batch.k_cache, batch.v_cache, batch.block_tables[s], n)
         context = f"sequence {s} of {n} tokens, table {batch.block_tables[s].tolist()}"
-        _expect_tokens(k, batch.keys[s], "k", context)
-        _expect_tokens(v, batch.values[s], "v", context)
+        for name, got in (("k", k), ("v", v)):
+            see_tokens(got, batch.k_cache, n, f"gather_kv: gathered {name} ({context})")
 
 
-def _expect_tokens(got, want, name, context):
+GATHER_HINT = "token p comes from slot_mapping(block_table, p, block_size)"
+GATHER_WHEN = (When("nan_row", "token {row} is NaN: an unused slot of the cache was read (the rest of the last "
+                               "block, or the block of a -1 entry)"),)
+
+
+def see_tokens(got, cache, seq_len, label):
+    """Record gathered K or V token by token (`framework.row_digest`), cast to the cache's dtype:
+    the batch holds no tokens in order, so the judge compares them with the reference's record
+    and names the first token that differs."""
     got = poison.plain(got)
-    expect(isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(want.shape),
-           f"gathered {name} has the wrong shape ({context})", rule=RULE_GATHER,
-           expected=f"[seq_len, num_kv_heads, head_size] = {list(want.shape)}",
+    shape = [seq_len, *cache.shape[2:]]
+    expect(isinstance(got, torch.Tensor) and list(got.shape) == shape,
+           f"{label}: the wrong shape", rule=RULE_GATHER,
+           expected=f"[seq_len, num_kv_heads, head_size] = {shape}",
            actual=list(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__)
-    see(f"gather_kv: gathered {name} ({context})", got.to(want.dtype), rule=RULE_GATHER)
-    if not torch.equal(got.to(want.dtype), want):
-        bad = int(torch.nonzero((got.to(want.dtype) != want).flatten(1).any(1))[0])
-        nan = bool(got[bad].isnan().any())
-        raise CheckFailure(f"gathered {name} differs at token {bad} ({context})", rule=RULE_GATHER,
-                           expected=f"token {bad} of the sequence",
-                           actual="NaN: an unused slot of the cache was read" if nan else "other values",
-                           hint="token p comes from slot_mapping(block_table, p, block_size)")
+    see(label, row_digest(got.detach().to(cache.dtype), "token"), rule=RULE_GATHER, hint=GATHER_HINT,
+        when=GATHER_WHEN)
 
 
 # --- Task 9 -----------------------------------------------------------------------------------

@@ -24,3 +24,15 @@ def decode_attention(q, k, v, scale: float | None = None) -> np.ndarray:
     weights = np.exp(logits - logits.max(axis=1, keepdims=True))
     weights /= weights.sum(axis=1, keepdims=True)
     return np.einsum("hn,nhd->hd", weights, v)
+
+
+def _sequence_tokens(batch, s: int) -> tuple:
+    """Sequence `s`'s keys and values of a paged batch (torch or numpy), in token order, as numpy
+    arrays of the cache's dtype. The judge's own reading of the cache: the batches keep no tokens
+    in order (the check child builds them), and this is no student API (Task 8 is this reading)."""
+    n, table = int(batch.seq_lens[s]), np.asarray(batch.block_tables[s]).astype(np.int64)
+    k_cache, v_cache = np.asarray(batch.k_cache), np.asarray(batch.v_cache)
+    block_size = k_cache.shape[1]
+    rows = np.arange(n)
+    blocks = table[rows // block_size]
+    return k_cache[blocks, rows % block_size], v_cache[blocks, rows % block_size]

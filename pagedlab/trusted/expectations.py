@@ -34,10 +34,12 @@ def padded_attention(batch, scale, width: int):
     (and a value of 0): the output of padding "masked" with 0 instead of -inf."""
     import numpy as np
 
+    from .attention import _sequence_tokens
+
     rows = []
-    for s, (k, v) in enumerate(zip(batch.keys, batch.values, strict=True)):
+    for s in range(len(batch.seq_lens)):
         q = batch.q[s].double().numpy()
-        k, v = k.double().numpy(), v.double().numpy()
+        k, v = (t.astype(np.float64) for t in _sequence_tokens(batch, s))
         group = q.shape[0] // k.shape[1]
         k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
         step = float(scale) if scale is not None else 1.0 / np.sqrt(q.shape[-1])
@@ -63,10 +65,12 @@ def padding_hints(batch, scale, tol) -> list:
 def v2_bug_outputs(batch, scale, partition_size: int) -> dict:
     """What two known bugs of a split-K kernel compute, in float64: the reduce without the
     exp(m_p - M) rescaling, and the last partition of every longer sequence dropped."""
+    from .attention import _sequence_tokens
+
     found = {"rescale": [], "dropped": []}
-    for s, (k, v) in enumerate(zip(batch.keys, batch.values, strict=True)):
+    for s in range(len(batch.seq_lens)):
         q = np.asarray(batch.q[s], np.float64)
-        k, v = np.asarray(k, np.float64), np.asarray(v, np.float64)
+        k, v = (t.astype(np.float64) for t in _sequence_tokens(batch, s))
         group = q.shape[0] // k.shape[1]
         k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
         step = float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1])
@@ -128,6 +132,7 @@ def v2_temporaries():
     """Task 14's temporaries: each partition's max logit, exp-sum and unnormalised output."""
     from ..checks import paged_attention_v2_cu as v2
     from ..kernel_batch import make_kernel_batch
+    from .attention import _sequence_tokens
 
     def expected(run):
         batch = make_kernel_batch(**v2.TEMP_BATCH)
@@ -135,7 +140,7 @@ def v2_temporaries():
         head_size = batch.q.shape[-1]
         scale = 1.0 / math.sqrt(head_size)
         for s, n in enumerate(v2.TEMP_LENS):
-            k, v = batch.keys[s].astype(np.float64), batch.values[s].astype(np.float64)
+            k, v = (t.astype(np.float64) for t in _sequence_tokens(batch, s))
             parts = -(-n // v2.TEMP_P)
             m = np.zeros((2, parts))
             sums = np.zeros((2, parts))

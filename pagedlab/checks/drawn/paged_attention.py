@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...lazy import lazy_module
 from ..framework import expect, scenario_driver, see
-from ..paged_attention import ATTN_HINT, RULE_ATTN, TOL, _attention_label, build_batch
+from ..paged_attention import ATTN_HINT, RULE_ATTN, TOL, _attention_label, build_batch, see_tokens
 
 torch = lazy_module("torch")
 poison = lazy_module("pagedlab.checks.poison")
@@ -50,8 +50,8 @@ def gather(run):
         for s, n in enumerate(batch.seq_lens.tolist()):
             k, v = pa.gather_kv(batch.k_cache, batch.v_cache, tables[s], n)
             where = f"batch {i} (block_size {kwargs['block_size']}), sequence {s} of {n} tokens"
-            see(f"gathered k of {where}", poison.plain(k))
-            see(f"gathered v of {where}", poison.plain(v))
+            see_tokens(k, batch.k_cache, n, f"gathered k of {where}")
+            see_tokens(v, batch.k_cache, n, f"gathered v of {where}")
 
 
 def attention_batch(case):
