@@ -2,9 +2,10 @@
 
 Task 10's hidden checks draw, in every grading, a case whose q is scaled 40-60x (logits that
 overflow exp unless the max is subtracted). A float32 logit carries rounding in proportion to
-its size, and on 2 of 200 drawn batches the reference kernel's output was 1.6x the unscaled
-tolerance away from float64 attention: one grading in a hundred took the 14 points of a correct
-kernel (seen in `benchmarks/bench_loaded_regrade.py`: 20/34 on the tenth regrade). The judge's
+its size, and on about one drawn batch in a hundred the reference kernel's output was further
+than the unscaled tolerance from float64 attention (up to 3.3e-5 against 2e-5): one grading in a
+hundred took the 14 points of a correct kernel (seen in `benchmarks/bench_loaded_regrade.py`:
+20/34 on the tenth regrade). The judge's
 tolerance for such a case scales with q's scale (`paged_attention_cu.output_tol`).
 """
 
@@ -20,7 +21,7 @@ from pagedlab.kernel_batch import make_kernel_batch
 from pagedlab.kernels import decode_on_executor
 
 HIDDEN = Path(__file__).resolve().parent.parent / "grading" / "hidden"
-SEED = 184  # a drawn scenario whose q-scaled case the reference got 3.3e-5 wrong
+SEED = 280  # a drawn scenario whose q-scaled case the reference gets 2.4e-5 wrong (1 of 300)
 
 
 def test_the_reference_kernel_keeps_the_hidden_check_where_large_logits_round_most():
