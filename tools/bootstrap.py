@@ -166,6 +166,8 @@ def install(venv: Path, installer: str, uv: str | None) -> str:
     say(f"installing the course's packages with pip{' from requirements.lock' if use_lock else ''} "
         "(uv was not available: this takes a few minutes)")
     base = [py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *links]
+    if os.environ.get("PAGEDLAB_COMPILE_BYTECODE") == "0":
+        base.append("--no-compile")  # pip compiles every module it installs unless told: the same step
     if use_lock:
         # --no-deps: the lock already lists every package. Without it, the pip a Python ships
         # (23.x with 3.11) resolves the dependencies again, and an extra such as
@@ -187,7 +189,8 @@ def compile_bytecode(venv: Path) -> None:
     With PYTHONDONTWRITEBYTECODE set (CI images, some lab machines) and a venv installed by uv
     (which writes no .pyc), every process compiled torch's 2,300 modules again: `import torch`
     cost 5.5 CPU-s instead of 2.4, in every check process and notebook kernel. Compiling them
-    once costs under a minute of CPU. PAGEDLAB_COMPILE_BYTECODE=1/0 forces the step on/off.
+    once costs under a minute of CPU. PAGEDLAB_COMPILE_BYTECODE=1/0 forces the step on/off
+    (off also stops pip from compiling what it installs: the pip fallback test asks for no bytecode).
 
     sympy and networkx are left out (12 CPU-s of it): torch installs them for its
     graph compiler (torch.compile), which the course never calls; no course process imports
