@@ -288,6 +288,23 @@ def test_each_notebook_is_run_under_nbval_with_the_submission(tmp_path):
     assert run_notebook(empty, "solutions").passed
 
 
+def test_the_c_tracks_notebook_runs_only_for_a_submission_with_a_c_file(tmp_path):
+    """02c (HW3 in C) runs on llm_memory.c: graded with --notebooks when the submission has one,
+    left out for a Python-only submission, whose 02c could only fail on a file it never had."""
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    numbered = [_notebook(notebooks / name, "pass") for name in ("02_block_table.ipynb", "03_intrusive_list.ipynb")]
+    in_c = _notebook(notebooks / "02c_hw3_in_c.ipynb", "pass")
+    python_only, with_c = tmp_path / "python_only", tmp_path / "with_c"
+    for sub in (python_only, with_c):
+        sub.mkdir()
+        (sub / "memory_manager.py").write_text("")
+    (with_c / "llm_memory.c").write_text("")
+    assert notebook_paths(notebooks) == numbered
+    assert notebook_paths(notebooks, python_only) == numbered
+    assert notebook_paths(notebooks, with_c) == [numbered[0], in_c, numbered[1]]
+
+
 def test_notebook_entries_in_results_json(tmp_path, monkeypatch):
     """Each notebook gets an entry worth no points, passed or failed. Its outcome is faked here:
     that run_notebook really runs nbval is the test above (a Jupyter kernel costs seconds)."""
@@ -297,7 +314,7 @@ def test_notebook_entries_in_results_json(tmp_path, monkeypatch):
     folder.mkdir()
     for name in ("01_a.ipynb", "02_b.ipynb"):
         (folder / name).write_text("{}")
-    monkeypatch.setattr(grade_cli, "notebook_paths", lambda _folder=None: sorted(folder.glob("*.ipynb")))
+    monkeypatch.setattr(grade_cli, "notebook_paths", lambda _folder=None, _submission=None: sorted(folder.glob("*.ipynb")))
     ran = []
 
     def fake_run(path, impl, sandbox=None):

@@ -487,7 +487,7 @@ def notebook_folder(monkeypatch):
     folder.chmod(0o755)
     for name in ("01_kv_cache_size.ipynb", "nbval.cfg"):
         shutil.copy(ROOT / "notebooks" / name, folder / name)
-    monkeypatch.setattr(cli, "notebook_paths", lambda _folder=None: [folder / "01_kv_cache_size.ipynb"])
+    monkeypatch.setattr(cli, "notebook_paths", lambda _folder=None, _submission=None: [folder / "01_kv_cache_size.ipynb"])
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
 

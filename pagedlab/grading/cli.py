@@ -122,8 +122,8 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
                 echo(report.indent(report.task_output(outcome), "      "))
         nb_outcomes = []
         if notebooks:
-            folder = notebook_dir(echo)
-            paths = notebook_paths(folder)
+            submission, folder = folder, notebook_dir(echo)
+            paths = notebook_paths(folder, submission)
             if not paths:
                 echo(f"--notebooks: no numbered notebooks in {folder}; nothing to run")
             for path in paths:

@@ -27,6 +27,9 @@ from .points import memory_limit, time_scale
 NOTEBOOK_POINTS = 0.0
 NOTEBOOK_TIME_LIMIT = 300.0  # seconds per notebook
 _NUMBERED = re.compile(r"^\d\d_.*\.ipynb$")
+# A lettered notebook belongs to an optional track and runs when the submission has that track's
+# file: 02c (HW3 in C) needs llm_memory.c, which a student who wrote memory_manager.py never wrote.
+OPTIONAL_TRACKS = {re.compile(r"^\d\dc_.*\.ipynb$"): "llm_memory.c"}
 
 
 @dataclass
@@ -61,11 +64,18 @@ def notebook_dir(echo=None) -> Path:
         return trusted / "notebooks"
 
 
-def notebook_paths(folder: Path | None = None) -> list[Path]:
+def notebook_paths(folder: Path | None = None, submission: Path | None = None) -> list[Path]:
+    """The numbered notebooks of `folder`, and the optional tracks' (02c) whose file `submission` has."""
     folder = notebook_dir() if folder is None else folder
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.iterdir() if _NUMBERED.match(p.name))
+    return sorted(p for p in folder.iterdir() if _NUMBERED.match(p.name) or (
+        submission is not None and optional_file(p) and (submission / optional_file(p)).is_file()))
+
+
+def optional_file(path: Path) -> str:
+    """The student file an optional track's notebook runs on ('' for a notebook of the course)."""
+    return next((file for pattern, file in OPTIONAL_TRACKS.items() if pattern.match(path.name)), "")
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
