@@ -1,8 +1,7 @@
 """Does a loaded machine change an honest score? The same submission graded N times under load.
 
 The reference solution is graded as a submission (`pagedlab grade --impl COPY`, hidden checks on,
-a sandbox user, `solutions/` and `expected.json` root-only as in the grading set-up) `--runs`
-times while `--spinners` processes of another user burn CPU (other grading on the same machine).
+a sandbox user, every answer path root-only as `grading/setup.sh` leaves them) `--runs` times while `--spinners` processes of another user burn CPU (other grading on the same machine).
 Time limits count CPU time, so every run must give the same, full score. With `--time-scale`
 below 1 each task's limit shrinks to a few times the CPU the task needs: a wall-clock limit would
 then be hit under the load, so the benchmark shows the CPU-time limit doing its job.
@@ -20,7 +19,6 @@ import argparse
 import contextlib
 import json
 import os
-import pwd
 import resource
 import shutil
 import subprocess
@@ -30,45 +28,23 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "tests"))
+from sandbox_users import ensure_user, interpreter_reachable  # noqa: E402
+
+from pagedlab.sandbox import private  # noqa: E402
+
 SPIN = "while True:\n    pass\n"
 
 
-def ensure_user(name: str) -> pwd.struct_passwd:
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
-        return pwd.getpwnam(name)
-
-
 @contextlib.contextmanager
-def private_answers():
-    """`solutions/` and `expected.json` root-only while the block runs (what grading/setup.sh does)."""
-    private = [ROOT / "solutions", ROOT / "pagedlab" / "checks" / "expected.json"]
-    modes = {p: p.stat().st_mode for p in private}
-    for p in private:
-        p.chmod(0o700 if p.is_dir() else 0o600)
+def sealed_answers():
+    """Every answer path root-only while the block runs, as grading/setup.sh leaves them."""
+    before = private.seal(ROOT)
     try:
         yield
     finally:
-        for p, mode in modes.items():
-            p.chmod(mode)
-
-
-@contextlib.contextmanager
-def interpreter_reachable():
-    """Let the sandbox user traverse (not list) the folders above the grader's interpreter."""
-    opened = []
-    for folder in Path(os.path.realpath(sys.executable)).parents:
-        mode = folder.stat().st_mode
-        if not mode & 0o001:
-            folder.chmod(mode | 0o001)
-            opened.append((folder, mode))
-    try:
-        yield
-    finally:
-        for folder, mode in opened:
-            folder.chmod(mode)
+        private.unseal(before)
 
 
 def children_cpu() -> float:
@@ -116,7 +92,7 @@ def main() -> int:
         print("needs root: the grade switches to a sandbox user and the load runs as another", file=sys.stderr)
         return 2
     user, spinner = ensure_user("pagedlab-bench-load"), ensure_user("pagedlab-bench-spin")
-    with tempfile.TemporaryDirectory(prefix="bench-load-sub-") as tmp, interpreter_reachable(), private_answers():
+    with tempfile.TemporaryDirectory(prefix="bench-load-sub-") as tmp, interpreter_reachable(), sealed_answers():
         sub = Path(tmp) / "submission"
         shutil.copytree(ROOT / "solutions", sub, ignore=shutil.ignore_patterns("__pycache__"))
         Path(tmp).chmod(0o755)

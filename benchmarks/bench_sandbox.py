@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import sys
@@ -24,6 +23,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from sandbox_users import ensure_user  # noqa: E402
+
 FILES = ("memory_manager.py", "paged_attention.py", "prefix_cache.py", "buddy.py", "swap.py",
          "paged_attention.cu", "paged_attention_v2.cu")
 TARGET = 1.2
@@ -71,10 +73,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("needs root: the sandboxed run switches to an unprivileged user", file=sys.stderr)
         return 2
-    try:
-        pwd.getpwnam(args.user)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", args.user], check=True)
+    ensure_user(args.user)
     times: dict[str, list[float]] = {"no sandbox": [], "sandbox": []}
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-sub-") as tmp:
         sub = Path(tmp) / "submission"

@@ -184,7 +184,20 @@ def test_a_segfaulting_mutant_fails_its_check_and_the_run_goes_on(tmp_path):
     assert all(r.passed for r in checks.results("task3", str(tmp_path / "m")))
 
 
-def test_crash_in_process_keeps_python_alive_and_names_the_line(tmp_path):
+@pytest.fixture(params=["in-process", "runner"])
+def mode(request):
+    """Where the library runs: in this process (notebooks), or in the C runner (the check child)."""
+    if request.param == "runner":
+        if not sys.platform.startswith("linux"):
+            pytest.skip("the C runner is Linux's (memfd, fixed shared mappings)")
+        ctrack.use_runner()
+        yield request.param
+        ctrack.use_runner(False)
+    else:
+        yield request.param
+
+
+def test_crash_keeps_python_alive_and_names_the_line(tmp_path, mode):
     mutant = next(m for m in c_mutants.MUTANTS if m.name == "wild_write_segfaults")
     path = c_mutants.write_mutant(mutant, tmp_path / "m")
     mm = ctrack.load(path)

@@ -13,7 +13,6 @@ attack meets the defence it is written against.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pwd
@@ -28,6 +27,9 @@ import pytest
 
 from pagedlab import manifest
 from pagedlab.grading.cli import grade
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sandbox_users import ensure_user, interpreter_reachable  # noqa: E402,F401 - the red teams' shared helpers
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "exercises"
@@ -207,33 +209,6 @@ def test_an_output_flood_fails_its_task_and_leaves_the_grader_alone(tmp_path):
 # Sandboxed: as on Gradescope
 # ---------------------------------------------------------------------------------------------
 SANDBOX_USER = "pagedlab-sandbox-rt"
-
-
-def ensure_user(name: str) -> pwd.struct_passwd:
-    """The sandbox user `name`, created (no home, no shell) if it does not exist yet."""
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
-        return pwd.getpwnam(name)
-
-
-@contextlib.contextmanager
-def interpreter_reachable():
-    """The grader's interpreter must be one the sandbox users may run (Gradescope's is
-    /usr/bin/python3 in /autograder/venv). Here it may live under /root (pyenv): while the block
-    runs, its folders let others traverse (not list) them."""
-    opened = []
-    for folder in Path(os.path.realpath(sys.executable)).parents:
-        mode = folder.stat().st_mode
-        if not mode & 0o001:
-            folder.chmod(mode | 0o001)
-            opened.append((folder, mode))
-    try:
-        yield
-    finally:
-        for folder, mode in opened:
-            folder.chmod(mode)
 
 
 def grade_as_pool(names, monkeypatch) -> list:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_redteam import ensure_user, interpreter_reachable
+from sandbox_users import ensure_user, interpreter_reachable
 
 from pagedlab.grading.cli import grade
 
@@ -177,6 +177,17 @@ def llm_init(pool_addr, pool_size):
 '''
 
 
+def _connections(server: socket.socket) -> int:
+    """How many connections `server` (a listener with a short timeout) has waiting; each is closed."""
+    connected = 0
+    while True:
+        try:
+            server.accept()[0].close()
+            connected += 1
+        except (TimeoutError, socket.timeout):
+            return connected
+
+
 @sandboxed
 def test_a_submission_gets_no_network(sandbox, tmp_path):
     server = socket.socket()
@@ -185,13 +196,7 @@ def test_a_submission_gets_no_network(sandbox, tmp_path):
     server.settimeout(0.2)
     port = server.getsockname()[1]
     results = _grade(_submission(tmp_path, py=PHONE_HOME.replace("PORT", str(port))), ["1"])
-    connected = 0
-    while True:
-        try:
-            server.accept()[0].close()
-            connected += 1
-        except (TimeoutError, socket.timeout):
-            break
+    connected = _connections(server)
     server.close()
     assert connected == 0, results["tests"][0]["output"][-1000:]
     assert results["score"] == 0
@@ -509,13 +514,7 @@ def _grade_notebook_attack(tmp_path: Path, drop: Path) -> tuple[dict, list[str],
     try:
         results = grade(str(_submission(tmp_path, py=attack, honest=True)), tasks=["1"], hidden=False,
                         notebooks=True, echo=lambda *a: lines.append(" ".join(map(str, a))))
-        connected = 0
-        while True:
-            try:
-                server.accept()[0].close()
-                connected += 1
-            except (TimeoutError, socket.timeout):
-                break
+        connected = _connections(server)
     finally:
         server.close()
     notebook = results["tests"][-1]
