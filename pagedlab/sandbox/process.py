@@ -136,7 +136,7 @@ def _as_user(cmd: list[str], sandbox: Sandbox, home: Path, keep: list[str],
     namespace of its own with private temporary folders (enter.py) where the machine allows.
     `loopback`: in a network namespace whose loopback enter.py brings up, where it allows one."""
     wrap = ["--pid", "--fork", "--kill-child", "--mount-proc"]
-    if no_network():
+    if no_network() or net_namespace():
         wrap.append("--net")
     if not private_namespace():
         if pid_namespace() and shutil.which("setpriv"):  # the PID namespace at least
@@ -148,8 +148,6 @@ def _as_user(cmd: list[str], sandbox: Sandbox, home: Path, keep: list[str],
                 "cgroups": group.procs if group else []}
     if net_namespace():  # a check child's loopback stays down: it may open no Internet socket
         settings["loopback"] = loopback
-        if "--net" not in wrap:
-            wrap.append("--net")
     return (["unshare", *wrap, "--", sys.executable, "-I", "-S", str(ENTER), json.dumps(settings), "--",
              *cmd], {})
 
@@ -157,20 +155,7 @@ def _as_user(cmd: list[str], sandbox: Sandbox, home: Path, keep: list[str],
 @lru_cache(maxsize=1)
 def net_namespace() -> bool:
     """Whether root can also give that child a network namespace with its loopback up."""
-    if not private_namespace():
-        return False
-    import tempfile
-
-    home = tempfile.mkdtemp(prefix="pagedlab-probe-")
-    try:
-        settings = {"uid": 65534, "gid": 65534, "home": home, "tmp_bytes": 1 << 20, "keep": [home],
-                    "loopback": True}
-        probe = subprocess.run(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--net", "--",
-                                sys.executable, "-I", "-S", str(ENTER), json.dumps(settings), "--", "true"],
-                               capture_output=True, timeout=30, check=False, cwd="/")
-        return probe.returncode == 0
-    finally:
-        os.rmdir(home)
+    return private_namespace() and _enter_works(net=True)
 
 
 def notebook_isolation_note() -> str:
@@ -187,16 +172,23 @@ def notebook_isolation_note() -> str:
 def private_namespace() -> bool:
     """Whether root can start a child in PID and mount namespaces of its own, with private
     temporary folders (enter.py, tried once on `true` as nobody)."""
-    if not pid_namespace():
-        return False
+    return pid_namespace() and _enter_works(net=False)
+
+
+def _enter_works(*, net: bool) -> bool:
+    """Whether enter.py runs `true` as nobody in fresh PID and mount namespaces (with `net`, a
+    network namespace too, its loopback brought up)."""
     import tempfile
 
     home = tempfile.mkdtemp(prefix="pagedlab-probe-")
     try:
         settings = {"uid": 65534, "gid": 65534, "home": home, "tmp_bytes": 1 << 20, "keep": [home]}
-        probe = subprocess.run(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
-                                sys.executable, "-I", "-S", str(ENTER), json.dumps(settings), "--", "true"],
-                               capture_output=True, timeout=30, check=False, cwd="/")
+        wrap = ["--pid", "--fork", "--kill-child", "--mount-proc"]
+        if net:
+            settings["loopback"] = True
+            wrap.append("--net")
+        probe = subprocess.run(["unshare", *wrap, "--", sys.executable, "-I", "-S", str(ENTER), json.dumps(settings),
+                                "--", "true"], capture_output=True, timeout=30, check=False, cwd="/")
         return probe.returncode == 0
     finally:
         os.rmdir(home)
