@@ -456,11 +456,7 @@ class _Runner:
                 raise CCrash(f"the C library could not start in its runner process: {why}")
             if kind != REC_READY:
                 raise RunnerGone(f"the C runner process sent a record of kind {kind} before it was ready")
-            got = list(struct.unpack_from("<4Q", payload))
-            want = [ctypes.sizeof(hw3.Sequence), hw3.Sequence.node.offset, ctypes.sizeof(hw3.LLMEngine),
-                    hw3.LLMEngine.active_seqs.offset]
-            if got != want:
-                raise RuntimeError(f"hw3.h and pagedlab.hw3 disagree on the struct layout: C {got}, Python {want}")
+            _expect_layout(list(struct.unpack_from("<4Q", payload)))
             self.base, self.span, self.locked = x, y, (a, b_)
         except BaseException:
             self.stop()
@@ -639,6 +635,14 @@ def _fault_words(sig: int, code: int, addr: int, regs: list[int]) -> str:
 _libraries: dict[Path, ctypes.CDLL] = {}
 
 
+def _expect_layout(got: list[int]) -> None:
+    """`got`: the library's pl_layout(0..3), the sizes and offsets hw3.h gives the structs."""
+    want = [ctypes.sizeof(hw3.Sequence), hw3.Sequence.node.offset, ctypes.sizeof(hw3.LLMEngine),
+            hw3.LLMEngine.active_seqs.offset]
+    if got != want:
+        raise RuntimeError(f"hw3.h and pagedlab.hw3 disagree on the struct layout: C {got}, Python {want}")
+
+
 def _library(b: Build) -> ctypes.CDLL:
     lib = _libraries.get(b.library)
     if lib is None:
@@ -648,11 +652,7 @@ def _library(b: Build) -> ctypes.CDLL:
         lib.pl_base.restype = ctypes.c_uint64
         lib.pl_layout.restype = ctypes.c_size_t
         lib.pl_layout.argtypes = [ctypes.c_int]
-        want = [ctypes.sizeof(hw3.Sequence), hw3.Sequence.node.offset, ctypes.sizeof(hw3.LLMEngine),
-                hw3.LLMEngine.active_seqs.offset]
-        got = [lib.pl_layout(i) for i in range(4)]
-        if got != want:
-            raise RuntimeError(f"hw3.h and pagedlab.hw3 disagree on the struct layout: C {got}, Python {want}")
+        _expect_layout([lib.pl_layout(i) for i in range(4)])
         P, I, S = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
         signatures = {"llm_init": [P, S, P], "create_sequence": [P, I, I, P], "free_sequence": [P, I, P],
                       "fork_sequence": [P, I, I, P], "append_kv": [P, I, I, P], "llm_destroy": [P, P]}
