@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import ptx
 from .errors import CompileError
 from .signature import kernel_names, strip_comments
 from .unsupported import asm_refusal, refuse_unsupported
@@ -277,10 +278,14 @@ def precompiled_prelude(cxx: str, flags: list[str], into: Path | None = None,
     return folder if (folder / "prelude.h.gch").exists() else HERE
 
 
-# The element type is everything between `__shared__` and the name (alignment attributes
-# dropped): `short`, `unsigned long long`, `float4`; the glue sizes the array with sizeof().
+# The element type is every word of the declaration but `extern`, `__shared__` and the name
+# (alignment attributes dropped): `short`, `unsigned long long`, `float4`; CUDA lets the type
+# stand before `__shared__` as well (`extern float __shared__ smem[];`, the samples'
+# threadFenceReduction). The glue sizes the array with sizeof().
+_DECL_WORDS = r"[^;{}()\[\]]*?(?:\([^;{}]*?\)[^;{}()\[\]]*?)*"
 _EXTERN_SHARED = re.compile(
-    r"extern\s+__shared__\s+([^;{}()\[\]]*?(?:\([^;{}]*?\)[^;{}()\[\]]*?)*)\s*\b([A-Za-z_]\w*)\s*\[\s*\]")
+    r"\bextern\s+(" + _DECL_WORDS + r")\b__shared__\b\s*(" + _DECL_WORDS
+    + r")\s*\b([A-Za-z_]\w*)\s*\[\s*\]")
 _ALIGN = re.compile(r"(__align__|alignas)\s*\([^()]*\)|__attribute__\s*\(\([^()]*(\([^()]*\))?[^()]*\)\)")
 
 
@@ -331,7 +336,8 @@ def dynamic_shared_arrays(code: str) -> list[DynArray]:
     text = strip_comments(code)
     top = _file_scope(text, named=True)
     for m in _EXTERN_SHARED.finditer(text):
-        ctype, name = " ".join(_ALIGN.sub(" ", m.group(1)).split()), m.group(2)
+        words = _ALIGN.sub(" ", m.group(1) + " " + m.group(2))
+        ctype, name = " ".join(words.split()), m.group(3)
         spaces = _namespaces_at(text, m.start())
         arr = found.setdefault((spaces, name), DynArray(name, ctype, namespaces=spaces))
         arr.in_template = arr.in_template or (not top[m.start()] and _inside_template(text, top, m.start()))
@@ -560,7 +566,9 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
     _warn_legacy(code, filename)
     rt = runtime_library()
     unit = translation_unit(code, filename, kernels, dyn, entries, globals_)
-    key = _digest(FORMAT_VERSION, code, unit, header_bytes(), rt.name,
+    # Inline PTX becomes C++ on its own lines (ptx.py): what the compiler reads of the file.
+    compiled = ptx.rewrite(code)
+    key = _digest(FORMAT_VERSION, compiled, unit, header_bytes(), rt.name, PTX_SOURCE.read_bytes(),
                   compiler_version(cxx), " ".join(flags), sys.platform)
     out_dir = cache_dir()
     target = out_dir / f"k_{Path(filename).stem}{'_san' if sanitize else ''}_{key}.so"
@@ -581,7 +589,7 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
         with tempfile.TemporaryDirectory(prefix="pl_build_", dir=out_dir) as d:
             # The kernel text goes into a file of its own name, unchanged: diagnostics then
             # quote it with line numbers and carets, and line tables name it for crash reports.
-            (Path(d) / filename).write_text(code)
+            (Path(d) / filename).write_text(compiled)
             glue = Path(filename).stem + "_pagedlab_glue.cpp"
             (Path(d) / glue).write_text(unit)
             rpath = runtime_rpath(rt, out_dir)
@@ -600,7 +608,7 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
     try:
         _atomic_build(target, compile_into)
     except CompileError as exc:
-        refused = asm_refusal(str(exc), code, filename)  # inline PTX: say so, by name
+        refused = ptx_refusal(str(exc), filename) or asm_refusal(str(exc), code, filename)
         if refused is not None:
             exc = refused
         elif getattr(exc, "killed", False):
@@ -609,6 +617,20 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
         raise exc from None
     _prune(out_dir)
     return result
+
+
+PTX_SOURCE = HERE / "ptx.py"  # the rewrite is part of every build's cache key
+_PTX_REFUSED = re.compile(r"__pl_ptx_refused_(\d+)_\d+.{0,8} declared with attribute error: "
+                          + re.escape(ptx.REFUSED_MARK) + r"([^\n]*)")
+
+
+def ptx_refusal(log: str, filename: str) -> CompileError | None:
+    """The refusal of an inline PTX instruction the executor does not run, when the compiler
+    met a call of its stand-in (ptx.py): named, on the asm statement's line."""
+    m = _PTX_REFUSED.search(log)
+    if m is None:
+        return None
+    return CompileError(f"{filename}:{m.group(1)}: {m.group(2).strip()}")
 
 
 REFUSED_HEADERS = HERE / "refused"  # stubs of headers refused by name (unsupported.py)

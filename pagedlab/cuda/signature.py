@@ -79,12 +79,21 @@ def kernel_names(code: str) -> list[str]:
     text = strip_comments(code)
     names = []
     for m in _KERNEL_RE.finditer(text):
-        before = text[max(0, m.start() - 300):m.start()]
-        if re.search(r"template\s*<[^;{}]*>\s*" + _SPECIFIERS + "$", before):
+        if is_template_head(text, m.start()):
             continue
         if m.group(1) not in names:
             names.append(m.group(1))
     return names
+
+
+def is_template_head(text: str, pos: int) -> bool:
+    """Does the declaration that reaches `pos` start with `template <...>`? It runs back to the
+    previous `;`, `{` or `}` (template parameter lists hold none of them), whatever its length:
+    GEMM kernels' lists of tile sizes run past 300 characters. Preprocessor lines in between
+    (an #include or #define before the template) are not part of it."""
+    start = max(text.rfind(";", 0, pos), text.rfind("{", 0, pos), text.rfind("}", 0, pos)) + 1
+    head = "\n".join(ln for ln in text[start:pos].splitlines() if not ln.lstrip().startswith("#"))
+    return re.match(r"\s*template\s*<", head) is not None
 
 
 def parse_params(code: str, name: str) -> list[Param]:
