@@ -359,3 +359,6 @@ template <class G> inline void* describe_global(G& g, ParamInfo* info) {
     return (void*)&g;
 }
 }  // namespace pl
+
+// ---- inline PTX: what pagedlab/cuda/ptx.py rewrites `asm` statements into ---------------------
+#include "pl_ptx.h"
