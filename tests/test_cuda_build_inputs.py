@@ -50,3 +50,14 @@ def test_every_file_the_programs_are_built_from_is_package_data():
     for path in {*compiler.RUNTIME_SOURCES, *kernel_runner.SOURCES}:
         name = path.relative_to(CUDA.parent).as_posix()
         assert any(fnmatch.fnmatch(name, p) for p in patterns), f"{name} is not in the wheel's package data"
+
+
+def test_every_header_a_kernel_may_include_is_package_data_and_in_the_build_key():
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["pagedlab"]
+    headers = [p for p in compiler.INCLUDE.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".cuh" for p in headers)  # CUB's, which "*.h" would miss
+    key = compiler.header_bytes()
+    for path in headers:
+        name = path.relative_to(CUDA.parent).as_posix()
+        assert any(fnmatch.fnmatch(name, p) for p in patterns), f"{name} is not in the wheel's package data"
+        assert path.read_bytes() in key, f"{name} is not in the kernel builds' cache key"

@@ -44,7 +44,7 @@ FORMAT_VERSION = "7"
 def header_bytes() -> bytes:
     """The prelude and every header a kernel may include: part of each build's cache key."""
     parts = [PRELUDE.read_bytes(), ABI.read_bytes()]
-    for h in sorted(INCLUDE.rglob("*.h")):
+    for h in sorted(p for p in INCLUDE.rglob("*") if p.is_file()):  # .h, .cuh, extensionless
         parts += [str(h.relative_to(INCLUDE)).encode(), h.read_bytes()]
     return b"\0".join(parts)
 
@@ -58,7 +58,9 @@ BASE_FLAGS = ["-std=c++20", "-O2", "-fPIC", "-shared", "-fno-fast-math", "-ffp-c
               "-pthread"]
 # -fstack-clash-protection: a large local array probes its stack page by page, so it faults on
 # the fiber's guard page instead of silently landing in the next CUDA thread's stack.
-KERNEL_FLAGS = ["-g1", "-w", "-fvisibility=hidden", "-fno-semantic-interposition"]
+# -fno-strict-aliasing: CUDA code type-puns through reinterpret_cast all the time (vLLM packs
+# eight bf16 into a uint4 through a __nv_bfloat16*); GCC's alias analysis deleted those stores.
+KERNEL_FLAGS = ["-g1", "-w", "-fvisibility=hidden", "-fno-semantic-interposition", "-fno-strict-aliasing"]
 if sys.platform.startswith("linux"):
     KERNEL_FLAGS.append("-fstack-clash-protection")
 # __shared__ variables are thread_local in a dlopen()ed library: with the default TLS dialect

@@ -789,14 +789,16 @@ def _raise_for(diag: Diag, build, cfg: LaunchConfig, lib_base: int | None = None
         raise SharedMemoryError(msg)
     if st == ST_CRASH:
         raise KernelCrash(_crash_message(diag, build, block, lib_base))
-    if st == ST_TRAP and msg.startswith("out-of-bounds array index"):  # checked builds
+    if st == ST_TRAP and msg.startswith("out-of-bounds"):  # an array index (checked builds), a copy
         from .errors import OutOfBoundsError
         line = re.search(r" at \S+:(\d+) in thread", msg)
-        raise OutOfBoundsError(
-            msg + ". The index is past the array's declared size: on a GPU such a write lands in "
-            "another variable (a loop bound such as `j <= N` instead of `j < N`?).",
-            block=tuple(diag.block), threads=(diag.thread,), space="array",
-            lines=(int(line.group(1)),) if line else ())
+        why = (". The index is past the array's declared size: on a GPU such a write lands in "
+               "another variable (a loop bound such as `j <= N` instead of `j < N`?)."
+               if msg.startswith("out-of-bounds array index") else
+               ". The copy runs past the end of the object: on a GPU it overwrites whatever lies "
+               "next to it. Copy sizeof(the object) bytes, or fewer.")
+        raise OutOfBoundsError(msg + why, block=tuple(diag.block), threads=(diag.thread,),
+                               space="array", lines=(int(line.group(1)),) if line else ())
     if st == ST_TRAP:
         raise KernelCrash(msg + ". The launch was stopped, as a device-side assert stops it on a GPU.")
     raise KernelError(msg)

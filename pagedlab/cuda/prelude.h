@@ -362,3 +362,38 @@ template <class G> inline void* describe_global(G& g, ParamInfo* info) {
 
 // ---- inline PTX: what pagedlab/cuda/ptx.py rewrites `asm` statements into ---------------------
 #include "pl_ptx.h"
+
+// ---- memcpy / memmove / memset into an object whose size the compiler knows ------------------
+// A copy past the end of a local array overwrites the fiber's stack (its saved registers): the
+// crash came later, as a "misaligned access" somewhere else. The size is checked at the call
+// instead (free when the compiler can prove it fits) and reported as the out-of-bounds write it
+// is, with the object and the line. Macros, so `std::memcpy` is checked as well.
+namespace pl {
+inline void copy_bounds(size_t n, size_t cap, int line, const char* fn, const char* dst) {
+    if (cap == (size_t)-1 || n <= cap) return;
+    char msg[256];
+    std::snprintf(msg, sizeof msg, "out-of-bounds write: %s of %zu bytes into `%s`, which has %zu bytes", fn, n,
+                  dst[0] == '&' ? dst + 1 : dst, cap);
+    pl_trap(line, msg);
+}
+}  // namespace pl
+inline void* pl_memcpy_checked(void* d, const void* s, size_t n, size_t cap, int line, const char* dst) {
+    pl::copy_bounds(n, cap, line, "memcpy", dst);
+    return std::memcpy(d, s, n);
+}
+inline void* pl_memmove_checked(void* d, const void* s, size_t n, size_t cap, int line, const char* dst) {
+    pl::copy_bounds(n, cap, line, "memmove", dst);
+    return std::memmove(d, s, n);
+}
+inline void* pl_memset_checked(void* d, int c, size_t n, size_t cap, int line, const char* dst) {
+    pl::copy_bounds(n, cap, line, "memset", dst);
+    return std::memset(d, c, n);
+}
+namespace std {
+using ::pl_memcpy_checked;
+using ::pl_memmove_checked;
+using ::pl_memset_checked;
+}  // namespace std
+#define memcpy(d, s, n) pl_memcpy_checked((d), (s), (n), __builtin_object_size((d), 0), __LINE__, #d)
+#define memmove(d, s, n) pl_memmove_checked((d), (s), (n), __builtin_object_size((d), 0), __LINE__, #d)
+#define memset(d, c, n) pl_memset_checked((d), (c), (n), __builtin_object_size((d), 0), __LINE__, #d)

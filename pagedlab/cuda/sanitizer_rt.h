@@ -117,6 +117,16 @@ struct State {
     std::vector<std::pair<uint64_t, uint64_t>> guards;  // TLS offsets [lo, hi) of guard variables
     bool pending = false;                // first read of unwritten shared memory, not yet raised
     Report pend{};
+    // A write-after-write not yet judged: compute-sanitizer rates a hazard that cannot change
+    // what memory holds (a second write of the value already there, as when all lanes store
+    // one cg::reduce result) INFO, "no impact on program execution", not shown by default.
+    // The hook runs before the store, so the bytes are compared at the next hook (or barrier,
+    // warp operation, block end), when the store has happened and no other thread has run.
+    bool waw = false;
+    Report waw_report{};
+    uint64_t waw_off = 0, waw_size = 0;
+    unsigned char waw_old[64];
+    uint64_t cur_off = 0, cur_size = 0;  // the shared access being judged
     std::vector<std::vector<std::pair<uint64_t, PcRows>>> warp_pcs;  // per warp: (pc key, rows)
     std::vector<std::pair<uint64_t, Agg>> agg;                       // (pc << 3 | space << 2... )
 };
@@ -388,6 +398,33 @@ inline bool ordered(const State* s, int t, int other, uint32_t other_clk) {
     fail_and_park(w);
 }
 
+// The write-after-write hazard of the access being judged, deferred until its value is known;
+// false when it cannot be deferred (a large access): then it is raised at once.
+inline bool defer_waw(State* s, int t, int other, uint32_t other_pc, uint64_t at, uint64_t size,
+                      int how, uint64_t pc) {
+    if (s->waw) return true;  // another byte of the same access: one judgement covers it
+    if (s->cur_size > sizeof s->waw_old) return false;
+    Report r{};
+    r.kind = REP_RACE; r.hazard = HZ_WAW; r.tid = t; r.other_tid = other; r.other_warp = other >> 5;
+    r.write = 1; r.atomic = how >= A_ATOMIC; r.other_write = 1; r.size = (int32_t)size;
+    r.addr = s->sh_lo + at; r.offset = at; r.pc = pc; r.other_pc = other_pc;
+    s->waw = true;
+    s->waw_report = r;
+    s->waw_off = s->cur_off;
+    s->waw_size = s->cur_size;
+    memcpy(s->waw_old, (const void*)(s->sh_lo + s->cur_off), s->cur_size);
+    return true;
+}
+
+// Judge a deferred write-after-write: the store happened; did it change the bytes? Returns
+// false (after fail()) when it did: a real hazard.
+inline bool resolve_waw(State* s, Worker* w) {
+    s->waw = false;
+    if (memcmp(s->waw_old, (const void*)(s->sh_lo + s->waw_off), s->waw_size) == 0) return true;
+    fail(w, s, s->waw_report);
+    return false;
+}
+
 // One shadow cell (a byte, or a whole word in word mode) seen by access `how` of thread t.
 __attribute__((always_inline)) inline void visit_cell(State* s, Worker* w, Cell* cell, uint64_t at, uint64_t size, int how,
                        uint64_t pc, int t) {
@@ -426,7 +463,8 @@ __attribute__((always_inline)) inline void visit_cell(State* s, Worker* w, Cell*
     }
     if (how == A_WRITE) {
         if (c->race) {
-            if (cell->wt && cell->wt != me && !ordered(s, t, cell->wt - 1, cell->wclk))
+            if (cell->wt && cell->wt != me && !ordered(s, t, cell->wt - 1, cell->wclk)
+                && (cell->watomic || !defer_waw(s, t, cell->wt - 1, cell->wpc, at, size, how, pc)))
                 race(w, s, t, HZ_WAW, cell->wt - 1, cell->wpc, 1, (cell->wt - 1) >> 5, at, size, how, pc);
             if (cell->ra && cell->ra != me && !ordered(s, t, cell->ra - 1, cell->raclk))
                 race(w, s, t, HZ_WAR, cell->ra - 1, cell->rapc, 0, (cell->ra - 1) >> 5, at, size, how, pc);
@@ -480,6 +518,8 @@ inline Cell* split_word(State* s, uint64_t word) {
 
 __attribute__((always_inline)) inline void shadow_access(State* s, Worker* w, uintptr_t off, uint64_t size, int how, uint64_t pc, int t) {
     uint64_t end = off + size;
+    s->cur_off = off;
+    s->cur_size = size;
     if (((off | size) & 3) == 0) {
         for (uint64_t a = off; a < end; a += 4) {
             Cell* wc = s->words + (a >> 2);
@@ -561,6 +601,7 @@ void on_global(State* s, uintptr_t a, uint64_t size, int how, uintptr_t ret) {
 inline void on_access(uintptr_t a, uint64_t size, int how, uintptr_t ret) {
     State* s = tl_state;
     if (!s) return;
+    if (s->waw && !resolve_waw(s, tl_worker)) fail_and_park(tl_worker);
     uintptr_t off = a - s->sh_lo;
     if (off < s->sh_size) return on_shared(s, off, size, how, ret);
     if (a - s->st_lo < s->st_size) return;  // a local variable on the fiber's stack
@@ -644,6 +685,7 @@ void block_begin(Worker* w) {
     std::fill(s->lclk.begin(), s->lclk.end(), 0);
     std::fill(s->wclk.begin(), s->wclk.end(), 0);
     s->pending = false;
+    s->waw = false;
     s->gblock = (uint32_t)(((uint64_t)w->bid.z * g_spec->grid[1] + w->bid.y) * g_spec->grid[0] + w->bid.x) + 1;
 }
 
@@ -652,6 +694,7 @@ void block_begin(Worker* w) {
 bool barrier(Worker* w) {
     State* s = tl_state;
     if (!s) return true;
+    if (s->waw && !resolve_waw(s, w)) return false;
     if (s->pending) { fail(w, s, s->pend); return false; }
     s->epoch++;
     flush_all(s);
@@ -660,9 +703,10 @@ bool barrier(Worker* w) {
 
 // A warp operation completed for the lanes in eff: each lane's clock jumps past every access
 // made before it by any lane in eff.
-void warp_sync(Worker*, int warp, unsigned eff) {
+void warp_sync(Worker* w, int warp, unsigned eff) {
     State* s = tl_state;
     if (!s) return;
+    if (s->waw) resolve_waw(s, w);  // a failure stops the block when the warp operation returns
     uint32_t c = ++s->wclk[warp];
     for (int l = 0; l < 32; ++l)
         if (eff >> l & 1) s->lclk[warp * 32 + l] = c;
@@ -672,6 +716,7 @@ void warp_sync(Worker*, int warp, unsigned eff) {
 void block_end(Worker* w) {
     State* s = tl_state;
     if (!s) return;
+    if (s->waw && !w->failed) resolve_waw(s, w);
     if (s->pending && !w->failed) fail(w, s, s->pend);
     flush_all(s);
 }

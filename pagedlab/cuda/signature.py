@@ -229,9 +229,14 @@ def _check_pointer(p: Param, a, array_module: str) -> None:
         _check_struct_array(p, a)
     elif p.dtype is not None and np.dtype(str(dtype)) != p.dtype and not (
             p.lanes and dtype.kind == "V" and dtype.itemsize == p.size):
+        # Same size: the kernel may mean to read the bits (vLLM keeps halves in uint16_t).
+        same = np.dtype(str(dtype)).itemsize == p.dtype.itemsize
+        fix = (f"Pass x.view(numpy.{p.dtype.name}) if the kernel reads the bits (halves kept in "
+               f"uint16_t, as vLLM does), else x.astype(numpy.{p.dtype.name})" if same
+               else f"Pass x.astype(numpy.{p.dtype.name})")
         raise TypeError(
             f"{p.describe()} points to {p.base} ({p.dtype.name}) but the array is {dtype}: "
-            f"the kernel would reinterpret its bytes. Pass x.astype(numpy.{p.dtype.name}).")
+            f"the kernel would reinterpret its bytes. {fix}.")
     if not (a.flags.c_contiguous or a.flags.f_contiguous):
         raise TypeError(
             f"{p.describe()}: the array is not contiguous (strides {a.strides}); the kernel "

@@ -34,3 +34,111 @@ __global__ void gemm_long_template_header(size_t m, size_t n, size_t k, T alpha,
 }
 
 __global__ void plain_after_long_template(float* out) { out[threadIdx.x] = 2.0f * threadIdx.x; }
+
+// ---- the sanitizer: every lane stores the same cg::reduce result (llm.c's dev/cuda reductions) ----
+#include <cooperative_groups/reduce.h>
+__global__ void row_sums_all_lanes_store(float* out, const float* x, int cols) {
+  cg::thread_block block = cg::this_thread_block();
+  cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
+  __shared__ float warp_sums[32];
+  const float* row = x + blockIdx.x * cols;
+  float v = 0.0f;
+  for (int i = threadIdx.x; i < cols; i += blockDim.x) v += row[i];
+  float s = cg::reduce(warp, v, cg::plus<float>{});
+  warp_sums[warp.meta_group_rank()] = s;  // all 32 lanes write the same value: harmless
+  block.sync();
+  if (threadIdx.x == 0) {
+    float t = 0.0f;
+    for (int w = 0; w < (int)warp.meta_group_size(); ++w) t += warp_sums[w];
+    out[blockIdx.x] = t;
+  }
+}
+
+// The same with each lane storing its own partial: which one stays depends on the order.
+__global__ void row_sums_lanes_store_partials(float* out, const float* x, int cols) {
+  cg::thread_block block = cg::this_thread_block();
+  cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
+  __shared__ float warp_sums[32];
+  const float* row = x + blockIdx.x * cols;
+  float v = 0.0f;
+  for (int i = threadIdx.x; i < cols; i += blockDim.x) v += row[i];
+  warp_sums[warp.meta_group_rank()] = v;
+  block.sync();
+  if (threadIdx.x == 0) out[blockIdx.x] = warp_sums[0];
+}
+
+// ---- memcpy past a local array: an out-of-bounds write, not a crash somewhere else -----------------
+__global__ void unpack_words(float* out, const unsigned* in, int nbytes) {
+  float data[4];
+  unsigned bits[32];
+  for (int i = 0; i < 32; ++i) bits[i] = in[threadIdx.x * 32 + i];
+  memcpy(&data, &bits, nbytes == 16 ? 16 : 128);
+  out[threadIdx.x] = data[0] + data[3];
+}
+
+// ---- CUB's block and warp primitives ------------------------------------------------------------------
+#include <cub/block/block_load.cuh>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+#include <cub/block/block_store.cuh>
+#include <cub/warp/warp_reduce.cuh>
+
+// Load 4 items per thread (transposed through shared memory), scan them, store them back; the
+// block's total and maximum through BlockReduce, each warp's total through WarpReduce.
+template <int BLOCK_THREADS, int ITEMS_PER_THREAD>
+__global__ void cub_scan_and_reduce(int* scanned, int* totals, int* maxima, int* warp_totals,
+                                    const int* in, int n) {
+  using BlockLoadT = cub::BlockLoad<int, BLOCK_THREADS, ITEMS_PER_THREAD, cub::BLOCK_LOAD_TRANSPOSE>;
+  using BlockStoreT = cub::BlockStore<int, BLOCK_THREADS, ITEMS_PER_THREAD, cub::BLOCK_STORE_TRANSPOSE>;
+  using BlockScanT = cub::BlockScan<int, BLOCK_THREADS>;
+  using BlockReduceT = cub::BlockReduce<int, BLOCK_THREADS>;
+  using WarpReduceT = cub::WarpReduce<int>;
+  __shared__ union {
+    typename BlockLoadT::TempStorage load;
+    typename BlockStoreT::TempStorage store;
+    typename BlockScanT::TempStorage scan;
+  } temp;
+  __shared__ typename BlockReduceT::TempStorage reduce_temp;
+  __shared__ typename WarpReduceT::TempStorage warp_temp[BLOCK_THREADS / 32];
+
+  const int offset = blockIdx.x * BLOCK_THREADS * ITEMS_PER_THREAD;
+  const int valid = n - offset < BLOCK_THREADS * ITEMS_PER_THREAD ? n - offset : BLOCK_THREADS * ITEMS_PER_THREAD;
+  int items[ITEMS_PER_THREAD];
+  BlockLoadT(temp.load).Load(in + offset, items, valid, 0);
+  __syncthreads();  // temp is reused by the scan
+  int block_total;
+  BlockScanT(temp.scan).InclusiveSum(items, items, block_total);
+  __syncthreads();  // and by the store
+  BlockStoreT(temp.store).Store(scanned + offset, items, valid);
+
+  int thread_max = items[ITEMS_PER_THREAD - 1];  // inclusive sums of non-negative items: the last
+  int mx = BlockReduceT(reduce_temp).Reduce(thread_max, cub::Max());
+  __syncthreads();
+  int sum = BlockReduceT(reduce_temp).Sum(threadIdx.x < BLOCK_THREADS ? ITEMS_PER_THREAD : 0);
+  if (threadIdx.x == 0) {
+    totals[blockIdx.x] = block_total;
+    maxima[blockIdx.x] = mx;
+    totals[gridDim.x + blockIdx.x] = sum;
+  }
+  int wsum = WarpReduceT(warp_temp[threadIdx.x / 32]).Sum(valid > (int)threadIdx.x * ITEMS_PER_THREAD ? 1 : 0);
+  if (threadIdx.x % 32 == 0) warp_totals[blockIdx.x * (BLOCK_THREADS / 32) + threadIdx.x / 32] = wsum;
+}
+
+// CUB's rule: a TempStorage reused without __syncthreads() in between is a race.
+__global__ void cub_reuse_without_barrier(int* out, const int* in) {
+  using BlockReduceT = cub::BlockReduce<int, 64>;
+  __shared__ typename BlockReduceT::TempStorage temp;
+  int a = BlockReduceT(temp).Sum(in[threadIdx.x]);
+  int b = BlockReduceT(temp).Reduce(in[threadIdx.x], cub::Max());
+  if (threadIdx.x == 0) { out[0] = a; out[1] = b; }
+}
+
+// An exclusive scan with a seed and a custom operator, as vLLM's moe kernels and CUB's examples do.
+__global__ void cub_exclusive_max_scan(int* out, int* aggregate, const int* in) {
+  using BlockScanT = cub::BlockScan<int, 96>;
+  __shared__ typename BlockScanT::TempStorage temp;
+  int r, agg;
+  BlockScanT(temp).ExclusiveScan(in[threadIdx.x], r, -1000, cub::Max(), agg);
+  out[threadIdx.x] = r;
+  if (threadIdx.x == 0) aggregate[0] = agg;
+}

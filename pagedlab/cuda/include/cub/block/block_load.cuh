@@ -1,0 +1,3 @@
+// pagedlab CPU executor: CUB's per-primitive header; everything is in cub.cuh.
+#pragma once
+#include "../cub.cuh"
