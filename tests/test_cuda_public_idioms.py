@@ -124,3 +124,121 @@ def test_cub_seeded_exclusive_scan_with_an_operator(check):
     want = np.maximum.accumulate(np.concatenate([[-1000], x]))
     np.testing.assert_array_equal(out, want[:-1])
     assert agg[0] == want[-1]
+
+
+# ---- labeled_partition ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("check", CHECKS)
+def test_labeled_partition_aggregates_atomics_per_bucket(check):
+    bucket = np.random.default_rng(7).integers(-1, 4, 150).astype(np.int32)  # -1: inactive lane
+    slot, counter = np.full(150, -1, np.int32), np.zeros(4, np.int32)
+    fn("bucket_slots")((3,), (64,), (slot, counter, bucket, np.int32(150)), check=check)
+    np.testing.assert_array_equal(counter, np.bincount(bucket[bucket >= 0], minlength=4))
+    for k in range(4):  # every member of a bucket got its own slot, 0 .. count-1
+        np.testing.assert_array_equal(np.sort(slot[bucket == k]), np.arange(counter[k]))
+    assert (slot[bucket < 0] == -1).all()
+
+
+# ---- half2 / bf162 intrinsics, bit for bit ----------------------------------------------------------------
+from fractions import Fraction  # noqa: E402
+
+
+def bf16_bits(x) -> np.ndarray:
+    """float32 -> bfloat16 bits, round to nearest even (NaN: the canonical 0x7fff)."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    out = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(np.asarray(x, np.float32)), np.uint16(0x7FFF), out)
+
+
+def bf16_value(b) -> np.ndarray:
+    return (np.asarray(b, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def exact_round(q: Fraction, kind: str) -> int:
+    """Bits of the 16-bit float nearest to the exact value q (ties to even)."""
+    approx = np.float32(float(q))
+    if kind == "f16" and abs(q) >= 65520:  # past the largest half by half an ulp: infinity
+        return 0xFC00 if q < 0 else 0x7C00
+    if kind == "f16":
+        h = np.float16(approx)
+        cands = [h, np.nextafter(h, np.float16(np.inf)), np.nextafter(h, np.float16(-np.inf))]
+        cands = [int(np.array(c, np.float16).view(np.uint16)) for c in cands]
+        val = lambda b: np.array(b, np.uint16).view(np.float16).astype(np.float64)  # noqa: E731
+    else:
+        b0 = int(bf16_bits(approx))
+        cands = [b0, b0 + 1, b0 - 1]
+        val = lambda b: float(bf16_value(b))  # noqa: E731
+    cands = [b for b in cands if np.isfinite(val(b))]
+    return min(cands, key=lambda b: (abs(Fraction(float(val(b))) - q), b & 1))
+
+
+def pairs(rng, n, kind):
+    vals = rng.standard_normal((3, 2 * n)) * np.array([1.0, 4.0, 0.5])[:, None]
+    vals[0, 5], vals[1, 7] = np.nan, -0.0  # a NaN lane and a signed zero
+    vals[:, 9] = [300.0, 300.0, 1.0]        # a sum that saturates and a big product
+    if kind == "f16":
+        return vals.astype(np.float16)
+    return bf16_bits(vals.astype(np.float32))
+
+
+def as_f64(bits, kind):
+    return (bits.view(np.float16) if kind == "f16" else bf16_value(bits)).astype(np.float64)
+
+
+def pair_reference(a, b, c, kind):
+    """The twelve operations of pair_ops, from the float values, each rounded once."""
+    x, y, z = (as_f64(v, kind) for v in (a, b, c))
+    rnd = (lambda v: np.asarray(v, np.float32).astype(np.float16).view(np.uint16)) if kind == "f16" \
+        else (lambda v: bf16_bits(np.asarray(v, np.float32)))
+    f32 = lambda v: v.astype(np.float32)  # noqa: E731
+    fma = np.array([exact_round(Fraction(float(p)) * Fraction(float(q)) + Fraction(float(r)), kind)
+                    if np.isfinite([p, q, r]).all() else rnd(p * q + r) for p, q, r in zip(x, y, z)],
+                   np.uint16)
+    nan = np.isnan(x) | np.isnan(y)
+    lt = np.where(x < y, 1.0, 0.0)
+    return [rnd(f32(x) + f32(y)), rnd(f32(x) - f32(y)), rnd(f32(x) * f32(y)), rnd(f32(x) / f32(y)), fma,
+            rnd(np.fmax(x, y)), rnd(np.fmin(x, y)), rnd(np.abs(x)), rnd(lt),
+            rnd(np.nan_to_num(np.clip(f32(x) + f32(y), 0, 1), nan=0.0)),  # .sat: NaN -> +0
+            np.where(as_f64(fma, kind) < 0, np.uint16(0), fma),
+            np.where(nan, np.uint16(0x7FFF), rnd(np.fmax(x, y)))]
+
+
+@pytest.mark.parametrize("kind", ["f16", "bf16"])
+@pytest.mark.parametrize("check", CHECKS)
+def test_pair_intrinsics_round_like_the_gpu(kind, check):
+    n = 40
+    a, b, c = pairs(np.random.default_rng(8 if kind == "f16" else 9), n, kind)
+    out = np.full(12 * 2 * n, 0x5555, np.uint16)
+    if kind == "f16":
+        masks = np.zeros(n, np.uint32)
+        fn("half2_intrinsics")((1,), (64,), (out.view(np.float16), masks, a, b, c, np.int32(n)), check=check)
+    else:
+        fn("bf162_intrinsics")((1,), (64,), (out, a, b, c, np.int32(n)), check=check)
+    got = out.reshape(12, 2 * n)
+    for k, want in enumerate(pair_reference(a, b, c, kind)):
+        bad = np.isnan(as_f64(want, kind))  # NaN results: compare as NaN, not bit for bit
+        np.testing.assert_array_equal(np.isnan(as_f64(got[k], kind)), bad, err_msg=f"op {k} NaN lanes")
+        if k == 11:
+            np.testing.assert_array_equal(got[k][bad], 0x7FFF, err_msg="canonical NaN")
+        np.testing.assert_array_equal(got[k][~bad], want[~bad], err_msg=f"{kind} op {k}")
+    if kind == "f16":
+        x, y = as_f64(a, kind).reshape(n, 2), as_f64(b, kind).reshape(n, 2)
+        ge = np.where(x[:, 0] >= y[:, 0], 0xFFFF, 0) | np.where(x[:, 1] >= y[:, 1], 0xFFFF0000, 0)
+        gt = (x > y).all(1)
+        np.testing.assert_array_equal(masks, ge.astype(np.uint32) ^ np.where(gt, 0x10000000, 0).astype(np.uint32))
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_narrowing_conversions_in_every_mode(check):
+    import test_cuda_ptx as ref  # the directed-rounding references of the PTX cvt tests
+    x = ref.awkward_floats(64, seed=11)
+    x = x[np.abs(x) < 1e30]
+    h, b = np.zeros(4 * x.size, np.float16), np.zeros(4 * x.size, np.uint16)
+    ints = np.zeros(2 * x.size, np.int32)
+    fn("narrow_modes")((2,), (64,), (h, b, ints, x, np.int32(x.size)), check=check)
+    for m, mode in enumerate(("rn", "rz", "rm", "rp")):
+        np.testing.assert_array_equal(h.view(np.uint16)[m::4], ref.half_directed(x, mode), err_msg=mode)
+        np.testing.assert_array_equal(b[m::4], ref.bf16_directed(x, mode), err_msg=mode)
+    hv = h[0::4].astype(np.float64)
+    want = np.where(np.isinf(hv), np.sign(hv) * 2 ** 31, np.trunc(np.nan_to_num(hv)))
+    np.testing.assert_array_equal(ints[0::2], np.clip(want, -2 ** 31, 2 ** 31 - 1).astype(np.int64))
+    np.testing.assert_array_equal(ints[1::2], np.floor(bf16_value(b[0::4]).astype(np.float64)))

@@ -149,6 +149,29 @@ inline T shfl(int line, int kind, unsigned mask, T var, int arg, int width = 32)
 }
 }  // namespace pl
 
+// __match_any_sync / __match_all_sync: the lanes of the mask holding the same value, found
+// with one exact shuffle per lane of the mask (each a real rendezvous).
+namespace pl {
+template <class T> inline unsigned match_any(int line, unsigned mask, T v) {
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "__match_any_sync takes 32/64-bit values");
+    uint64_t bits = 0;
+    __builtin_memcpy(&bits, &v, sizeof(T));
+    unsigned same = 0;
+    for (int l = 0; l < 32; ++l)
+        if (mask >> l & 1)
+            if (pl_warp_op(line, SHFL_IDX, mask, bits, l, 32) == bits) same |= 1u << l;
+    return same;
+}
+template <class T> inline unsigned match_all(int line, unsigned mask, T v, int* pred) {
+    unsigned same = match_any(line, mask, v);
+    bool all = same == (mask & pl_activemask());
+    if (pred) *pred = all;
+    return all ? mask : 0u;
+}
+}  // namespace pl
+#define __match_any_sync(m, v) pl::match_any(__LINE__, (m), (v))
+#define __match_all_sync(m, v, pred) pl::match_all(__LINE__, (m), (v), (pred))
+
 // ---- fences and loads ------------------------------------------------------------------------
 #define __threadfence() std::atomic_thread_fence(std::memory_order_seq_cst)
 #define __threadfence_block() std::atomic_thread_fence(std::memory_order_seq_cst)

@@ -142,3 +142,66 @@ __global__ void cub_exclusive_max_scan(int* out, int* aggregate, const int* in) 
   out[threadIdx.x] = r;
   if (threadIdx.x == 0) aggregate[0] = agg;
 }
+
+// ---- labeled_partition: per-bucket warp-aggregated atomics (the samples' warpAggregatedAtomicsCG) --
+__device__ int atomic_agg_inc_multi(int bucket, int* counter) {
+  cg::coalesced_group active = cg::coalesced_threads();
+  cg::coalesced_group same = cg::labeled_partition(active, bucket);
+  int res;
+  if (same.thread_rank() == 0) res = atomicAdd(&counter[bucket], (int)same.size());
+  return same.shfl(res, 0) + (int)same.thread_rank();
+}
+
+__global__ void bucket_slots(int* slot, int* counter, const int* bucket, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n && bucket[i] >= 0) slot[i] = atomic_agg_inc_multi(bucket[i], counter);
+}
+
+// ---- cuda_fp16.h / cuda_bf16.h pair intrinsics: out[k][i] is operation k on pair i -----------------
+#include <cuda_bf16.h>
+template <class H2>
+__device__ void pair_ops(H2* out, const H2* a, const H2* b, const H2* c, int i, int n) {
+  H2 x = a[i], y = b[i], z = c[i];
+  out[0 * n + i] = __hadd2(x, y);
+  out[1 * n + i] = __hsub2(x, y);
+  out[2 * n + i] = __hmul2(x, y);
+  out[3 * n + i] = __h2div(x, y);
+  out[4 * n + i] = __hfma2(x, y, z);
+  out[5 * n + i] = __hmax2(x, y);
+  out[6 * n + i] = __hmin2(x, y);
+  out[7 * n + i] = __habs2(__hneg2(x));
+  out[8 * n + i] = __hlt2(x, y);
+  out[9 * n + i] = __hadd2_sat(x, y);
+  out[10 * n + i] = __hfma2_relu(x, y, z);
+  out[11 * n + i] = __hmax2_nan(x, y);
+}
+
+__global__ void half2_intrinsics(__half2* out, unsigned* masks, const __half2* a, const __half2* b,
+                                 const __half2* c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  pair_ops(out, a, b, c, i, n);
+  masks[i] = __hge2_mask(a[i], b[i]) ^ (__hbgt2(a[i], b[i]) ? 0x10000000u : 0u);
+}
+
+__global__ void bf162_intrinsics(__nv_bfloat162* out, const __nv_bfloat162* a, const __nv_bfloat162* b,
+                                 const __nv_bfloat162* c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) pair_ops(out, a, b, c, i, n);
+}
+
+// float -> half / bf16 in the four rounding modes, and back to int.
+__global__ void narrow_modes(__half* h, __nv_bfloat16* b, int* ints, const float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  h[4 * i + 0] = __float2half_rn(x[i]);
+  h[4 * i + 1] = __float2half_rz(x[i]);
+  h[4 * i + 2] = __float2half_rd(x[i]);
+  h[4 * i + 3] = __float2half_ru(x[i]);
+  b[4 * i + 0] = __float2bfloat16_rn(x[i]);
+  b[4 * i + 1] = __float2bfloat16_rz(x[i]);
+  b[4 * i + 2] = __float2bfloat16_rd(x[i]);
+  b[4 * i + 3] = __float2bfloat16_ru(x[i]);
+  ints[2 * i + 0] = __half2int_rz(h[4 * i]);
+  ints[2 * i + 1] = __bfloat162int_rd(b[4 * i]);
+}

@@ -159,6 +159,25 @@ inline coalesced_group coalesced_threads(details::where at = details::where::cur
     return coalesced_group((unsigned)pl_warp_op(at.line(), pl::COALESCE, 0xffffffffu, 0, 0, 32));
 }
 
+// labeled_partition: the lanes of a tile or coalesced group with the same label, as a coalesced
+// group (the samples' warpAggregatedAtomicsCG); binary_partition: the same for a predicate.
+template <class Label>
+inline coalesced_group labeled_partition(const coalesced_group& g, Label label,
+                                         details::where at = details::where::current()) {
+    static_assert(std::is_integral_v<Label>, "labeled_partition takes an int or unsigned label");
+    return coalesced_group(pl::match_any(at.line(), g.lane_mask(), label));
+}
+template <unsigned N, class P, class Label>
+inline coalesced_group labeled_partition(const thread_block_tile<N, P>& g, Label label,
+                                         details::where at = details::where::current()) {
+    static_assert(std::is_integral_v<Label>, "labeled_partition takes an int or unsigned label");
+    return coalesced_group(pl::match_any(at.line(), g.lane_mask(), label));
+}
+template <class G>
+inline coalesced_group binary_partition(const G& g, bool pred, details::where at = details::where::current()) {
+    return labeled_partition(g, (int)pred, at);
+}
+
 class grid_group {
 public:
     unsigned long long thread_rank() const {

@@ -1,6 +1,7 @@
 // pagedlab CPU executor: <cuda_bf16.h>. __nv_bfloat16 holds the top 16 bits of a float;
-// conversions round to nearest even (NaN stays NaN), arithmetic is done in float and rounded
-// back. numpy has no bfloat16: arrays of it are passed as uint16 arrays holding the raw bits.
+// conversions and arithmetic round to nearest even as the GPU's instructions (pl_round.h,
+// pl_h16.h; canonical NaN 0x7fff). numpy has no bfloat16: arrays of it are passed as uint16
+// arrays holding the raw bits.
 #pragma once
 #include <bit>
 #include <cmath>
@@ -9,43 +10,60 @@
 
 struct __attribute__((aligned(2))) __nv_bfloat16 {
     unsigned short __x;
-    static unsigned short round(float f) {
-        uint32_t u = std::bit_cast<uint32_t>(f);
-        if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);  // quiet NaN
-        u += 0x7fffu + ((u >> 16) & 1u);
-        return (unsigned short)(u >> 16);
-    }
     __nv_bfloat16() = default;
-    __nv_bfloat16(float f) : __x(round(f)) {}
-    __nv_bfloat16(double f) : __x(round((float)f)) {}
-    __nv_bfloat16(int i) : __x(round((float)i)) {}
-    operator float() const { return std::bit_cast<float>((uint32_t)__x << 16); }
+    __nv_bfloat16(float f) : __x(pl::rnd::bf16_rn(f)) {}
+    __nv_bfloat16(double f) : __x(pl::rnd::to_bf16(f)) {}
+    __nv_bfloat16(int i) : __x(pl::rnd::to_bf16((double)i)) {}
+    __nv_bfloat16(unsigned i) : __x(pl::rnd::to_bf16((double)i)) {}
+    __nv_bfloat16(long long i) : __x(pl::rnd::to_bf16((double)i)) {}
+    __nv_bfloat16(short i) : __x(pl::rnd::to_bf16((double)i)) {}
+    __nv_bfloat16(unsigned short i) : __x(pl::rnd::to_bf16((double)i)) {}
+    operator float() const { return pl::rnd::bf16_to_float(__x); }
 };
 struct __attribute__((aligned(4))) __nv_bfloat162 { __nv_bfloat16 x, y; };
 typedef __nv_bfloat16 nv_bfloat16;
 typedef __nv_bfloat162 nv_bfloat162;
+struct __nv_bfloat16_raw { unsigned short x; };
 template <> struct pl::numpy_code<__nv_bfloat16> { static constexpr const char* v = "bf16"; };
 template <> struct pl::vec_info<__nv_bfloat162> { using elem = __nv_bfloat16; static constexpr int lanes = 2; };
 
+PL_H16_OPS(__nv_bfloat16, __nv_bfloat162, 1)
+
+inline __nv_bfloat16 pl_bf16_bits(unsigned short b) { __nv_bfloat16 h; h.__x = b; return h; }
 inline float __bfloat162float(__nv_bfloat16 h) { return (float)h; }
 inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
 inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
+inline __nv_bfloat16 __float2bfloat16_rz(float f) { return pl_bf16_bits(pl::rnd::to_bf16(f, pl::rnd::RZ)); }
+inline __nv_bfloat16 __float2bfloat16_rd(float f) { return pl_bf16_bits(pl::rnd::to_bf16(f, pl::rnd::RM)); }
+inline __nv_bfloat16 __float2bfloat16_ru(float f) { return pl_bf16_bits(pl::rnd::to_bf16(f, pl::rnd::RP)); }
+inline __nv_bfloat16 __double2bfloat16(double d) { return __nv_bfloat16(d); }
+#define PL_BF16_INT(NAME_TO, NAME_FROM, T)                                                          \
+    inline T NAME_TO##_rn(__nv_bfloat16 h) { return pl::ptx_like_f2i<T>((float)h, pl::rnd::RN); }  \
+    inline T NAME_TO##_rz(__nv_bfloat16 h) { return pl::ptx_like_f2i<T>((float)h, pl::rnd::RZ); }  \
+    inline T NAME_TO##_rd(__nv_bfloat16 h) { return pl::ptx_like_f2i<T>((float)h, pl::rnd::RM); }  \
+    inline T NAME_TO##_ru(__nv_bfloat16 h) { return pl::ptx_like_f2i<T>((float)h, pl::rnd::RP); }  \
+    inline __nv_bfloat16 NAME_FROM##_rn(T i) { return pl_bf16_bits(pl::rnd::to_bf16((double)i, pl::rnd::RN)); } \
+    inline __nv_bfloat16 NAME_FROM##_rz(T i) { return pl_bf16_bits(pl::rnd::to_bf16((double)i, pl::rnd::RZ)); } \
+    inline __nv_bfloat16 NAME_FROM##_rd(T i) { return pl_bf16_bits(pl::rnd::to_bf16((double)i, pl::rnd::RM)); } \
+    inline __nv_bfloat16 NAME_FROM##_ru(T i) { return pl_bf16_bits(pl::rnd::to_bf16((double)i, pl::rnd::RP)); }
+PL_BF16_INT(__bfloat162int, __int2bfloat16, int)
+PL_BF16_INT(__bfloat162uint, __uint2bfloat16, unsigned)
+PL_BF16_INT(__bfloat162short, __short2bfloat16, short)
+PL_BF16_INT(__bfloat162ushort, __ushort2bfloat16, unsigned short)
+PL_BF16_INT(__bfloat162ll, __ll2bfloat16, long long)
+PL_BF16_INT(__bfloat162ull, __ull2bfloat16, unsigned long long)
 inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.__x; }
-inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { __nv_bfloat16 h; h.__x = u; return h; }
-inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16((float)a + (float)b); }
-inline __nv_bfloat16 __hsub(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16((float)a - (float)b); }
-inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16((float)a * (float)b); }
-inline __nv_bfloat16 __hdiv(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16((float)a / (float)b); }
-inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
-    return __nv_bfloat16(std::fma((float)a, (float)b, (float)c));
+inline short __bfloat16_as_short(__nv_bfloat16 h) { return (short)h.__x; }
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { return pl_bf16_bits(u); }
+inline __nv_bfloat16 __short_as_bfloat16(short s) { return pl_bf16_bits((unsigned short)s); }
+inline __nv_bfloat16 __float2bfloat16_rn_satfinite(float f) {
+    __nv_bfloat16 b(f);
+    if ((b.__x & 0x7fffu) == 0x7f80u) b.__x = (unsigned short)((b.__x & 0x8000u) | 0x7f7fu);
+    return b;
 }
-inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) { return (float)a < (float)b ? b : a; }
-inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) { return (float)b < (float)a ? b : a; }
-inline __nv_bfloat16 operator+(__nv_bfloat16 a, __nv_bfloat16 b) { return __hadd(a, b); }
-inline __nv_bfloat16 operator-(__nv_bfloat16 a, __nv_bfloat16 b) { return __hsub(a, b); }
-inline __nv_bfloat16 operator*(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmul(a, b); }
-inline __nv_bfloat16 operator/(__nv_bfloat16 a, __nv_bfloat16 b) { return __hdiv(a, b); }
-inline __nv_bfloat16& operator+=(__nv_bfloat16& a, __nv_bfloat16 b) { return a = a + b; }
+// half <-> bfloat16 through float (exact for the widening, one rounding for the narrowing)
+inline __nv_bfloat16 __half2bfloat16(__half h) { return __nv_bfloat16((float)h); }
+
 inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return {__nv_bfloat16(a), __nv_bfloat16(b)}; }
 inline float2 __bfloat1622float2(__nv_bfloat162 h) { return float2{(float)h.x, (float)h.y}; }
 inline __nv_bfloat162 __float22bfloat162_rn(float2 f) { return {__nv_bfloat16(f.x), __nv_bfloat16(f.y)}; }
@@ -55,21 +73,10 @@ inline __nv_bfloat162 __halves2bfloat162(__nv_bfloat16 x, __nv_bfloat16 y) { ret
 inline __nv_bfloat162 make_bfloat162(__nv_bfloat16 x, __nv_bfloat16 y) { return {x, y}; }
 inline __nv_bfloat16 __low2bfloat16(__nv_bfloat162 h) { return h.x; }
 inline __nv_bfloat16 __high2bfloat16(__nv_bfloat162 h) { return h.y; }
+inline __nv_bfloat162 __low2bfloat162(__nv_bfloat162 h) { return {h.x, h.x}; }
+inline __nv_bfloat162 __high2bfloat162(__nv_bfloat162 h) { return {h.y, h.y}; }
+inline __nv_bfloat162 __lows2bfloat162(__nv_bfloat162 a, __nv_bfloat162 b) { return {a.x, b.x}; }
+inline __nv_bfloat162 __highs2bfloat162(__nv_bfloat162 a, __nv_bfloat162 b) { return {a.y, b.y}; }
 inline float __low2float(__nv_bfloat162 h) { return (float)h.x; }
 inline float __high2float(__nv_bfloat162 h) { return (float)h.y; }
 inline __nv_bfloat162 __lowhigh2highlow(__nv_bfloat162 h) { return {h.y, h.x}; }
-// Two lanes at once: each rounded once, as the sm_80 instructions do.
-inline __nv_bfloat162 __hadd2(__nv_bfloat162 a, __nv_bfloat162 b) { return {__hadd(a.x, b.x), __hadd(a.y, b.y)}; }
-inline __nv_bfloat162 __hsub2(__nv_bfloat162 a, __nv_bfloat162 b) { return {__hsub(a.x, b.x), __hsub(a.y, b.y)}; }
-inline __nv_bfloat162 __hmul2(__nv_bfloat162 a, __nv_bfloat162 b) { return {__hmul(a.x, b.x), __hmul(a.y, b.y)}; }
-inline __nv_bfloat162 __h2div(__nv_bfloat162 a, __nv_bfloat162 b) { return {__hdiv(a.x, b.x), __hdiv(a.y, b.y)}; }
-inline __nv_bfloat162 __hfma2(__nv_bfloat162 a, __nv_bfloat162 b, __nv_bfloat162 c) {
-    return {__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)};
-}
-inline __nv_bfloat162 __hmax2(__nv_bfloat162 a, __nv_bfloat162 b) { return {__hmax(a.x, b.x), __hmax(a.y, b.y)}; }
-inline __nv_bfloat162 __hmin2(__nv_bfloat162 a, __nv_bfloat162 b) { return {__hmin(a.x, b.x), __hmin(a.y, b.y)}; }
-inline __nv_bfloat162 operator+(__nv_bfloat162 a, __nv_bfloat162 b) { return __hadd2(a, b); }
-inline __nv_bfloat162 operator-(__nv_bfloat162 a, __nv_bfloat162 b) { return __hsub2(a, b); }
-inline __nv_bfloat162 operator*(__nv_bfloat162 a, __nv_bfloat162 b) { return __hmul2(a, b); }
-inline __nv_bfloat16& operator-=(__nv_bfloat16& a, __nv_bfloat16 b) { return a = a - b; }
-inline __nv_bfloat16& operator*=(__nv_bfloat16& a, __nv_bfloat16 b) { return a = a * b; }
