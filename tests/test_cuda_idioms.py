@@ -211,8 +211,8 @@ REFUSED = {
                                r"\(dynamic parallelism\).*from the host"),
     "texture_reference.cu": ("copy_from_texture", r"texture_reference\.cu:2: a legacy texture reference"),
     "texture_object.cu": ("resample", r"texture_object\.cu:2: texture/surface objects \(cudaTextureObject_t"),
-    "wmma.cu": ("tile_mma", r"wmma\.cu:2: tensor-core WMMA fragments.*load_matrix_sync, mma_sync"),
-    "fp8.cu": ("dequant_e4m3", r"fp8\.cu:2: FP8 types.*__nv_fp8_e4m3, __nv_fp8_e5m2"),
+    "cuda_barrier.cu": ("copy_tiles", r"cuda_barrier\.cu:2: libcu\+\+'s asynchronous barriers.*"
+                                      r"cuda::barrier.*Instead, copy with ordinary loads and stores and use __syncthreads\(\)"),
 }
 
 

@@ -242,3 +242,76 @@ def test_narrowing_conversions_in_every_mode(check):
     want = np.where(np.isinf(hv), np.sign(hv) * 2 ** 31, np.trunc(np.nan_to_num(hv)))
     np.testing.assert_array_equal(ints[0::2], np.clip(want, -2 ** 31, 2 ** 31 - 1).astype(np.int64))
     np.testing.assert_array_equal(ints[1::2], np.floor(bf16_value(b[0::4]).astype(np.float64)))
+
+
+# ---- FP8 -------------------------------------------------------------------------------------------------
+def fp8_table(kind: str) -> np.ndarray:
+    """The value of each of the 256 bytes (OCP e4m3 / e5m2, as CUDA's)."""
+    man, bias = (3, 7) if kind == "e4m3" else (2, 15)
+    b = np.arange(256)
+    e, m, s = (b & 0x7F) >> man, b & ((1 << man) - 1), np.where(b & 0x80, -1.0, 1.0)
+    v = np.where(e == 0, m * 2.0 ** (1 - bias - man), (m + 2 ** man) * 2.0 ** (e - bias - man)) * s
+    if kind == "e4m3":
+        v[(b & 0x7F) == 0x7F] = np.nan
+    else:
+        v[e == 31] = np.where(m[e == 31] == 0, s[e == 31] * np.inf, np.nan)
+    return v
+
+
+def fp8_reference(x: np.ndarray, kind: str, satfinite: bool) -> np.ndarray:
+    """Nearest byte by brute force over the 256 values, ties to the even code."""
+    table = fp8_table(kind)
+    finite = np.flatnonzero(np.isfinite(table))
+    biggest = np.nanmax(table[np.isfinite(table)])
+    out = []
+    for v in x.astype(np.float64):
+        if np.isnan(v):
+            out.append(0x7F)
+            continue
+        if abs(v) > biggest:  # past the largest finite value: it rounds to it if it is nearer
+            half_ulp = (biggest - np.max(table[finite][table[finite] < biggest])) / 2
+            code = int(np.flatnonzero(table == np.copysign(biggest, v))[0])
+            tie_down = code % 2 == 0  # a tie goes to the even code: e4m3's 448 is, e5m2's 57344 is not
+            if satfinite or abs(v) < biggest + half_ulp or (abs(v) == biggest + half_ulp and tie_down):
+                out.append(code)
+            else:  # NaN (e4m3) or infinity (e5m2), with the sign, as CUDA's converter
+                out.append((0x7F if kind == "e4m3" else 0x7C) | (0x80 if v < 0 else 0))
+            continue
+        d = np.abs(table[finite] - v)
+        best = finite[d == d.min()]
+        best = best[np.signbit(table[best]) == np.signbit(v)] if len(best) > 1 else best
+        best = best[best % 2 == 0] if len(best) > 1 else best
+        out.append(int(best[0]))
+    return np.array(out, np.uint8)
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_fp8_conversions_bit_for_bit(check):
+    rng = np.random.default_rng(10)
+    x = np.concatenate([rng.standard_normal(80) * 10.0 ** rng.integers(-3, 3, 80),
+                        [0.0, -0.0, 448, 464, 480, -500, 57344, 61440, 1e6, 2.0 ** -9, 2.0 ** -10,
+                         3 * 2.0 ** -11, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    n = x.size
+    e4m3, e5m2, nosat = (np.zeros(n, np.uint8) for _ in range(3))
+    back, back_f = np.zeros(n, np.float16), np.zeros(n, np.float32)
+    fn("fp8_round_trip")((2,), (64,), (e4m3, e5m2, nosat, back, back_f, x, np.float32(1.0), np.int32(n)),
+                         check=check)
+    np.testing.assert_array_equal(e4m3, fp8_reference(x, "e4m3", True))
+    np.testing.assert_array_equal(e5m2, fp8_reference(x, "e5m2", True))
+    np.testing.assert_array_equal(nosat, fp8_reference(x, "e4m3", False))
+    np.testing.assert_array_equal(back.astype(np.float64), fp8_table("e4m3")[e4m3])  # widening: exact
+    np.testing.assert_array_equal(back_f.astype(np.float64), fp8_table("e5m2")[e5m2])
+
+
+# ---- WMMA --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("check", CHECKS)
+def test_wmma_tile_product_with_an_elementwise_epilogue(check):
+    rng = np.random.default_rng(11)
+    m, n, k = 32, 48, 32
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    bt = rng.standard_normal((n, k)).astype(np.float16)  # B column-major = B^T row-major
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    want = 0.5 * (a.astype(np.float64) @ bt.T.astype(np.float64)) + c
+    fn("wmma_gemm")((2,), (96,), (c, a, bt, np.int32(m), np.int32(n), np.int32(k), np.float32(0.5)),
+                    check=check)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)  # exact products, float sums

@@ -144,9 +144,10 @@ def test_void_global_specifier_order_is_a_kernel():
 
 
 # ---- refusals read the preprocessed source ------------------------------------------------------
-def test_fp8_include_taken_by_a_define_is_refused_on_its_line():
-    with pytest.raises(CompileError, match=rf"vllm_style.cu:{line_of(VLLM, '#include <cuda_fp8.h>')}: FP8"):
-        vllm(("-DENABLE_FP8",))
+def test_a_refused_include_taken_by_a_define_is_refused_on_its_line():
+    with pytest.raises(CompileError, match=rf"vllm_style.cu:{line_of(VLLM, '#include <cuda/barrier>')}: "
+                                           r"libcu\+\+'s asynchronous barriers"):
+        vllm(("-DENABLE_ASYNC_COPY",))
 
 
 def test_launch_inside_an_expanded_macro_is_refused():

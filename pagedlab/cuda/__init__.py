@@ -91,7 +91,9 @@ Design:
   (without the TSan runtime: the executor implements the ``__tsan_*`` calls) reports
   shared-memory races (``RaceError``), accesses outside the argument arrays or past
   ``shared_mem`` (``OutOfBoundsError``) and reads of unwritten shared memory
-  (``UninitializedReadError``), the same report under every schedule. An atomic and a plain
+  (``UninitializedReadError``), the same report under every schedule. A second write of the
+value a location already holds is not reported (compute-sanitizer's INFO severity: "no impact
+on program execution"), so all lanes storing one ``cg::reduce`` result is clean. An atomic and a plain
   access by another thread to one shared element with no barrier between are a race (two
   atomics are not). Global-memory races too: two blocks (never ordered within a launch), or
   threads of one block with no barrier between, touching one word of an argument array, at
@@ -110,17 +112,25 @@ Design:
   running thread is, and the ``KernelTimeout`` names that line (the spinning loop, not the
   last barrier passed) and what the block's other threads were doing.
 
+Real kernels' idioms: the inline PTX kernels use runs (``pagedlab.cuda.ptx`` rewrites each
+``asm`` statement into C++ on its own line: moves and packs, special registers, ``cvt`` in every
+rounding mode, f16/bf16/f32 arithmetic, integer and bit operations such as ``lop3``/``prmt``,
+``ld``/``st`` as checked accesses, ``atom``/``red``, ``shfl.sync``, ``vote``); CUB's block and
+warp primitives (``<cub/cub.cuh>``; TempStorage reused without a barrier is a race the sanitizer
+reports); WMMA fragments (``<mma.h>``, emulated with a lane layout of pagedlab's own, as CUDA
+leaves it unspecified); FP8 (``<cuda_fp8.h>``) and ``cuda_fp16.h``/``cuda_bf16.h`` rounding as
+the GPU does, bit for bit; ``cg::labeled_partition``, ``__match_any_sync``.
+
 Refused by name (``pagedlab.cuda.unsupported``, a ``CompileError`` naming the feature and line
 and what to write instead): dynamic parallelism (a launch inside a kernel), legacy texture
 references (``texture<...>``), texture and surface objects (``cudaTextureObject_t``; created on
-the host from CUDA arrays the executor does not have), WMMA tensor-core fragments (``<mma.h>``;
-their lane layout is unspecified, so an emulation could not tell right code from code that
-relies on one GPU's layout), FP8 (``<cuda_fp8.h>``: no ``__nv_fp8_e4m3``/``__nv_fp8_e5m2``
-types or conversions) and inline PTX that the kernel calls (``asm("mov.b32 ...")``: the message
-names the CUDA C that does the same, e.g. ``__halves2half2``, ``__float2half_rn``; read from the
-compiler's own diagnostics, so PTX helpers no kernel calls compile). Decided on the preprocessed source
-(the executor's own macros and ``-D`` options), so a launch inside a ``#define`` that device code
-never expands, or ``#include <cuda_fp8.h>`` under an ``#if`` not taken, compiles.
+the host from CUDA arrays the executor does not have), libcu++'s ``cuda::barrier`` /
+``cuda::memcpy_async`` (``<cuda/barrier>``; the ``__syncthreads()`` rewrite is named) and a PTX
+instruction outside the run set that a kernel calls (tensor-core ``mma``, ``cp.async``,
+branches: the message names the CUDA C to write instead; decided by the compiler, so PTX helpers
+no kernel calls compile). Decided on the preprocessed source (the executor's own macros and
+``-D`` options), so a launch inside a ``#define`` that device code never expands, or
+``#include <cuda/barrier>`` under an ``#if`` not taken, compiles.
 ``backend="cupy"`` runs them on a GPU.
 
 ``__CUDA_ARCH__`` is 800 (Ampere: bf16 paths guarded by ``>= 800`` are taken, with the bf16x2
@@ -136,8 +146,7 @@ CPU-only keywords of a launch: ``schedule=``, ``timeout=`` (seconds), ``workers=
 backend ignores them. ``RawKernel(..., filename="paged_attention.cu")`` names the source in
 reports (default ``<kernel name>.cu``).
 
-Limits: no inline PTX (refused by name), CUB/Thrust, asynchronous copies
-(``memcpy_async``), grid-wide sync, tiles larger than a warp; a kernel's writes to a
+Limits: Thrust, asynchronous copies (``memcpy_async``, ``cp.async``), grid-wide sync, tiles larger than a warp; a kernel's writes to a
 ``__device__`` variable are not copied back from an isolated launch (host writes through
 ``get_global`` are seen); NVRTC options other than -D are ignored on the CPU; several
 ``extern __shared__`` arrays do not alias each other as they do on a GPU (use one array and

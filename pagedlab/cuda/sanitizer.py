@@ -8,7 +8,10 @@ wrong under another. pagedlab does the same on a CPU, deterministically:
   orders two accesses is CUDA's rule, not this run's order: a ``__syncthreads()`` between them;
   for two lanes of one warp also a ``__syncwarp()`` or warp collective both took part in.
   Warp-synchronous code without ``__syncwarp`` is therefore a race (as on Volta and later);
-  atomics never race with each other.
+  atomics never race with each other. A write-after-write that leaves the bytes as they were
+  (all lanes storing one ``cg::reduce`` result) is not reported: compute-sanitizer rates a
+  hazard with "no impact on program execution" INFO, below its default report level. The
+  write hook runs before the store, so the judgement waits for the next hook.
   Global memory too: two threads touching one word of an argument array, at least one
   writing, not both atomic, from different blocks (never ordered within a launch) or from one
   block with no barrier between them; a write the writer's block followed with
@@ -36,7 +39,8 @@ between the two lines, and the report lists the two accesses in source order.
 Limits: Linux only (shared memory is found as the kernel library's thread-local block); static
 ``__shared__`` arrays are checked as one block of shared memory, so an index past one static
 array into the next is not an out-of-bounds error; ``__device__`` variables are not bounds-checked;
-``memcpy`` inside a kernel is not seen with GCC. Indexes past fixed-size arrays (a thread's
+``memcpy``/``memset`` into an object of known size are bounds-checked at the call in every
+build (prelude.h), reported as an ``OutOfBoundsError`` naming the object and the line. Indexes past fixed-size arrays (a thread's
 local array, a static ``__shared__`` array's dimension) are caught by ``-fsanitize=bounds`` in
 the checked build, whatever checks are named. Global races are judged per 4-byte word with
 one writer and one reader remembered, so a race between two earlier readers and a later

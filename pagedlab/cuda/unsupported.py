@@ -9,22 +9,17 @@ type, which says nothing about why. Decisions (from a corpus of public CUDA code
 * Texture and surface objects (`cudaTextureObject_t`, `tex1D/tex2D/tex1Dfetch` on an object):
   refused. They are created on the host (CuPy's TextureObject) from a CUDA array the CPU
   executor does not have; read through a `const T*` (and `__ldg`) instead, interpolating by hand.
-* Tensor-core WMMA (`<mma.h>`, `nvcuda::wmma` fragments): refused. A fragment's layout across a
-  warp's lanes is unspecified, so an emulation could not tell right code from code that relies
-  on one GPU's layout; write the tile product with shared memory instead.
-* FP8 (`<cuda_fp8.h>`, `__nv_fp8_e4m3`/`__nv_fp8_e5m2`): refused; the executor has no FP8
-  types or conversions. Store bytes (`unsigned char`) and convert with your own function.
-* Inline PTX (`asm("...")`): refused when the compiler has to compile it, naming the
-  instruction and the CUDA C that does the same (`mov.b32` packing two halves:
-  `__halves2half2`; `cvt.rn.f16.f32`: `__float2half_rn`; ...), instead of the C++ compiler's
-  "impossible constraint in 'asm'" or the assembler's "no such instruction". Decided on the
-  compiler's own diagnostics: a dtype header whose PTX helpers the kernel never calls (vLLM's
-  half helpers in a float32 build) compiles.
+* Tensor-core WMMA (`<mma.h>`) and FP8 (`<cuda_fp8.h>`) are emulated (include/mma.h,
+  include/cuda_fp8.h): fragments keep the lane layout CUDA leaves unspecified opaque.
+* libcu++'s `cuda::barrier` / `cuda::pipeline` / `cuda::memcpy_async` (`<cuda/barrier>`):
+  refused, with the `__syncthreads()` rewrite.
+* Inline PTX (`asm("...")`) runs (ptx.py); an instruction outside what it runs is refused by
+  name, with the CUDA C that does the same, where a kernel calls it (ptx.py says how).
 
 Decided on what the compiler reads, not on the raw text: when the text mentions a refused
 feature at all, the source is preprocessed with the executor's own command line (prelude, macros
 such as __CUDA_ARCH__, -D options), so a launch inside a `#define` that device code never
-expands, or `#include <cuda_fp8.h>` under an `#if` not taken, is not refused. Refused headers are
+expands, or `#include <cuda/barrier>` under an `#if` not taken, is not refused. Refused headers are
 stubs on the include path of that one run (pagedlab/cuda/refused/), so a taken #include shows.
 """
 
@@ -48,13 +43,12 @@ FEATURES = [
     (r"\bcuda(?:Texture|Surface)Object_t\b",
      "texture/surface objects (cudaTextureObject_t; tex1D, tex2D, tex1Dfetch, surf2Dwrite)",
      "pass the array as a `const T*` argument, read it directly and interpolate by hand"),
-    (r"#\s*include\s*[<\"]mma\.h[>\"]|\bwmma\s*::",
-     "tensor-core WMMA fragments (<mma.h>, nvcuda::wmma: load_matrix_sync, mma_sync, "
-     "store_matrix_sync)",
-     "compute the tile product with shared memory and ordinary arithmetic"),
-    (r"#\s*include\s*[<\"]cuda_fp8\.h[>\"]|\b__nv_fp8",
-     "FP8 types (<cuda_fp8.h>: __nv_fp8_e4m3, __nv_fp8_e5m2 and their conversions)",
-     "store the bytes as unsigned char and convert them with a function of your own"),
+    (r"#\s*include\s*[<\"]cuda/(?:barrier|pipeline)[>\"]|\bcuda::(?:barrier|pipeline|memcpy_async)\b",
+     "libcu++'s asynchronous barriers and copies (<cuda/barrier>, <cuda/pipeline>: cuda::barrier, "
+     "cuda::memcpy_async)",
+     "copy with ordinary loads and stores and use __syncthreads(): a block-wide barrier's "
+     "arrive_and_wait() is one __syncthreads(), and double buffering needs one after the tile is "
+     "loaded and one before it is overwritten"),
 ]
 
 _ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:\b(?:volatile|__volatile__)\b\s*)?\(\s*((?:\"[^\"]*\"\s*)+)")

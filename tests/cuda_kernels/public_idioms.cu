@@ -205,3 +205,42 @@ __global__ void narrow_modes(__half* h, __nv_bfloat16* b, int* ints, const float
   ints[2 * i + 0] = __half2int_rz(h[4 * i]);
   ints[2 * i + 1] = __bfloat162int_rd(b[4 * i]);
 }
+
+// ---- FP8: quantise with a scale and back, as vLLM's fp8 KV cache does ----------------------------
+#include <cuda_fp8.h>
+__global__ void fp8_round_trip(uint8_t* e4m3, uint8_t* e5m2, uint8_t* e4m3_nosat, __half* back,
+                               float* back_f, const float* x, float inv_scale, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  __nv_fp8_e4m3 q(x[i] * inv_scale);  // the constructor saturates to finite values
+  e4m3[i] = q.__x;
+  e5m2[i] = __nv_cvt_float_to_fp8(x[i] * inv_scale, __NV_SATFINITE, __NV_E5M2);
+  e4m3_nosat[i] = __nv_cvt_float_to_fp8(x[i] * inv_scale, __NV_NOSAT, __NV_E4M3);
+  __half_raw h = __nv_cvt_fp8_to_halfraw(q.__x, __NV_E4M3);
+  back[i] = __ushort_as_half(h.x);
+  back_f[i] = float(__nv_fp8_e5m2(x[i] * inv_scale));
+}
+
+// ---- WMMA: one 16x16x16 tile per warp, half inputs, float accumulation, an alpha applied to ------
+// every element of the accumulator (valid whatever the fragment layout)
+#include <mma.h>
+using namespace nvcuda;
+__global__ void wmma_gemm(float* c, const __half* a, const __half* b, int m, int n, int k, float alpha) {
+  int warp_m = (blockIdx.x * blockDim.x + threadIdx.x) / 32;  // one warp per 16x16 tile of C
+  int tiles_n = n / 16;
+  int tm = warp_m / tiles_n, tn = warp_m % tiles_n;
+  if (tm * 16 >= m) return;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::load_matrix_sync(acc, c + tm * 16 * n + tn * 16, n, wmma::mem_row_major);
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> prod;
+  wmma::fill_fragment(prod, 0.0f);
+  for (int kk = 0; kk < k; kk += 16) {
+    wmma::load_matrix_sync(fa, a + tm * 16 * k + kk, k);
+    wmma::load_matrix_sync(fb, b + tn * 16 * k + kk, k);  // B stored column-major: B^T rows
+    wmma::mma_sync(prod, fa, fb, prod);
+  }
+  for (int i = 0; i < acc.num_elements; ++i) acc.x[i] = alpha * prod.x[i] + acc.x[i];
+  wmma::store_matrix_sync(c + tm * 16 * n + tn * 16, acc, n, wmma::mem_row_major);
+}

@@ -1,13 +1,13 @@
 // Kernels written in vLLM's style for the executor's tests (tests/test_cuda_vllm_style.py):
 // templates in a namespace, `extern __shared__` declared inside a kernel template, vector
 // loads, a bf16 path taken on sm_80+, a table of cache pointers, launch macros in #defines
-// that device code never expands, and FP8 behind an #if that is not taken.
+// that device code never expands, and libcu++'s <cuda/barrier> behind an #if that is not taken.
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#ifdef ENABLE_FP8
-#include <cuda_fp8.h>
+#ifdef ENABLE_ASYNC_COPY
+#include <cuda/barrier>
 #endif
 
 #define WARP_SIZE 32
