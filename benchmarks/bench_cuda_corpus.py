@@ -251,6 +251,49 @@ def corpus_rows(repeat):
         timed(lambda: r.sum(), repeat), repeat)
 
 
+KERNELS = Path(__file__).resolve().parent / "cuda_kernels"
+WARPTILING = "sgemmWarptiling<128, 128, 16, 64, 64, 4, 8, 4, 128>"
+
+
+def public_style_rows(repeat, n):
+    """Kernels in the style of public code whose checked cost was worst: llm.c's naive
+    attention (every access global, `out[i] +=` in a loop) and SGEMM warptiling (register tiles
+    in local arrays, every access to which the instrumented build checks)."""
+    rng = np.random.default_rng(2)
+    att = cuda.RawModule(code=(KERNELS / "naive_attention.cu").read_text(), backend="cpu",
+                         filename="naive_attention.cu").compile()
+    B, T, C, NH = 2, 128, 256, 4
+    inp = rng.standard_normal((B, T, 3 * C)).astype(np.float32)
+    preatt, att_w = np.zeros((B, NH, T, T), np.float32), np.zeros((B, NH, T, T), np.float32)
+    out = np.zeros((B, T, C), np.float32)
+    i32 = np.int32
+    def np_attention():
+        qkv = inp.reshape(B, T, 3, NH, C // NH).astype(np.float64)
+        s = np.einsum("bthd,bshd->bhts", qkv[:, :, 0], qkv[:, :, 1]) / np.sqrt(C // NH)
+        s = np.where(np.tril(np.ones((T, T), bool)), s, -np.inf)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        return np.einsum("bhts,bshd->bthd", p, qkv[:, :, 2]).reshape(B, T, C)
+    base = timed(np_attention, repeat)
+    kernel_row("naive attention: query.key (llm.c k1)", lambda c: att.get_function("attention_query_key_kernel1")(
+        (B * NH * T * T // 256,), (256,), (preatt, inp, i32(B), i32(T), i32(C), i32(NH)), check=c), base, repeat)
+    kernel_row("naive attention: softmax", lambda c: att.get_function("attention_softmax_kernel1")(
+        (B * T * NH // 128,), (128,), (att_w, preatt, i32(B), i32(T), i32(NH)), check=c), base, repeat)
+    kernel_row("naive attention: value (out[i] +=)", lambda c: att.get_function("attention_value_kernel1")(
+        (B * T * NH // 128,), (128,), (out, att_w, inp, i32(B), i32(T), i32(C), i32(NH)), check=c), base, repeat)
+    err = float(np.abs(out - np_attention()).max())
+    print(f"  naive attention max abs err vs float64: {err:.1e}")
+
+    gemm = cuda.RawModule(code=(KERNELS / "sgemm_warptiling.cu").read_text(), backend="cpu",
+                          filename="sgemm_warptiling.cu", name_expressions=[WARPTILING]).compile()
+    A, Bm = rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, n)).astype(np.float32)
+    Cm = np.zeros((n, n), np.float32)
+    kernel_row(f"SGEMM warptiling {n}^3 (128 thr)", lambda c: gemm.get_function(WARPTILING)(
+        (n // 128, n // 128), (128,), (i32(n), i32(n), i32(n), np.float32(1), A, Bm, np.float32(0), Cm),
+        check=c, timeout=600), timed(lambda: A @ Bm, repeat), repeat)
+    print(f"  SGEMM warptiling max rel err: {float(np.abs(Cm - A.astype(np.float64) @ Bm).max() / n):.1e}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
@@ -265,6 +308,7 @@ def main(argv=None):
           "median of", a.repeat)
     matmul_rows(n, a.repeat, timeout=600)
     corpus_rows(a.repeat)
+    public_style_rows(a.repeat, 256 if a.quick else 512)
     if RATIOS:
         worst = max(RATIOS, key=RATIOS.get)
         print(f"checks on / off (CPU time): median {statistics.median(RATIOS.values()):.1f}x, "

@@ -542,7 +542,12 @@ def kernel_flags(cxx: str, sanitize: bool = False, options=()) -> list[str]:
     if sanitize:  # the sanitizer: instrumented compile, linked without the TSan runtime
         # Default TLS dialect: with TLS descriptors (gnu2) GCC's instrumentation misses
         # static __shared__ accesses, and racecheck saw no race in a kernel with one.
-        flags = [f for f in flags if not f.startswith("-mtls-dialect")] + instrument_flags(cxx)
+        # -fno-plt: each of the many __tsan_* calls goes straight through the GOT.
+        # More inlining than -O2 gives: instrumented helpers (SGEMM's processFromSmem) grow past
+        # GCC's limits, and a local array whose address escapes into a call is instrumented.
+        flags = ([f for f in flags if not f.startswith("-mtls-dialect")] + instrument_flags(cxx)
+                 + ["-fno-plt"] + (["--param", "max-inline-insns-single=2000", "--param",
+                                    "max-inline-insns-auto=400"] if _is_gcc(cxx) else []))
     return flags
 
 

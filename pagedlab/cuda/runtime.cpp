@@ -527,9 +527,9 @@ void complete_warp_op(Worker* w, int warp, unsigned eff, int kind, unsigned mask
     for (int l = 0; l < 32; ++l) {
         if (!(eff >> l & 1)) continue;
         Fiber& f = lanes[l];
-        int width = f.width, base = (l / width) * width, src = l;
+        int width = f.width, base = l & ~(width - 1), src = l;  // width: a power of two (checked)
         switch (kind) {
-            case pl::SHFL_IDX: src = base + ((f.arg % width) + width) % width; break;
+            case pl::SHFL_IDX: src = base + (f.arg & (width - 1)); break;
             case pl::SHFL_UP: src = (l - base) >= f.arg ? l - f.arg : l; break;
             case pl::SHFL_DOWN: src = (l - base) + f.arg < width ? l + f.arg : l; break;
             case pl::SHFL_XOR: src = l ^ f.arg; if (src < base || src >= base + width) src = l; break;
@@ -584,9 +584,9 @@ uint64_t warp_op(int line, int kind, unsigned mask, uint64_t bits, int arg, int 
     if (kind >= pl::SHFL_IDX && kind <= pl::SHFL_XOR) {
         // A full mask in a partial last warp (blockDim not a multiple of 32): a shuffle from a
         // lane that does not exist returns garbage on a GPU. Say so instead of handing back NaN.
-        int base = (lane / width) * width, src = lane;
+        int base = lane & ~(width - 1), src = lane;
         switch (kind) {
-            case pl::SHFL_IDX: src = base + ((arg % width) + width) % width; break;
+            case pl::SHFL_IDX: src = base + (arg & (width - 1)); break;
             case pl::SHFL_UP: src = (lane - base) >= arg ? lane - arg : lane; break;
             case pl::SHFL_DOWN: src = (lane - base) + arg < width ? lane + arg : lane; break;
             default: src = lane ^ arg; if (src < base || src >= base + width) src = lane; break;
@@ -650,7 +650,10 @@ uint64_t warp_op(int line, int kind, unsigned mask, uint64_t bits, int arg, int 
         }
         complete_warp_op(w, warp, eff, kind, mask);
     }
-    switch_to_scheduler(w);
+    // Straight to the next thread the scheduler would resume (round-robin, reversed), as at a
+    // barrier: one context switch per lane instead of two (the decode kernel's 20 shuffles).
+    if (!w->failed) yield_in_order(w);
+    else switch_to_scheduler(w);
     if (w->failed) fail_and_park(w);
     return f.res;
 }

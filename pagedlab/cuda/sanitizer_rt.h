@@ -114,6 +114,12 @@ struct State {
     uint32_t epoch = 0, block = 0;
     uint32_t gblock = 0;                 // linear index + 1 of the running block (global races)
     int last_range = 0;                  // the Config range the last global access fell in
+    // The range each instruction hit last: an instruction almost always reads one argument
+    // (a kernel alternating between two arrays defeats last_range alone).
+    struct RangeHint { uintptr_t pc; uint64_t lo, hi; int32_t range, kind; };  // a copy: one load
+    RangeHint hints[256] = {};
+    bool fast_hints = false;             // no profile, no interleaving: hints may return early
+    uint8_t my_fences = 0;               // __threadfence() calls of the running block (fences_of)
     std::vector<std::pair<uint64_t, uint64_t>> guards;  // TLS offsets [lo, hi) of guard variables
     bool pending = false;                // first read of unwritten shared memory, not yet raised
     Report pend{};
@@ -316,8 +322,10 @@ inline uint8_t fences_of(uint32_t block) {  // block: linear index + 1
 }
 
 void fence(State* s) {
-    if (g_fences && s->gblock)
+    if (g_fences && s->gblock) {
         __atomic_fetch_add(&g_fences[(s->gblock - 1) % MAX_FENCE_BLOCKS], 1u, __ATOMIC_RELAXED);
+        s->my_fences++;  // this block's own count, mirrored: no atomic load per write
+    }
 }
 
 inline bool ordered(const State* s, int t, int other, uint32_t other_clk);
@@ -334,7 +342,7 @@ inline bool ordered(const State* s, int t, int other, uint32_t other_clk);
     fail_and_park(w);
 }
 
-void global_access(State* s, int ri, uintptr_t a, uint64_t size, int how, uint64_t pc) {
+__attribute__((noinline)) void global_access(State* s, int ri, uintptr_t a, uint64_t size, int how, uint64_t pc) {
     GShadow& g = g_gshadow[ri];
     if (!g.cells || a < g.lo || a + size > g.hi + 3) return;
     Worker* w = tl_worker;
@@ -356,6 +364,17 @@ void global_access(State* s, int ri, uintptr_t a, uint64_t size, int how, uint64
         uint32_t first = a > wlo ? (uint32_t)(a - wlo) : 0u, past = end < wlo + 4 ? (uint32_t)(end - wlo) : 4u;
         uint8_t mask = (uint8_t)(((1u << past) - 1) & ~((1u << first) - 1));
         GCell* c = g.cells + word;
+        // This thread wrote the word last, in this interval, with no warp operation since:
+        // whoever conflicts with this access conflicts with that write, which is kept. So a
+        // read needs no record, and a rewrite (no reader in between) only refreshes the write
+        // (`out[i] += v` in a loop: the common case, at a fraction of the cost).
+        if (!atomic && c->wblock == blk && c->wtid == me && c->wepoch == ep && c->wclk == clk && !c->watomic) {
+            if (!write && (c->wmask & mask) == mask) continue;
+            if (write && !c->rblock) {
+                c->wmask |= mask; c->wpc = (uint32_t)pc; c->wfence = s->my_fences;
+                continue;
+            }
+        }
         if (c->wblock && (c->wmask & mask) && !(atomic && c->watomic)
             && unordered(c->wblock, c->wtid, c->wepoch, c->wclk)
             && !(c->wblock != blk && fences_of(c->wblock) != c->wfence))
@@ -365,7 +384,7 @@ void global_access(State* s, int ri, uintptr_t a, uint64_t size, int how, uint64
             global_race(w, s, t, HZ_WAR, c->rblock, c->rtid - 1, c->rpc, 0, ri, a, size, how, pc);
         if (write) {
             c->wblock = blk; c->wepoch = ep; c->wclk = clk; c->wpc = (uint32_t)pc;
-            c->wtid = me; c->wmask = mask; c->watomic = atomic; c->wfence = fences_of(blk);
+            c->wtid = me; c->wmask = mask; c->watomic = atomic; c->wfence = s->my_fences;
             c->rblock = 0;
         } else if (how == A_READ) {
             // keep a reader that a later write of a third thread may still race with
@@ -418,7 +437,7 @@ inline bool defer_waw(State* s, int t, int other, uint32_t other_pc, uint64_t at
 
 // Judge a deferred write-after-write: the store happened; did it change the bytes? Returns
 // false (after fail()) when it did: a real hazard.
-inline bool resolve_waw(State* s, Worker* w) {
+__attribute__((noinline)) bool resolve_waw(State* s, Worker* w) {
     s->waw = false;
     if (memcmp(s->waw_old, (const void*)(s->sh_lo + s->waw_off), s->waw_size) == 0) return true;
     fail(w, s, s->waw_report);
@@ -559,10 +578,11 @@ void on_shared(State* s, uintptr_t off, uint64_t size, int how, uintptr_t ret) {
     shadow_access(s, w, off, size, how, pc, t);
 }
 
-void on_global(State* s, uintptr_t a, uint64_t size, int how, uintptr_t ret) {
+__attribute__((noinline)) void on_global(State* s, uintptr_t a, uint64_t size, int how, uintptr_t ret) {
     if (a - s->tp < 8 || a - s->ctx_lo < s->ctx_size) return;  // threadIdx & co.
     const Config* c = &s->cfg;
-    int i = s->last_range;  // most accesses hit the range the previous one hit
+    State::RangeHint& hint = s->hints[(ret >> 2) & 255];
+    int i = hint.pc == ret ? hint.range : s->last_range;  // this instruction's range, else the last one
     if (!(i < c->nranges && a >= c->ranges[i].lo && a + size <= c->ranges[i].hi && c->ranges[i].kind != R_GUARD))
         for (i = 0; i < c->nranges; ++i) {
             const Range& r = c->ranges[i];
@@ -570,6 +590,7 @@ void on_global(State* s, uintptr_t a, uint64_t size, int how, uintptr_t ret) {
         }
     if (i < c->nranges) {
         s->last_range = i;
+        hint = State::RangeHint{ret, c->ranges[i].lo, c->ranges[i].hi, i, c->ranges[i].kind};
         const Range& r = c->ranges[i];
         // The "interleaved" schedule: other threads run between this thread's load and
         // its store, so a plain `out[i] += v` loses updates as on a GPU.
@@ -598,13 +619,44 @@ void on_global(State* s, uintptr_t a, uint64_t size, int how, uintptr_t ret) {
     fail_and_park(w);
 }
 
-inline void on_access(uintptr_t a, uint64_t size, int how, uintptr_t ret) {
+__attribute__((always_inline)) inline void on_access(uintptr_t a, uint64_t size, int how, uintptr_t ret) {
     State* s = tl_state;
     if (!s) return;
     if (s->waw && !resolve_waw(s, tl_worker)) fail_and_park(tl_worker);
+    if (a - s->st_lo < s->st_size) return;  // a local variable on the fiber's stack: most common
+    // Fast path (most global accesses): this instruction hit an argument before and hits it
+    // again; a read-only argument then needs nothing more than that bounds check. (An
+    // argument range never holds shared memory or a stack: tried first.)
+    const State::RangeHint& hint = s->hints[(ret >> 2) & 255];
+    if (hint.pc == ret && s->fast_hints) {
+        const State::RangeHint& r = hint;
+        if (a >= r.lo && a + size <= r.hi) {
+            if (r.kind == R_ARG_RO || r.kind == R_IGNORE || (r.kind == R_ARG && !s->cfg.race)) return;
+            if (r.kind == R_ARG) {
+                // Inline, the commonest case of global_access: a word this thread wrote last.
+                GShadow& g = g_gshadow[hint.range];
+                uintptr_t rel = a - g.lo;
+                if (g.cells && how <= A_WRITE && a >= g.lo && (rel & 3) + size <= 4) {
+                    GCell* c = g.cells + (rel >> 2);
+                    int t = tl_worker->cur;
+                    if (c->wtid == (uint16_t)(t + 1) && c->wblock == s->gblock && c->wepoch == s->epoch
+                        && c->wclk == s->lclk[t] && !c->watomic) {
+                        uint8_t mask = (uint8_t)(((1u << size) - 1u) << (rel & 3));
+                        if (how == A_READ && (c->wmask & mask) == mask) return;
+                        if (how == A_WRITE && !c->rblock) {
+                            c->wmask |= mask;
+                            c->wpc = (uint32_t)(ret - s->lib_base);
+                            c->wfence = s->my_fences;
+                            return;
+                        }
+                    }
+                }
+                return global_access(s, hint.range, a, size, how, ret - s->lib_base);
+            }
+        }
+    }
     uintptr_t off = a - s->sh_lo;
     if (off < s->sh_size) return on_shared(s, off, size, how, ret);
-    if (a - s->st_lo < s->st_size) return;  // a local variable on the fiber's stack
     on_global(s, a, size, how, ret);
 }
 
@@ -668,6 +720,7 @@ void worker_setup(Worker* w) {
     for (int i = 0; i < s->cfg.nranges; ++i)
         if (s->cfg.ranges[i].kind == R_GUARD && s->cfg.ranges[i].hi <= s->sh_size)
             s->guards.push_back({s->cfg.ranges[i].lo, s->cfg.ranges[i].hi});
+    s->fast_hints = !s->cfg.profile && !s->cfg.interleave;
     s->lclk.assign(w->nthreads, 0);
     s->wclk.assign(w->nwarps, 0);
     s->warp_pcs.resize(w->nwarps);
@@ -686,6 +739,7 @@ void block_begin(Worker* w) {
     std::fill(s->wclk.begin(), s->wclk.end(), 0);
     s->pending = false;
     s->waw = false;
+    s->my_fences = 0;
     s->gblock = (uint32_t)(((uint64_t)w->bid.z * g_spec->grid[1] + w->bid.y) * g_spec->grid[0] + w->bid.x) + 1;
 }
 
