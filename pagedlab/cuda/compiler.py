@@ -546,8 +546,10 @@ def kernel_flags(cxx: str, sanitize: bool = False, options=()) -> list[str]:
         # More inlining than -O2 gives: instrumented helpers (SGEMM's processFromSmem) grow past
         # GCC's limits, and a local array whose address escapes into a call is instrumented.
         flags = ([f for f in flags if not f.startswith("-mtls-dialect")] + instrument_flags(cxx)
-                 + ["-fno-plt"] + (["--param", "max-inline-insns-single=2000", "--param",
-                                    "max-inline-insns-auto=400"] if _is_gcc(cxx) else []))
+                 + ["-fno-plt", "-O3"] + (["--param", "max-inline-insns-single=2000", "--param",
+                                          "max-inline-insns-auto=400", "--param",
+                                          "max-completely-peel-times=16", "--param",
+                                          "max-completely-peeled-insns=800"] if _is_gcc(cxx) else []))
     return flags
 
 

@@ -619,41 +619,45 @@ __attribute__((noinline)) void on_global(State* s, uintptr_t a, uint64_t size, i
     fail_and_park(w);
 }
 
-__attribute__((always_inline)) inline void on_access(uintptr_t a, uint64_t size, int how, uintptr_t ret) {
+// The cases most accesses take, with no call and no callee-saved register (so the hook
+// needs no stack frame): a local variable; an instruction that hit an argument before hitting
+// it again (a read-only one then needs nothing but that bounds check); a word of a writable
+// argument this thread wrote last. true: handled.
+__attribute__((always_inline)) inline bool fast_access(uintptr_t a, uint64_t size, int how, uintptr_t ret) {
+    State* s = tl_state;
+    if (!s) return true;
+    if (s->waw) return false;
+    if (a - s->st_lo < s->st_size) return true;  // a local variable on the fiber's stack
+    const State::RangeHint& r = s->hints[(ret >> 2) & 255];
+    if (r.pc != ret || !s->fast_hints || a < r.lo || a + size > r.hi) return false;
+    if (r.kind == R_ARG_RO || r.kind == R_IGNORE || (r.kind == R_ARG && !s->cfg.race)) return true;
+    if (r.kind != R_ARG || how > A_WRITE) return false;
+    GShadow& g = g_gshadow[r.range];
+    uintptr_t rel = a - g.lo;
+    if (!g.cells || a < g.lo || (rel & 3) + size > 4) return false;
+    GCell* c = g.cells + (rel >> 2);
+    int t = tl_worker->cur;
+    if (c->wtid != (uint16_t)(t + 1) || c->wblock != s->gblock || c->wepoch != s->epoch
+        || c->wclk != s->lclk[t] || c->watomic)
+        return false;
+    uint8_t mask = (uint8_t)(((1u << size) - 1u) << (rel & 3));
+    if (how == A_READ) return (c->wmask & mask) == mask;
+    if (c->rblock) return false;
+    c->wmask |= mask;
+    c->wpc = (uint32_t)(ret - s->lib_base);
+    c->wfence = s->my_fences;
+    return true;
+}
+
+__attribute__((noinline)) void on_access(uintptr_t a, uint64_t size, int how, uintptr_t ret) {
     State* s = tl_state;
     if (!s) return;
     if (s->waw && !resolve_waw(s, tl_worker)) fail_and_park(tl_worker);
-    if (a - s->st_lo < s->st_size) return;  // a local variable on the fiber's stack: most common
-    // Fast path (most global accesses): this instruction hit an argument before and hits it
-    // again; a read-only argument then needs nothing more than that bounds check. (An
-    // argument range never holds shared memory or a stack: tried first.)
+    if (a - s->st_lo < s->st_size) return;
     const State::RangeHint& hint = s->hints[(ret >> 2) & 255];
-    if (hint.pc == ret && s->fast_hints) {
-        const State::RangeHint& r = hint;
-        if (a >= r.lo && a + size <= r.hi) {
-            if (r.kind == R_ARG_RO || r.kind == R_IGNORE || (r.kind == R_ARG && !s->cfg.race)) return;
-            if (r.kind == R_ARG) {
-                // Inline, the commonest case of global_access: a word this thread wrote last.
-                GShadow& g = g_gshadow[hint.range];
-                uintptr_t rel = a - g.lo;
-                if (g.cells && how <= A_WRITE && a >= g.lo && (rel & 3) + size <= 4) {
-                    GCell* c = g.cells + (rel >> 2);
-                    int t = tl_worker->cur;
-                    if (c->wtid == (uint16_t)(t + 1) && c->wblock == s->gblock && c->wepoch == s->epoch
-                        && c->wclk == s->lclk[t] && !c->watomic) {
-                        uint8_t mask = (uint8_t)(((1u << size) - 1u) << (rel & 3));
-                        if (how == A_READ && (c->wmask & mask) == mask) return;
-                        if (how == A_WRITE && !c->rblock) {
-                            c->wmask |= mask;
-                            c->wpc = (uint32_t)(ret - s->lib_base);
-                            c->wfence = s->my_fences;
-                            return;
-                        }
-                    }
-                }
-                return global_access(s, hint.range, a, size, how, ret - s->lib_base);
-            }
-        }
+    if (hint.pc == ret && s->fast_hints && a >= hint.lo && a + size <= hint.hi) {
+        if (hint.kind == R_ARG_RO || hint.kind == R_IGNORE || (hint.kind == R_ARG && !s->cfg.race)) return;
+        if (hint.kind == R_ARG) return global_access(s, hint.range, a, size, how, ret - s->lib_base);
     }
     uintptr_t off = a - s->sh_lo;
     if (off < s->sh_size) return on_shared(s, off, size, how, ret);
@@ -823,9 +827,14 @@ PL_EXPORT size_t pl_san_sizes(int which) {
 }
 
 #define PL_SAN_RET ((uintptr_t)__builtin_return_address(0))
+#define PL_SAN_HOOK(p, N, HOW)                                                                       \
+    do {                                                                                             \
+        uintptr_t ret_ = PL_SAN_RET;                                                                 \
+        if (!san::fast_access((uintptr_t)(p), N, HOW, ret_)) san::on_access((uintptr_t)(p), N, HOW, ret_); \
+    } while (0)
 #define PL_SAN_RW(N)                                                                                 \
-    PL_EXPORT void __tsan_read##N(void* p) { san::on_access((uintptr_t)p, N, san::A_READ, PL_SAN_RET); } \
-    PL_EXPORT void __tsan_write##N(void* p) { san::on_access((uintptr_t)p, N, san::A_WRITE, PL_SAN_RET); } \
+    PL_EXPORT void __tsan_read##N(void* p) { PL_SAN_HOOK(p, N, san::A_READ); }                       \
+    PL_EXPORT void __tsan_write##N(void* p) { PL_SAN_HOOK(p, N, san::A_WRITE); }                     \
     PL_EXPORT void __tsan_unaligned_read##N(void* p) {                                               \
         san::on_access((uintptr_t)p, N, san::A_READ, PL_SAN_RET);                                     \
     }                                                                                                \
