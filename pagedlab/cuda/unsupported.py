@@ -77,8 +77,9 @@ def _asm_feature(m: re.Match) -> tuple[str, str]:
     first = ptx.split(";")[0].strip()
     instead = next((text for pat, text in _PTX_INSTEAD if re.search(pat, first)),
                    "write in CUDA C the intrinsic or arithmetic the instruction computes")
-    return (f"inline PTX (`asm(\"{first}\")`; the CPU executor cannot run PTX instructions)",
-            instead)
+    # Reached only for asm statements ptx.py could not read (a template that is not a string
+    # literal, e.g. built by a macro): those it reads run or are refused there.
+    return (f"inline PTX (`asm(\"{first}\")`, a statement the CPU executor could not read)", instead)
 
 
 def _candidates(text: str) -> bool:
