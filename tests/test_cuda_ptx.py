@@ -169,3 +169,31 @@ def test_an_instruction_outside_the_run_set_is_refused_by_name_only_when_called(
                                            r"\[%0\], \[%1\], 4` is not supported.*then __syncthreads"):
         RawModule(code=used, backend="cpu", filename="copy.cu").get_function("k")(
             (1,), (1,), (np.zeros(4, np.float32),))
+
+
+MACROS = r'''
+#define LDG_F32(dst, ptr) \
+  asm volatile("ld.global.nc.f32 %0, [%1];" \
+               : "=f"(dst) : "l"(ptr))
+#define LANE_ID(id) asm("mov.u32 %0, %%laneid;" : "=r"(id))
+__global__ void lanes_plus(float* out, const float* in, int n) {
+  float v;
+  LDG_F32(v, in + threadIdx.x);
+  unsigned lane;
+  LANE_ID(lane);
+  out[threadIdx.x] = v + lane;
+  if (n < 0) __trap();
+}
+'''
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_ptx_inside_multi_line_macros_keeps_the_file_lines(check):
+    from pagedlab.cuda import KernelCrash, RawKernel
+    x = np.random.default_rng(7).standard_normal(64).astype(np.float32)
+    out = np.full(64, np.nan, np.float32)
+    k = RawKernel(MACROS, "lanes_plus", backend="cpu", filename="macros.cu")
+    k((1,), (64,), (out, x, np.int32(1)), check=check)
+    np.testing.assert_array_equal(out, x + (np.arange(64) % 32).astype(np.float32))
+    with pytest.raises(KernelCrash, match=r"__trap\(\) at macros.cu:12 "):  # lines unchanged
+        k((1,), (32,), (out, x, np.int32(-1)), check=check)

@@ -257,6 +257,7 @@ _OP_MARK = "\x01"
 
 class Statement:
     def __init__(self, inner: str, line: int, k: int):
+        inner = re.sub(r"\\[ \t]*\r?\n", " ", inner)  # a statement inside a #define: its continuations
         sections = _split_top(inner, ":")
         template = _string_value(sections[0])
         if template is None:
