@@ -197,3 +197,17 @@ def test_ptx_inside_multi_line_macros_keeps_the_file_lines(check):
     np.testing.assert_array_equal(out, x + (np.arange(64) % 32).astype(np.float32))
     with pytest.raises(KernelCrash, match=r"__trap\(\) at macros.cu:12 "):  # lines unchanged
         k((1,), (32,), (out, x, np.int32(-1)), check=check)
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_operand_constraints_as_nvcc_reads_them(check):
+    rng = np.random.default_rng(8)
+    x, y = rng.standard_normal(40), rng.standard_normal(40).astype(np.float32)
+    acc = rng.integers(0, 2 ** 40, 40, dtype=np.uint64)
+    d, f = np.full(40, np.nan), np.full(40, np.nan, np.float32)
+    want_acc = acc << np.uint64(3)
+    run("constraints", (2,), (32,), (d, f, acc, x, y, np.int32(40)), check)
+    from fractions import Fraction  # fma rounds once: the exact x*x - 2, correctly rounded
+    np.testing.assert_array_equal(d, [float(Fraction(v) * Fraction(v) - 2) for v in x])
+    np.testing.assert_array_equal(f, y)
+    np.testing.assert_array_equal(acc, want_acc)

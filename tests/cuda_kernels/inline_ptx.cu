@@ -105,3 +105,19 @@ __global__ void bits_and_lanes(uint32_t* out, const uint32_t* a, const uint32_t*
   out[5 * i + 3] = lt;
   out[5 * i + 4] = s;
 }
+
+// ---- operand constraints: "d" (f64), "n" (an immediate), "m" (a memory operand), "+l" -------------
+__global__ void constraints(double* d, float* f, unsigned long long* acc, const double* x,
+                            const float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  double r;
+  asm("fma.rn.f64 %0, %1, %2, %3;" : "=d"(r) : "d"(x[i]), "d"(x[i]), "d"(-2.0));
+  d[i] = r;
+  float v;
+  asm("ld.global.f32 %0, %1;" : "=f"(v) : "m"(y[i]));
+  f[i] = v;
+  unsigned long long a = acc[i];
+  asm("shl.b64 %0, %0, %1;" : "+l"(a) : "n"(3));
+  acc[i] = a;
+}
