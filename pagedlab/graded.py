@@ -7,6 +7,12 @@ judges the record here (`pagedlab.checks.judge`), prints one ✓/✗ line per ch
 cell that runs the student's code in the notebook's own kernel; ``results`` is the same verdict
 as data, for tests and tools.
 
+In a grader's notebook run (`pagedlab grade --notebooks`, PAGEDLAB_VERDICTS set) this kernel runs
+as the sandbox user and may read no expected value, so it judges nothing: root graded the tasks
+before the notebooks started, and each graded cell and `require` reads root's verdict for the
+very files it names (`pagedlab.verdicts`). A ✗ there shows its rule and what went wrong; the
+values are in the task's report.
+
 It sits above both packages it uses: `pagedlab.checks` (the check registry) and
 `pagedlab.sandbox` (the child process that runs the checks, which reads that registry). Neither
 imports it, so the registry never reaches back up to the runner.
@@ -32,15 +38,45 @@ class Result:
 def _outcome(task: str, impl=None):
     import os
 
-    from . import loader, manifest
+    from . import loader, manifest, verdicts
     from .sandbox.runner import run_task
 
     row = manifest.task(task)
     folder = loader.impl_dir(impl)
+    if verdicts.active():  # a grader's notebook run: root judged, this kernel may not
+        return row, _judged_by_the_grader(row, folder)
     impl_arg = str(impl) if impl is not None else (os.environ.get(loader.ENV_VAR) or "exercises")
     if impl_arg not in loader.NAMED_IMPLS:
         impl_arg = str(folder)
     return row, run_task(row, impl_arg, folder)
+
+
+def _judged_by_the_grader(row, folder):
+    """The outcome root wrote for these files (`pagedlab.verdicts`): checks with their marks and,
+    under a ✗, the rule and what went wrong; the values are in the task's report, root's."""
+    from . import verdicts
+    from .sandbox.runner import CheckOutcome, TaskOutcome
+
+    outcome = TaskOutcome(row, started=True, finished=True)
+    found = verdicts.lookup(row, folder)
+    if found is None:
+        outcome.grader_error = True
+        names = ", ".join(p.name for p in verdicts.task_files(row, folder)) or "no file"
+        outcome.problem = (f"autograder problem, not your code (tell your instructor): the grader judged "
+                           f"no {row.label} for these files ({names} in {folder})")
+        return outcome
+    for c in found.get("checks", []):
+        why = "\n".join(line for line in (c.get("gist") and f"what went wrong: {c['gist']}",
+                                           c.get("rule") and f"rule: {c['rule']}") if line)
+        outcome.checks.append(CheckOutcome(str(c.get("name")), c.get("passed"), why or "failed",
+                                           scored=bool(c.get("scored")), rule=c.get("rule") or "",
+                                           gist=c.get("gist") or ""))
+    outcome.problem = found.get("problem") or ""
+    outcome.grader_error = bool(found.get("grader_error"))
+    if not outcome.passed:
+        outcome.note = (f"(judged by the grader outside this notebook: the expected and actual values "
+                        f"of each ✗ are in {row.label}'s report)")
+    return outcome
 
 
 def results(task: str, impl=None) -> list[Result]:
@@ -71,6 +107,8 @@ def run(task: str, impl=None, *, quiet: bool = False) -> None:
             lines += [f"      {line}" for line in c.message.splitlines()]
     if outcome.problem and not outcome.checks:
         lines.append(f"  ✗ {outcome.problem}")
+    if outcome.note:
+        lines.append(f"  {outcome.note}")
     if not quiet:
         from .untrusted import escape
 
@@ -173,20 +211,10 @@ def _still_missing(name) -> str | None:
 
 def _version_key(row, impl) -> tuple:
     """(task, folder, digest of the task's files): one version of the student's work."""
-    import hashlib
-
-    from . import loader
+    from . import loader, verdicts
 
     folder = loader.impl_dir(impl)
-    digest = hashlib.sha256()
-    for name in row.files:
-        path = folder / name
-        if not path.is_file():  # the C track: llm_memory.c stands in for memory_manager.py
-            from .ctrack import ALTERNATE_FILES
-
-            path = next((folder / alt for alt in ALTERNATE_FILES.get(name, ()) if (folder / alt).is_file()), path)
-        digest.update(path.read_bytes() if path.is_file() else b"")
-    return (row.id, str(folder), digest.hexdigest())
+    return (row.id, str(folder), verdicts.digest(row, folder))
 
 
 def require(*tasks: str, impl=None) -> None:

@@ -27,7 +27,8 @@ from ..sandbox.users import sandbox_user
 from ..sandbox.workspace import remove_tree
 from ..untrusted import escape, escape_json
 from . import points, report, submission
-from .notebooks import notebook_dir, notebook_paths, run_notebook
+from . import judge_service, notebook_plan
+from .notebooks import kernel_folder, notebook_dir, notebook_paths, prepare_verdicts, run_notebook
 
 # Gradescope's fixed layout; overridable so the --gradescope path can be tested anywhere.
 AUTOGRADER_ROOT_ENV = "PAGEDLAB_AUTOGRADER_ROOT"
@@ -122,14 +123,7 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
                 echo(report.indent(report.task_output(outcome), "      "))
         nb_outcomes = []
         if notebooks:
-            submission, folder = folder, notebook_dir(echo)
-            paths = notebook_paths(folder, submission)
-            if not paths:
-                echo(f"--notebooks: no numbered notebooks in {folder}; nothing to run")
-            for path in paths:
-                nb = run_notebook(path, impl_arg, sandbox)
-                nb_outcomes.append(nb)
-                echo(f"{'✓' if nb.passed else '✗'} notebook {nb.name} ({nb.seconds:.0f}s)")
+            nb_outcomes = _run_notebooks(tasks, outcomes, impl_arg, folder, Path(workdir), sandbox, echo)
     finally:
         # The cache is the user's: removed without following a link or recursing on its depth.
         remove_tree(Path(workdir))
@@ -150,6 +144,32 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
         write_json(results, Path(json_path))
         echo(f"\nwrote {json_path}")
     return results
+
+
+def _run_notebooks(tasks, outcomes, impl_arg: str, submission: Path, workdir: Path, sandbox, echo) -> list:
+    """--notebooks: the notebooks of the graded tasks (all of them without --tasks), their graded
+    cells reading the verdicts root makes first (`notebooks.prepare_verdicts`)."""
+    folder = notebook_dir(echo)
+    every = notebook_paths(folder, submission)
+    if not every:
+        echo(f"--notebooks: no numbered notebooks in {folder}; nothing to run")
+        return []
+    paths, left_out = notebook_plan.select(every, tasks)
+    if left_out:
+        echo(f"--notebooks with --tasks: {', '.join(p.stem for p in paths) or 'no notebook'} "
+             f"(the notebooks of those tasks); not run: {', '.join(p.stem for p in left_out)}")
+    judged = prepare_verdicts(paths, outcomes, impl=impl_arg, folder=submission, workdir=workdir,
+                              sandbox=sandbox, echo=echo)
+    found = []
+    # The judge answers the demos only now: every check child of this job has ended.
+    with judge_service.serving(kernel_folder(workdir, sandbox), sandbox.gid if sandbox else None) as judge:
+        for path in paths:
+            nb = run_notebook(path, impl_arg, sandbox, verdict_file=judged.path, judge=judge,
+                              failed_tasks=judged.failed.get(path.name))
+            found.append(nb)
+            echo(f"{'✓' if nb.passed else '✗'} notebook {nb.name} ({nb.seconds:.0f}s)"
+                 + (f": {nb.reason}" if nb.reason else ""))
+    return found
 
 
 def _strip_folder(outcome, prefix: str) -> None:

@@ -1,9 +1,16 @@
 """`pagedlab grade --notebooks`: run each course notebook top to bottom under nbval.
 
 Each notebook runs in its own pytest process with PAGEDLAB_IMPL pointing at the submission, so
-its graded cells exercise the student's code. Notebooks are reported, not scored (0 points): the
-same checks are already scored task by task, and a notebook failing on a plotting cell should
-not cost points. An instructor who wants points sets NOTEBOOK_POINTS in points.py.
+its demo cells run the student's code. Notebooks are reported, not scored (0 points): the same
+checks are already scored task by task, and a notebook failing on a plotting cell should not
+cost points. An instructor who wants points sets NOTEBOOK_POINTS in points.py.
+
+Graded cells do not judge in the notebook: its kernel runs as the sandbox user, which may read no
+expected value. Root judges every task the chosen notebooks name first, the way `pagedlab grade`
+does (`prepare_verdicts`; the task grade's own outcomes where it has them), and the kernel reads
+those verdicts (`pagedlab.verdicts`). A graded cell whose task root failed fails the notebook
+even if the kernel raised nothing there (`run_notebook`'s `failed_tasks`): whatever ran in the
+kernel cannot talk a notebook into passing.
 
 Under a sandbox user the run is sealed like a check child (`run_limited(..., loopback=True)`):
 PID and mount namespaces, private temporary folders, cgroups, and every Python process of it
@@ -13,23 +20,27 @@ Internet sockets stay in a network namespace where only the loopback is up.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import course
+from .. import course, judge_link, manifest, verdicts
 from ..sandbox.process import run_limited
-from ..sandbox.runner import PACKAGE_PARENT
+from ..sandbox.runner import PACKAGE_PARENT, run_task
+from ..untrusted import clip, escape_line
+from . import notebook_plan
+from .notebook_plan import OPTIONAL_TRACKS, optional_file  # noqa: F401 - where callers found them
 from .points import memory_limit, time_scale
 
 NOTEBOOK_POINTS = 0.0
 NOTEBOOK_TIME_LIMIT = 300.0  # seconds per notebook
 _NUMBERED = re.compile(r"^\d\d_.*\.ipynb$")
-# A lettered notebook belongs to an optional track and runs when the submission has that track's
-# file: 02c (HW3 in C) needs llm_memory.c, which a student who wrote memory_manager.py never wrote.
-OPTIONAL_TRACKS = {re.compile(r"^\d\dc_.*\.ipynb$"): "llm_memory.c"}
+RECORD_CAP = 256 * 1024  # the nbrecord plugin's lines: ~100 bytes a cell
+MAX_ERROR = 300  # characters of a cell's error shown
 
 
 @dataclass
@@ -39,6 +50,7 @@ class NotebookOutcome:
     output: str
     seconds: float
     max_score: float = NOTEBOOK_POINTS
+    reason: str = ""  # one line: the first failing cell, its first line and its error's last line
 
     @property
     def score(self) -> float:
@@ -73,11 +85,6 @@ def notebook_paths(folder: Path | None = None, submission: Path | None = None) -
         submission is not None and optional_file(p) and (submission / optional_file(p)).is_file()))
 
 
-def optional_file(path: Path) -> str:
-    """The student file an optional track's notebook runs on ('' for a notebook of the course)."""
-    return next((file for pattern, file in OPTIONAL_TRACKS.items() if pattern.match(path.name)), "")
-
-
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 NO_TESTS_COLLECTED = 5  # pytest's exit code when a notebook has no code cells
 
@@ -94,25 +101,173 @@ def _summary(output: str) -> str:
     return text.strip()
 
 
-def run_notebook(path: Path, impl: str, sandbox=None) -> NotebookOutcome:
+
+@dataclass
+class NotebookVerdicts:
+    """The verdict file the notebooks' kernels read, and what root needs to check them after."""
+
+    path: Path | None
+    failed: dict  # notebook name -> {task: label} whose verdict, as its graded cells see it, failed
+
+
+def _track_copy(folder: Path, track: str, workdir: Path, sandbox) -> Path:
+    """`folder` as an optional track's notebook sees it (ctrack.c_only): the track's file alone.
+    A folder with nothing it stands in for is that already; else a root-owned copy of the file."""
+    if not any((folder / name).is_file() for name, alts in _stood_in_for(track)):
+        return folder
+    alone = workdir / f"track-{track}"
+    if not alone.exists():
+        alone.mkdir(mode=0o755)
+        shutil.copyfile(folder / track, alone / track)
+        if sandbox is not None:  # as the submission copy: only this job's user may read it
+            for path in (alone, alone / track):
+                os.chown(path, 0, sandbox.gid)
+                path.chmod(0o750 if path.is_dir() else 0o640)
+    return alone
+
+
+def _stood_in_for(track: str):
+    from ..ctrack import ALTERNATE_FILES
+
+    return [(name, alts) for name, alts in ALTERNATE_FILES.items() if track in alts]
+
+
+def prepare_verdicts(paths: list[Path], outcomes: list, *, impl: str, folder: Path, workdir: Path,
+                     sandbox=None, echo=None) -> NotebookVerdicts:
+    """Judge, as `pagedlab grade` does, every task the notebooks in `paths` name, on the files
+    each notebook runs on (the submission; an optional track's notebook: its file alone), and
+    write the verdicts where the notebooks' kernels read them. The task grade's `outcomes` are
+    reused; a task it did not grade (a `require` of a notebook `--tasks` picked) runs its public
+    checks now, for the notebook only (no points)."""
+    graded = {o.row.id: o for o in outcomes}
+    found: dict[str, dict] = {}
+    failed: dict[str, dict] = {}
+    extra: list[str] = []
+    for path in paths:
+        track = notebook_plan.optional_file(path)
+        on_track = {name for name, _ in _stood_in_for(track)} if track else set()
+        version = _track_copy(folder, track, workdir, sandbox) if track else folder
+        failed[path.name] = {}
+        graded_tasks = {t for c in notebook_plan.code_cells(path) if c.graded for t in c.tasks}
+        for task in sorted(notebook_plan.tasks_used(path), key=lambda t: manifest.task(t).number):
+            row = manifest.task(task)
+            # 02c's Tasks 1-5 run on llm_memory.c alone; any other task on the submission
+            version_here = version if set(row.files) & on_track else folder
+            impl_here = impl if version_here == folder else str(version_here)
+            key = verdicts.key(row, version_here)
+            if key not in found:
+                if version_here == folder and task in graded:
+                    outcome = graded[task]
+                else:
+                    outcome = run_task(row, impl_here, version_here, sandbox=sandbox, hidden=False)
+                    extra.append(f"{'✓' if outcome.passed else '✗'} {row.id}"
+                                 + (f" from {track} alone" if version_here != folder else ""))
+                found[key] = verdicts.entry(outcome)
+            if task in graded_tasks and not verdicts.passed(found[key]):
+                failed[path.name][task] = row.label
+    if echo is not None and extra:
+        echo(f"(--notebooks: judged for the notebooks' graded cells and demos, public checks, no points: "
+             f"{', '.join(extra)})")
+    if not found:
+        return NotebookVerdicts(None, failed)
+    return NotebookVerdicts(verdicts.write(kernel_folder(workdir, sandbox) / "verdicts.json", found,
+                                           group=sandbox.gid if sandbox is not None else None), failed)
+
+
+def kernel_folder(workdir: Path, sandbox=None) -> Path:
+    """Root's folder for what the notebooks' kernels read or reach (the verdicts, the judge's
+    socket): they may enter it, never write it, so root never opens a path they could replace."""
+    where = workdir / "for-notebooks"
+    if not where.is_dir():
+        where.mkdir(mode=0o700)
+        if sandbox is not None:
+            os.chown(where, 0, sandbox.gid)
+            where.chmod(0o750)
+    return where
+
+
+def _read_record(data: bytes) -> tuple[int, dict[int, str]]:
+    """(the last code cell that began, {failed cell: its error's last line}) from the nbrecord
+    plugin's lines: the sandbox's writing, so capped, clipped, and what cannot be read skipped."""
+    began, failures = 0, {}
+    for line in data.splitlines()[:10_000]:
+        try:
+            event = json.loads(line[:4096].decode("utf-8", "replace"))
+        except ValueError:
+            continue
+        cell = event.get("cell") if isinstance(event, dict) else None
+        if type(cell) is not int or not 0 < cell < 100_000:
+            continue
+        if event.get("event") == "begin":
+            began = cell
+        elif event.get("event") == "failed" and cell not in failures:
+            failures[cell] = escape_line(clip(_ANSI.sub("", str(event.get("error") or "failed")), MAX_ERROR))
+    return began, failures
+
+
+def _where(path: Path, number: int) -> str:
+    found = notebook_plan.cell(path, number)
+    line = escape_line(clip(found.first_line, 120)) if found is not None else "?"
+    return f"code cell {number} `{line}`"
+
+
+def run_notebook(path: Path, impl: str, sandbox=None, *, verdict_file: Path | None = None,
+                 judge: Path | None = None, failed_tasks: dict | None = None) -> NotebookOutcome:
+    """Run `path` under nbval on `impl`. `verdict_file`: root's verdicts its graded cells read;
+    `judge`: the socket where root answers its demos' judge-side questions (`judge_service`).
+    `failed_tasks` ({task: label}): tasks whose verdict root failed; a graded cell of one of them
+    fails the notebook whether or not it raised in the kernel."""
     env = dict(os.environ)
     env["PAGEDLAB_IMPL"] = impl
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
     env.setdefault("MPLBACKEND", "Agg")
     env["NO_COLOR"] = "1"
+    for name, value in ((verdicts.ENV, verdict_file), (judge_link.ENV, judge)):
+        env.pop(name, None)
+        if value is not None:
+            env[name] = str(value)
     limit = NOTEBOOK_TIME_LIMIT * time_scale()
     cmd = [sys.executable, "-m", "pytest", "--nbval-lax", str(path), "-q", "-p", "no:cacheprovider",
-           "-o", "addopts=", f"--rootdir={path.parent}", "--color=no", "-r", "f"]
+           "-p", "pagedlab.grading.nbrecord", "-o", "addopts=", f"--rootdir={path.parent}", "--color=no", "-r", "f"]
     sanitize = path.parent / "nbval.cfg"
     if sanitize.is_file():
         cmd += ["--nbval-sanitize-with", str(sanitize)]
-    # Its output comes back through root's own descriptor (never a path the notebook could replace).
+    # Its output and record come back through root's own descriptors (never a path the notebook
+    # could replace).
     end = run_limited(cmd, env=env, timeout=limit, memory_bytes=memory_limit() * 2**30, cwd=path.parent,
-                      sandbox=sandbox, loopback=True)
+                      sandbox=sandbox, loopback=True, record_cap=RECORD_CAP)
+    began, failures = _read_record(end.record)
+    problems = {number: f"{_where(path, number)}: {error}" for number, error in failures.items()}
+    # A graded cell of a task root failed, which raised nothing in the kernel: its verdict was
+    # skipped there (a submission that replaced pagedlab.graded.run, say). Root's verdict stands.
+    for c in notebook_plan.code_cells(path):
+        missed = [label for task, label in (failed_tasks or {}).items() if c.graded and task in c.tasks]
+        if missed and c.number not in problems:
+            problems[c.number] = (f"{_where(path, c.number)}: {missed[0]} failed when the grader judged it, "
+                                  "but this graded cell raised nothing in the notebook's kernel")
     if end.timed_out:
-        return NotebookOutcome(path.name, False, f"timed out after {limit:.0f} s\n{_summary(end.output)}", end.seconds)
-    if end.returncode == NO_TESTS_COLLECTED:
+        reason = f"timed out after {limit:.0f} s" + (f" in {_where(path, began)}" if began else "")
+        return NotebookOutcome(path.name, False, "\n".join([reason, *_later(problems)]), end.seconds, reason=reason)
+    if end.returncode == NO_TESTS_COLLECTED and not problems:
         return NotebookOutcome(path.name, True, "no code cells to run", end.seconds)
-    passed = end.returncode == 0
-    text = "every cell ran without an error" if passed else _summary(end.output)
-    return NotebookOutcome(path.name, passed, text, end.seconds)
+    if end.returncode == 0 and not problems:
+        return NotebookOutcome(path.name, True, "every cell ran without an error", end.seconds)
+    if not problems:  # pytest itself failed (a notebook it cannot read): its own words
+        reason = f"nbval failed (exit code {end.returncode}) before any cell failed"
+        return NotebookOutcome(path.name, False, f"{reason}\n{_summary(end.output)}", end.seconds, reason=reason)
+    first = min(problems)
+    return NotebookOutcome(path.name, False, "\n".join([problems[first], *_later(problems, first)]),
+                           end.seconds, reason=problems[first])
+
+
+def _later(problems: dict, first: int | None = None, shown: int = 8) -> list[str]:
+    """The failing cells after the first, a line each (the first cell's failure often explains
+    them: what it would have made is missing below)."""
+    rest = [problems[n] for n in sorted(problems) if n != first]
+    if not rest:
+        return []
+    lines = ["", f"{len(rest)} later cell{'s' if len(rest) != 1 else ''} also failed:"]
+    lines += [f"  {line}" for line in rest[:shown]]
+    if len(rest) > shown:
+        lines.append(f"  … and {len(rest) - shown} more")
+    return lines

@@ -106,7 +106,8 @@ def score_table(outcomes: list[TaskOutcome], notebooks: list[NotebookOutcome] = 
     lines.append(rule)
     lines.append(f"{'total'.ljust(widths[0])}  {_fmt(round(total, 2))}/{_fmt(maximum)}")
     for nb in notebooks:
-        lines.append(f"notebook {nb.name}: {'✓ ran clean' if nb.passed else '✗ failed'} ({nb.seconds:.0f}s)")
+        lines.append(f"notebook {nb.name}: {'✓ ran clean' if nb.passed else '✗ failed'} ({nb.seconds:.0f}s)"
+                     + (f": {nb.reason}" if nb.reason else ""))
     return "\n".join(lines)
 
 
