@@ -26,8 +26,7 @@ from ..sandbox.runner import printable, run_task
 from ..sandbox.users import sandbox_user
 from ..sandbox.workspace import remove_tree
 from ..untrusted import escape, escape_json
-from . import points, report, submission
-from . import judge_service, notebook_plan
+from . import judge_service, notebook_plan, points, report, submission
 from .notebooks import kernel_folder, notebook_dir, notebook_paths, prepare_verdicts, run_notebook
 
 # Gradescope's fixed layout; overridable so the --gradescope path can be tested anywhere.
