@@ -471,6 +471,11 @@ the first cell, then `%cd` into it; the notebooks find your `exercises/` from th
   instructor's grader also runs hidden checks (other seeds, sizes and edge cases of the same
   rules); they are not part of this copy, so code that is right, not tuned to the visible checks,
   is what passes them.
+- `.venv/bin/pagedlab grade --impl exercises --notebooks` also runs every notebook top to bottom
+  on your files, as the grader does when your instructor turns notebooks on (Gradescope's
+  `GRADE_NOTEBOOKS=1`). Each notebook is reported, worth no points; one that fails names its first
+  failing cell (its number among the code cells and its first line) and the last line of the
+  error. With `--tasks 9,12` it grades those tasks and runs only the notebooks that teach them.
 - Nothing in this copy overwrites your files in `exercises/`. Commit and push your work often.
 - Submit the files you edited in `exercises/`, as your instructor asks (Gradescope upload or
   this repository).
