@@ -26,7 +26,7 @@ import numpy as np
 ENV = "PAGEDLAB_JUDGE_SOCKET"
 DTYPES = ("float16", "float32", "float64", "int32", "int64", "bool")
 MAX_HEADER = 64 * 1024
-MAX_PAYLOAD = 256 * 1024 * 1024
+MAX_PAYLOAD = 64 * 1024 * 1024  # the notebooks' biggest question is 8.4 MB (a batch's caches)
 MAX_DIMS = 6
 TIMEOUT = 120.0  # seconds for one answer (root computes it; a big batch takes a second)
 

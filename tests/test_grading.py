@@ -298,6 +298,16 @@ def test_each_notebook_is_run_under_nbval_with_the_submission(tmp_path):
     assert run_notebook(empty, "solutions").passed
 
 
+def test_a_notebook_out_of_time_names_the_cell_it_was_in(tmp_path, monkeypatch):
+    """A notebook stuck in a cell is ended at its limit (CPU time, or the clock when it sleeps)
+    and the entry says which cell held it. The limit is cut to 6 s (300 s x 0.02)."""
+    monkeypatch.setenv("PAGEDLAB_GRADE_TIME_SCALE", "0.02")
+    stuck = _notebook(tmp_path / "03_stuck.ipynb", "x = 1", "import time  # waits for input that never comes\ntime.sleep(600)")
+    out = run_notebook(stuck, "solutions")
+    assert not out.passed
+    assert out.reason == "timed out after 6 s in code cell 2 `import time  # waits for input that never comes`", out.output
+
+
 def test_the_c_tracks_notebook_runs_only_for_a_submission_with_a_c_file(tmp_path):
     """02c (HW3 in C) runs on llm_memory.c: graded with --notebooks when the submission has one,
     left out for a Python-only submission, whose 02c could only fail on a file it never had."""

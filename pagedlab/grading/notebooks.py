@@ -142,7 +142,7 @@ def prepare_verdicts(paths: list[Path], outcomes: list, *, impl: str, folder: Pa
     graded = {o.row.id: o for o in outcomes}
     found: dict[str, dict] = {}
     failed: dict[str, dict] = {}
-    extra: list[str] = []
+    extra: dict[str, list[str]] = {}  # "" or "from llm_memory.c alone, for 02c" -> "✓ task1", ...
     for path in paths:
         track = notebook_plan.optional_file(path)
         on_track = {name for name, _ in _stood_in_for(track)} if track else set()
@@ -160,14 +160,14 @@ def prepare_verdicts(paths: list[Path], outcomes: list, *, impl: str, folder: Pa
                     outcome = graded[task]
                 else:
                     outcome = run_task(row, impl_here, version_here, sandbox=sandbox, hidden=False)
-                    extra.append(f"{'✓' if outcome.passed else '✗'} {row.id}"
-                                 + (f" from {track} alone" if version_here != folder else ""))
+                    where = f"from {track} alone, for {path.stem.split('_')[0]}" if version_here != folder else ""
+                    extra.setdefault(where, []).append(f"{'✓' if outcome.passed else '✗'} {row.id}")
                 found[key] = verdicts.entry(outcome)
             if task in graded_tasks and not verdicts.passed(found[key]):
                 failed[path.name][task] = row.label
     if echo is not None and extra:
-        echo(f"(--notebooks: judged for the notebooks' graded cells and demos, public checks, no points: "
-             f"{', '.join(extra)})")
+        said = "; ".join(f"{where}: " * bool(where) + ", ".join(marks) for where, marks in extra.items())
+        echo(f"(--notebooks: judged for the notebooks' graded cells and demos, public checks, no points: {said})")
     if not found:
         return NotebookVerdicts(None, failed)
     return NotebookVerdicts(verdicts.write(kernel_folder(workdir, sandbox) / "verdicts.json", found,
@@ -240,9 +240,11 @@ def run_notebook(path: Path, impl: str, sandbox=None, *, verdict_file: Path | No
     problems = {number: f"{_where(path, number)}: {error}" for number, error in failures.items()}
     # A graded cell of a task root failed, which raised nothing in the kernel: its verdict was
     # skipped there (a submission that replaced pagedlab.graded.run, say). Root's verdict stands.
-    for c in notebook_plan.code_cells(path):
+    cells = notebook_plan.code_cells(path)
+    reached = began if end.timed_out else len(cells)  # nbval tries every cell unless time ran out
+    for c in cells:
         missed = [label for task, label in (failed_tasks or {}).items() if c.graded and task in c.tasks]
-        if missed and c.number not in problems:
+        if missed and c.number not in problems and c.number <= reached:
             problems[c.number] = (f"{_where(path, c.number)}: {missed[0]} failed when the grader judged it, "
                                   "but this graded cell raised nothing in the notebook's kernel")
     if end.timed_out:
