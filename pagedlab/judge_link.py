@@ -17,6 +17,7 @@ order the header lists them (C order; dtype and shape in the header). Never pick
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import struct
@@ -81,7 +82,7 @@ def read_frame(sock: socket.socket, max_payload: int = MAX_PAYLOAD) -> tuple[dic
         if (not isinstance(shape, list) or len(shape) > MAX_DIMS
                 or not all(type(d) is int and 0 <= d <= 1 << 24 for d in shape)):
             raise ValueError(f"a malformed shape for {item['name'][:40]!r}")
-        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(item["dtype"]).itemsize
+        nbytes = math.prod(shape) * np.dtype(item["dtype"]).itemsize  # exact: no int64 to wrap
         total += nbytes
         if total > max_payload:
             raise ValueError(f"arrays of over {max_payload // 2**20} MB")

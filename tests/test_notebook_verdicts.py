@@ -131,10 +131,15 @@ def test_the_judge_refuses_bad_questions_in_one_line_and_keeps_serving(judge):
         dense_attention(rng.standard_normal((1, 3, 8)), rng.standard_normal((4, 2, 8)), rng.standard_normal((4, 2, 8)))
     with pytest.raises(judge_link.JudgeError, match="no judge question"):
         judge_link.call("solutions_please", {})
-    # Raw bytes: a header longer than its cap, and a header that claims 16 GB of arrays.
+    # Raw bytes: a header longer than its cap, a header that claims 16 GB of arrays, one whose
+    # element count (2^144) wraps a 64-bit product to 0, and arguments that are not a mapping.
     huge = b'{"op": "dense_attention", "arrays": [{"name": "q", "dtype": "float64", "shape": [16384, 16384, 8]}]}'
+    wraps = b'{"op": "dense_attention", "arrays": [{"name": "q", "dtype": "float64", "shape": [16777216, 16777216, 16777216, 16777216, 16777216, 16777216]}]}'
+    listed = b'{"op": "dense_attention", "args": [1, 2], "arrays": []}'
     for frame, said in ((struct.pack(">I", 1 << 30), "limit 65536"),
-                        (struct.pack(">I", len(huge)) + huge, "arrays of over 64 MB")):
+                        (struct.pack(">I", len(huge)) + huge, "arrays of over 64 MB"),
+                        (struct.pack(">I", len(wraps)) + wraps, "arrays of over 64 MB"),
+                        (struct.pack(">I", len(listed)) + listed, "dense_attention needs q, k and v")):
         with socket.socket(socket.AF_UNIX) as sock:
             sock.connect(str(judge))
             sock.sendall(frame)

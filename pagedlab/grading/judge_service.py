@@ -12,10 +12,8 @@ ended, so a check never reaches it.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
-import struct
 import threading
 from pathlib import Path
 
@@ -119,9 +117,9 @@ def _quiet_shutdown(conn: socket.socket) -> None:
 def _answer_on(conn: socket.socket) -> None:
     try:
         header, arrays = judge_link.read_frame(conn)
-        value, result, as_torch = answer(str(header.get("op")), header.get("args") or {}, arrays)
-    except (ValueError, TypeError, IndexError, KeyError, RuntimeError, ConnectionError, struct.error,
-            UnicodeDecodeError, json.JSONDecodeError) as exc:
+        args = header.get("args")
+        value, result, as_torch = answer(str(header.get("op")), args if isinstance(args, dict) else {}, arrays)
+    except Exception as exc:  # noqa: BLE001 - the question is the kernel's data: what it breaks is its answer
         with contextlib.suppress(OSError):
             _reply(conn, {"ok": False, "error": clip(f"{type(exc).__name__}: {exc}", 500)})
         return
