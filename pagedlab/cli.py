@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("grade", help="run the graded checks task by task and score them")
     p.add_argument("--impl", default=None, help="exercises, solutions or a submission folder")
     p.add_argument("--json", default=None, metavar="PATH", help="write Gradescope results.json here")
-    p.add_argument("--notebooks", action="store_true", help="also run nbval over each notebook")
+    p.add_argument("--notebooks", action="store_true",
+                   help="also run each notebook under nbval on the submission, 0 points each (with --tasks: the notebooks of those tasks)")
     p.add_argument("--gradescope", action="store_true", help="read ROOT/submission, write ROOT/results/results.json; ROOT is $PAGEDLAB_AUTOGRADER_ROOT, default /autograder")
     p.add_argument("--tasks", default=None, metavar="LIST", help="only these tasks, e.g. task1,task3 or 1,3")
     p.add_argument("--hidden", default=None, metavar="DIR", help="folder of hidden checks (default: grading/hidden/ when present)")
