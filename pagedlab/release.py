@@ -467,6 +467,12 @@ the first cell, then `%cd` into it; the notebooks find your `exercises/` from th
   ✗ the rule (with the notebook section that explains it), what was expected and what your code
   did. Your code runs in a separate process: an endless loop or a segfault fails the check and
   names your line; the notebook keeps working.
+- **Part A in Python or in C.** Finish `exercises/memory_manager.py` (notebooks 02–05) or
+  `exercises/llm_memory.c` (notebook 02c) and leave the other as it came. Every grade takes
+  Part A from the file that is not the untouched stub (whitespace and comments are not edits) and
+  says which, and why, on its first lines; the notebooks run that file too. Edited both? Python is
+  graded unless you choose: write `c` (or `python`) in `exercises/track.txt` and submit it with
+  your files, or run `.venv/bin/pagedlab grade --track c`.
 - `.venv/bin/pagedlab grade --impl exercises` grades everything as the grader will. Your
   instructor's grader also runs hidden checks (other seeds, sizes and edge cases of the same
   rules); they are not part of this copy, so code that is right, not tuned to the visible checks,
