@@ -66,7 +66,7 @@ TIMEOUT_ENV = "PAGEDLAB_C_CALL_TIMEOUT"
 CALL_TIMEOUT = 2.0  # seconds one API call may run (the reference needs microseconds; 12 hung
 # checks must still fit a task's 30 s)
 
-PL_OK, PL_HEAP, PL_SIGNAL, PL_TIMEOUT, PL_MISSING, PL_BUSY, PL_EXIT = range(7)
+PL_OK, PL_HEAP, PL_SIGNAL, PL_TIMEOUT, PL_MISSING, PL_BUSY, PL_EXIT, PL_TODO = range(8)
 HEAP_MALLOC, HEAP_CALLOC, HEAP_REALLOC, HEAP_FREE = range(4)
 SI_KERNEL = 0x80
 
@@ -781,6 +781,10 @@ class CEngine(types.ModuleType):
             return exc, (path, line, function)
         if status in (PL_SIGNAL, PL_TIMEOUT):
             return self._crash(name, status)
+        if status == PL_TODO:  # a stub's PL_NOT_IMPLEMENTED("Task N: ..."), as Python's raise
+            d = self._diag
+            label, function = d.exit_file.decode(errors="replace"), d.exit_func.decode(errors="replace")
+            return NotImplementedError(label), (self.source, d.exit_line, function)
         if status == PL_EXIT:
             d = self._diag
             file, function = d.exit_file.decode(errors="replace"), d.exit_func.decode(errors="replace")
