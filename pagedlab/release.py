@@ -446,8 +446,10 @@ is needed for any of it.
 Both create `./.venv` on first use (Python >= 3.10 and a C++20 compiler such as g++ >= 12 or
 clang) and install pagedlab with everything the course needs, at the versions in
 `requirements.lock` (hash-checked; on a Python or platform the lock was not made for, from
-`pyproject.toml` within `constraints.txt`). The install uses uv and takes well under a minute
-(a few minutes if uv cannot be had and pip does it); later runs start at once.
+`pyproject.toml` within `constraints.txt`). The install uses uv and prints a line per step: on
+a 2-core machine with a fast connection the first `./course open` is ready in about a minute (40 s
+measured with an empty package cache; 81 s on a busy machine), and a slow connection adds the
+download of a few hundred MB. Without uv, pip does it in a few minutes. Later runs start at once.
 `.venv/bin/pagedlab doctor` says what is missing. Conda users: `environment.yml`.
 
 `./course test` passes as long as the course is set up and every file in `exercises/` loads; the
