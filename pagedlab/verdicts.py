@@ -47,8 +47,16 @@ def digest(row, folder: Path) -> str:
     return found.hexdigest()
 
 
-def key(row, folder: Path) -> str:
-    return f"{row.id}:{digest(row, folder)}"
+def part_a(row, folder: Path, choice: str | None = None) -> str:
+    """The track a Part A task is judged on for these files and `choice` (pagedlab.track's rule:
+    --track or track="c", then PAGEDLAB_TRACK, track.txt, the stubs); '' for any other task."""
+    from . import track
+
+    return track.decide(folder, choice).name if track.PYTHON_FILE in row.files else ""
+
+
+def key(row, folder: Path, choice: str | None = None) -> str:
+    return f"{row.id}:{part_a(row, folder, choice)}:{digest(row, folder)}"
 
 
 def entry(outcome) -> dict:
@@ -89,8 +97,9 @@ def active() -> str:
     return os.environ.get(ENV, "")
 
 
-def lookup(row, folder: Path) -> dict | None:
-    """The verdict root made for `row` on the files now in `folder`, None if it made none."""
+def lookup(row, folder: Path, choice: str | None = None) -> dict | None:
+    """The verdict root made for `row` on the files now in `folder` (on `choice`'s track), None if
+    it made none."""
     with open(active(), "rb") as f:
         data = json.loads(f.read(MAX_BYTES))
-    return data.get("verdicts", {}).get(key(row, folder))
+    return data.get("verdicts", {}).get(key(row, folder, choice))

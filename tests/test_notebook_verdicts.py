@@ -82,11 +82,11 @@ def test_require_passes_on_a_passing_verdict_and_other_bytes_find_none(grader_ru
     with pytest.raises(CheckFailure):
         graded.run("task1", impl=folder)
     assert "autograder problem, not your code (tell your instructor): the grader judged no Task 1" in capsys.readouterr().out
-    # An llm_memory.c beside it is another version of Part A: the key covers it too.
+    # An llm_memory.c beside it is another version of Part A: root's key covers it too.
     (folder / "memory_manager.py").write_text("# the student's Task 1\n")
     (folder / "llm_memory.c").write_text("/* C */\n")
     with pytest.raises(CheckFailure):
-        graded.require("task1", impl=folder)
+        graded.run("task1", impl=folder)
 
 
 # ---------------------------------------------------------------------------------- the judge

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,8 @@ from pathlib import Path
 from .. import course, judge_link, manifest, verdicts
 from ..sandbox.process import run_limited
 from ..sandbox.runner import PACKAGE_PARENT, run_task
+from ..track import ENV_VAR as TRACK_ENV
+from ..track import FILES as _TRACK_FILES
 from ..untrusted import clip, escape_line
 from . import notebook_plan
 from .notebook_plan import OPTIONAL_TRACKS, optional_file  # noqa: F401 - where callers found them
@@ -110,57 +111,30 @@ class NotebookVerdicts:
     failed: dict  # notebook name -> {task: label} whose verdict, as its graded cells see it, failed
 
 
-def _track_copy(folder: Path, track: str, workdir: Path, sandbox) -> Path:
-    """`folder` as an optional track's notebook sees it (ctrack.c_only): the track's file alone.
-    A folder with nothing it stands in for is that already; else a root-owned copy of the file."""
-    if not any((folder / name).is_file() for name, alts in _stood_in_for(track)):
-        return folder
-    alone = workdir / f"track-{track}"
-    if not alone.exists():
-        alone.mkdir(mode=0o755)
-        shutil.copyfile(folder / track, alone / track)
-        if sandbox is not None:  # as the submission copy: only this job's user may read it
-            for path in (alone, alone / track):
-                os.chown(path, 0, sandbox.gid)
-                path.chmod(0o750 if path.is_dir() else 0o640)
-    return alone
-
-
-def _stood_in_for(track: str):
-    from ..ctrack import ALTERNATE_FILES
-
-    return [(name, alts) for name, alts in ALTERNATE_FILES.items() if track in alts]
-
-
 def prepare_verdicts(paths: list[Path], outcomes: list, *, impl: str, folder: Path, workdir: Path,
-                     sandbox=None, echo=None) -> NotebookVerdicts:
+                     sandbox=None, echo=None, track_choice: str | None = None) -> NotebookVerdicts:
     """Judge, as `pagedlab grade` does, every task the notebooks in `paths` name, on the files
-    each notebook runs on (the submission; an optional track's notebook: its file alone), and
-    write the verdicts where the notebooks' kernels read them. The task grade's `outcomes` are
-    reused; a task it did not grade (a `require` of a notebook `--tasks` picked) runs its public
-    checks now, for the notebook only (no points)."""
-    graded = {o.row.id: o for o in outcomes}
+    and track each notebook runs on (the grade's; 02c: Part A from llm_memory.c), and write the
+    verdicts where the notebooks' kernels read them. The task grade's `outcomes` are reused; a
+    task it did not grade (a `require` of a notebook `--tasks` picked) or not on that track runs
+    its public checks now, for the notebooks only (no points)."""
+    graded = {verdicts.key(o.row, folder, track_choice): o for o in outcomes}
     found: dict[str, dict] = {}
     failed: dict[str, dict] = {}
-    extra: dict[str, list[str]] = {}  # "" or "from llm_memory.c alone, for 02c" -> "✓ task1", ...
+    extra: dict[str, list[str]] = {}  # "" or "from llm_memory.c, for 02c" -> "✓ task1", ...
     for path in paths:
-        track = notebook_plan.optional_file(path)
-        on_track = {name for name, _ in _stood_in_for(track)} if track else set()
-        version = _track_copy(folder, track, workdir, sandbox) if track else folder
+        optional = notebook_plan.optional_file(path)  # 02c: llm_memory.c, its graded cells' track="c"
+        choice = next((name for name, file in _TRACK_FILES.items() if file == optional), None) or track_choice
         failed[path.name] = {}
         graded_tasks = {t for c in notebook_plan.code_cells(path) if c.graded for t in c.tasks}
         for task in sorted(notebook_plan.tasks_used(path), key=lambda t: manifest.task(t).number):
             row = manifest.task(task)
-            # 02c's Tasks 1-5 run on llm_memory.c alone; any other task on the submission
-            version_here = version if set(row.files) & on_track else folder
-            impl_here = impl if version_here == folder else str(version_here)
-            key = verdicts.key(row, version_here)
+            key = verdicts.key(row, folder, choice)
             if key not in found:
-                if version_here == folder and task in graded:
-                    outcome = graded[task]
-                else:
-                    outcome = run_task(row, impl_here, version_here, sandbox=sandbox, hidden=False)
-                    where = f"from {track} alone, for {path.stem.split('_')[0]}" if version_here != folder else ""
+                outcome = graded.get(key)
+                if outcome is None:
+                    outcome = run_task(row, impl, folder, sandbox=sandbox, hidden=False, track_choice=choice)
+                    where = f"from {optional}, for {path.stem.split('_')[0]}" if choice != track_choice else ""
                     extra.setdefault(where, []).append(f"{'✓' if outcome.passed else '✗'} {row.id}")
                 found[key] = verdicts.entry(outcome)
             if task in graded_tasks and not verdicts.passed(found[key]):
@@ -212,7 +186,8 @@ def _where(path: Path, number: int) -> str:
 
 
 def run_notebook(path: Path, impl: str, sandbox=None, *, verdict_file: Path | None = None,
-                 judge: Path | None = None, failed_tasks: dict | None = None) -> NotebookOutcome:
+                 judge: Path | None = None, failed_tasks: dict | None = None,
+                 track_choice: str | None = None) -> NotebookOutcome:
     """Run `path` under nbval on `impl`. `verdict_file`: root's verdicts its graded cells read;
     `judge`: the socket where root answers its demos' judge-side questions (`judge_service`).
     `failed_tasks` ({task: label}): tasks whose verdict root failed; a graded cell of one of them
@@ -222,6 +197,8 @@ def run_notebook(path: Path, impl: str, sandbox=None, *, verdict_file: Path | No
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
     env.setdefault("MPLBACKEND", "Agg")
     env["NO_COLOR"] = "1"
+    if track_choice:  # --track: the kernel's Part A (and its verdicts' keys) follow it too
+        env[TRACK_ENV] = track_choice
     for name, value in ((verdicts.ENV, verdict_file), (judge_link.ENV, judge)):
         env.pop(name, None)
         if value is not None:
