@@ -35,10 +35,11 @@ INSTALLED_VENV = "installed-venv"
 COURSE_VENV = "course-venv"
 
 # Started first, longest first (each group's wall time in the 28 Nov fresh-clone run: pip-fallback
-# 132 s, notebook-cuts 126, users and installed-venv about 100 each, graded-class 63, release-clone
-# 60, course-venv 38, new-task-rehearsal 37), so the short tests fill the other worker around them
-# instead of a long group starting last.
-LONGEST_FIRST = ("pip-fallback", "notebook-cuts", USERS, INSTALLED_VENV, "graded-class", "release-clone", COURSE_VENV,
+# 132 s, notebook-cuts 126, users and installed-venv about 100 each, graded-class 63, course-venv
+# 38, new-task-rehearsal 37; release-clone 60 then, about 130 since it runs every notebook of the
+# edition as a student does, 4 Dec), so the short tests fill the other worker around them instead
+# of a long group starting last.
+LONGEST_FIRST = ("pip-fallback", "release-clone", "notebook-cuts", USERS, INSTALLED_VENV, "graded-class", COURSE_VENV,
                  "new-task-rehearsal", "nbval-08_cuda_kernel", "nbval-10_swap_and_v2",
                  "nbval-09_prefix_caching_and_utilization")
 

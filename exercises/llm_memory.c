@@ -69,6 +69,7 @@ int *block_address(LLMEngine *engine, int block)
 LLMEngine *llm_init(void *pool_addr, size_t pool_size)
 {
     // YOUR CODE HERE (Task 1: llm_init)
+    PL_NOT_IMPLEMENTED("Task 1: llm_init");
     (void)pool_addr; (void)pool_size; return NULL;
 }
 
@@ -82,6 +83,7 @@ LLMEngine *llm_init(void *pool_addr, size_t pool_size)
 int take_block(LLMEngine *engine, int start)
 {
     // YOUR CODE HERE (Task 2: take_block (first-fit))
+    PL_NOT_IMPLEMENTED("Task 2: take_block (first-fit)");
     (void)engine; (void)start; return -1;
 }
 
@@ -89,6 +91,7 @@ int take_block(LLMEngine *engine, int start)
 void drop_block(LLMEngine *engine, int block)
 {
     // YOUR CODE HERE (Task 2: drop_block)
+    PL_NOT_IMPLEMENTED("Task 2: drop_block");
     (void)engine; (void)block; return;
 }
 
@@ -96,6 +99,7 @@ void drop_block(LLMEngine *engine, int block)
 int *new_l2_table(void)
 {
     // YOUR CODE HERE (Task 2: new_l2_table)
+    PL_NOT_IMPLEMENTED("Task 2: new_l2_table");
     return NULL;
 }
 
@@ -105,6 +109,7 @@ int *new_l2_table(void)
 Sequence *create_sequence(LLMEngine *engine, int seq_id, int initial_kv_len)
 {
     // YOUR CODE HERE (Task 2: create_sequence)
+    PL_NOT_IMPLEMENTED("Task 2: create_sequence");
     (void)engine; (void)seq_id; (void)initial_kv_len; return NULL;
 }
 
@@ -113,6 +118,7 @@ Sequence *create_sequence(LLMEngine *engine, int seq_id, int initial_kv_len)
 void destroy_sequence(LLMEngine *engine, Sequence *seq)
 {
     // YOUR CODE HERE (Task 2: destroy_sequence)
+    PL_NOT_IMPLEMENTED("Task 2: destroy_sequence");
     (void)engine; (void)seq; return;
 }
 
@@ -120,6 +126,7 @@ void destroy_sequence(LLMEngine *engine, Sequence *seq)
 int free_sequence(LLMEngine *engine, int seq_id)
 {
     // YOUR CODE HERE (Task 2: free_sequence)
+    PL_NOT_IMPLEMENTED("Task 2: free_sequence");
     (void)engine; (void)seq_id; return -1;
 }
 
@@ -133,6 +140,7 @@ int free_sequence(LLMEngine *engine, int seq_id)
 Sequence *fork_sequence(LLMEngine *engine, int parent_seq_id, int new_seq_id)
 {
     // YOUR CODE HERE (Task 3: fork_sequence)
+    PL_NOT_IMPLEMENTED("Task 3: fork_sequence");
     (void)engine; (void)parent_seq_id; (void)new_seq_id; return NULL;
 }
 
@@ -146,6 +154,7 @@ Sequence *fork_sequence(LLMEngine *engine, int parent_seq_id, int new_seq_id)
 int append_kv(LLMEngine *engine, int seq_id, int kv_data)
 {
     // YOUR CODE HERE (Task 4: append_kv)
+    PL_NOT_IMPLEMENTED("Task 4: append_kv");
     (void)engine; (void)seq_id; (void)kv_data; return -1;
 }
 
@@ -158,5 +167,6 @@ int append_kv(LLMEngine *engine, int seq_id, int kv_data)
 int llm_destroy(LLMEngine *engine)
 {
     // YOUR CODE HERE (Task 5: llm_destroy)
+    PL_NOT_IMPLEMENTED("Task 5: llm_destroy");
     (void)engine; return -1;
 }

@@ -59,6 +59,10 @@
 #    Your `exercises/` start as stubs; each graded cell says what its functions must do. To run
 #    the notebooks on another folder of code (a classmate's pair-programming copy, a backup),
 #    set `PAGEDLAB_IMPL=path/to/folder` before starting Jupyter.
+# 5. **Part A in Python or in C.** Finish `memory_manager.py` (notebooks 02–05) *or*
+#    `llm_memory.c` (notebook 02c). Every grade takes Part A from the file that is not the
+#    untouched stub, and says which on its first line; the notebooks run that file too. Edited
+#    both? Python is graded unless `exercises/track.txt` says `c` (notebook 02c explains).
 #
 # | notebook | topic | tasks |
 # |---|---|---|
@@ -88,6 +92,7 @@ import pagedlab
 # Your exercises/memory_manager.py (PAGEDLAB_IMPL, or impl=, picks another folder).
 mm = pagedlab.load("memory_manager")
 print("memory_manager loaded from", mm.__file__)
+print(pagedlab.track.describe())  # Part A: memory_manager.py, or llm_memory.c on the C track
 
 # %%
 # NBVAL_IGNORE_OUTPUT

@@ -36,6 +36,7 @@ from pagedlab.pool import Pool
 # Your exercises/memory_manager.py (PAGEDLAB_IMPL, or impl=, picks another folder).
 mm = pagedlab.load("memory_manager")
 print("memory_manager loaded from", mm.__file__)
+print(pagedlab.track.describe())  # Part A: memory_manager.py, or llm_memory.c on the C track
 
 # %% [markdown]
 # ## Why two levels?

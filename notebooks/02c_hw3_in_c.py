@@ -31,9 +31,20 @@
 #   naming the signal and the C line, and the kernel lives on.
 #
 # This appendix is for courses that teach HW3 in C. The graded cells run Tasks 1–5 on the C file.
+#
+# **Which file is graded.** Your course folder has both `memory_manager.py` and `llm_memory.c`;
+# you finish one of them. Every grade (`pagedlab grade`, Gradescope, your instructor's class
+# grading) takes Part A from the file that is **not** the untouched stub: finish `llm_memory.c`,
+# leave `memory_manager.py` as it came, and you are on the C track, graded from C, and notebooks
+# 02–06 run your C engine too. Whitespace and comments do not count as edits. If you edited both
+# files, Python is graded unless you choose: write `c` in `exercises/track.txt` (and upload it with
+# your files on Gradescope), or run `pagedlab grade --track c`. The first line of every grade says
+# which file it graded and why; the cell below says it too.
 
 # %%
 # %matplotlib inline
+import matplotlib.pyplot as plt
+
 import pagedlab
 from pagedlab import cmem, ctrack, hw3, loader, viz
 from pagedlab.pool import Pool
@@ -44,6 +55,7 @@ mm = ctrack.load(source)
 print("compiled", source.name, "in", "cache" if not mm.build.seconds else f"{mm.build.seconds:.2f} s")
 print("compiler warnings:", mm.warnings or "none")
 print("header:", ctrack.INCLUDE / "hw3.h")
+print(pagedlab.track.describe())  # which file your grade takes Part A from, and why
 
 # %% [markdown]
 # ## One layout, two languages
@@ -133,25 +145,24 @@ else:
 # %% [markdown]
 # ## Graded: Tasks 1–5 from `llm_memory.c`
 #
-# The very checks of notebooks 02–05, on your C file. `ctrack.c_only()` is a folder holding only
-# your `llm_memory.c` (where `memory_manager.py` sits next to it, the loader prefers Python). Each
-# ✗ names the broken rule; heap errors, leaks and crashes also name your C line.
+# The very checks of notebooks 02–05, on your C file: `track="c"` grades `llm_memory.c` whatever
+# the rule above would pick (notebooks 02–05's graded cells follow the rule). Each ✗ names the
+# broken rule; heap errors, leaks and crashes also name your C line.
 
 # %%
-c_folder = ctrack.c_only()
-pagedlab.graded.run("task1", impl=c_folder)
+pagedlab.graded.run("task1", track="c")
 
 # %%
-pagedlab.graded.run("task2", impl=c_folder)
+pagedlab.graded.run("task2", track="c")
 
 # %%
-pagedlab.graded.run("task3", impl=c_folder)
+pagedlab.graded.run("task3", track="c")
 
 # %%
-pagedlab.graded.run("task4", impl=c_folder)
+pagedlab.graded.run("task4", track="c")
 
 # %%
-pagedlab.graded.run("task5", impl=c_folder)
+pagedlab.graded.run("task5", track="c")
 
 # %% [markdown]
 # ## Pictures and the explorer on the C engine
@@ -160,7 +171,7 @@ pagedlab.graded.run("task5", impl=c_folder)
 # as they draw a Python one: the pool with its owners and ref counts, and a block table.
 
 # %%
-pagedlab.graded.require("task1", "task2", "task3", "task4", impl=c_folder)  # a crash here would end the kernel
+pagedlab.graded.require("task1", "task2", "task3", "task4", track="c")  # a crash here would end the kernel
 pool = Pool(64 * 32)
 engine = mm.llm_init(pool.addr, pool.size)
 mm.create_sequence(engine, 1, 40)
@@ -168,9 +179,10 @@ mm.fork_sequence(engine, 1, 2)
 mm.append_kv(engine, 2, 7)          # copy-on-write of the shared last block
 mm.create_sequence(engine, 3, 300)
 viz.draw_engine(engine, title="a C engine: seq 2 forked from 1, then copy-on-write")
+plt.show()
 
 # %%
-pagedlab.graded.require("task2", "task5", impl=c_folder)
+pagedlab.graded.require("task2", "task5", track="c")
 mm.llm_destroy(engine)
 
 from pagedlab.explorer import Explorer

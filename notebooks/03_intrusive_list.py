@@ -44,6 +44,7 @@ from pagedlab.hw3 import ListNode, LLMEngine, Sequence
 # Your exercises/memory_manager.py (PAGEDLAB_IMPL, or impl=, picks another folder).
 mm = pagedlab.load("memory_manager")
 print("memory_manager loaded from", mm.__file__)
+print(pagedlab.track.describe())  # Part A: memory_manager.py, or llm_memory.c on the C track
 
 # %% [markdown]
 # ## Layout and padding

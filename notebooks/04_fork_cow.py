@@ -52,6 +52,7 @@ from pagedlab.pool import Pool
 # Your exercises/memory_manager.py (PAGEDLAB_IMPL, or impl=, picks another folder).
 mm = pagedlab.load("memory_manager")
 print("memory_manager loaded from", mm.__file__)
+print(pagedlab.track.describe())  # Part A: memory_manager.py, or llm_memory.c on the C track
 
 # %% [markdown]
 # ## Fork: share the blocks, count the owners

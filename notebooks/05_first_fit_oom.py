@@ -39,6 +39,7 @@ from pagedlab.pool import Pool
 # Your exercises/memory_manager.py (PAGEDLAB_IMPL, or impl=, picks another folder).
 mm = pagedlab.load("memory_manager")
 print("memory_manager loaded from", mm.__file__)
+print(pagedlab.track.describe())  # Part A: memory_manager.py, or llm_memory.c on the C track
 start = cmem.snapshot()  # the heap as this notebook found it
 
 
@@ -105,7 +106,7 @@ plt.show()
 # therefore almost never tested.
 #
 # From here on, the notebook drives **your** engine. The next cell re-runs the checks of Tasks
-# 1–4 (notebooks 02 and 04) quietly: everything below needs them.
+# 1–4 (notebooks 02 and 04, or 02c on the C track) quietly: everything below needs them.
 
 # %%
 mm = pagedlab.load("memory_manager")

@@ -42,6 +42,7 @@ pa = pagedlab.load("paged_attention")
 mm = pagedlab.load("memory_manager")
 print("paged_attention loaded from", pa.__file__)
 print("memory_manager loaded from", mm.__file__)
+print(pagedlab.track.describe())  # Part A: memory_manager.py, or llm_memory.c on the C track
 
 # %% [markdown]
 # ## The layout: `[num_blocks, block_size, num_kv_heads, head_size]`

@@ -43,6 +43,7 @@ pa = pagedlab.load("paged_attention")
 mm = pagedlab.load("memory_manager")
 print("paged_attention loaded from", pa.__file__)
 print("memory_manager loaded from", mm.__file__)
+print(pagedlab.track.describe())  # Part A: memory_manager.py, or llm_memory.c on the C track
 
 # %% [markdown]
 # ## A paged batch

@@ -43,6 +43,7 @@ from pagedlab.reference import dense_attention, make_paged_batch, max_relative_e
 mm = pagedlab.load("memory_manager")
 print("paged_attention.cu loaded from", source_path("paged_attention.cu"))
 print("memory_manager loaded from", mm.__file__)
+print(pagedlab.track.describe())  # Part A: memory_manager.py, or llm_memory.c on the C track
 
 # %% [markdown]
 # ## Reading the kernel

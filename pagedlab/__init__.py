@@ -15,6 +15,19 @@ __version__ = "0.1.0"
 __all__ = ["load", "kernel_source", "__version__"]
 
 
+def _in_a_notebook() -> bool:
+    import sys
+
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return shell is not None
+
+
+if _in_a_notebook():  # tracebacks that pair each line number with its own text (tracebacks.py)
+    from . import tracebacks as _tracebacks
+
+    _tracebacks.install()
+
+
 def __getattr__(name: str):
     # `pagedlab.graded.run(...)` works after a bare `import pagedlab`.
     if name.startswith("_"):

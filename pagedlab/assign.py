@@ -36,7 +36,9 @@ FENCES = {  # suffix -> (comment prefix, default stub template)
     ".py": ("###", 'raise NotImplementedError("{label}")'),
     ".cu": ("//", "return;"),
     ".cuh": ("//", "return;"),
-    ".c": ("//", "return;"),  # C track: every fence names its stub (return NULL; / return -1;)
+    # C track: every fence names its stub (return NULL; / return -1;), after PL_NOT_IMPLEMENTED
+    # (hw3.h), which makes the call say "not implemented yet: <label>" under pagedlab.
+    ".c": ("//", "return;"),
 }
 KERNEL_STUB_NOTE = "// Until this part is written the kernel leaves its output unwritten."
 _DEF = re.compile(r"^\s*(?:def|class)\s+(\w+)|^\s*(?:__global__|__device__)[^()]*?\b(\w+)\s*\(")
@@ -83,6 +85,8 @@ def make_exercise(text: str, filename: str) -> str:
             out.append(f"{indent}{prefix[:2] if prefix == '//' else '#'} YOUR CODE HERE ({label})\n")
             if suffix in (".cu", ".cuh") and not stub.startswith("//"):
                 out.append(f"{indent}{KERNEL_STUB_NOTE}\n")
+            if suffix == ".c":  # the C track's stub says "not implemented yet" as Python's raise does
+                out.append(f'{indent}PL_NOT_IMPLEMENTED("{label.replace(chr(34), chr(39))}");\n')
             out.append(f"{indent}{stub}\n")
         elif end:
             if open_at is None:

@@ -40,6 +40,23 @@ class PagedBatch:
 
     def expected(self, scale: float | None = None) -> torch.Tensor:
         """Decode output per sequence from `dense_attention` in float64: ``[num_seqs, num_heads, head_size]``."""
+        from . import judge_link
+
+        if judge_link.active():  # a grader's notebook run: root computes it (pagedlab.judge_link)
+            return judge_link.batch_expected(self, scale)
+        return self.judged_expected(scale)
+
+    def holds(self, s: int, k, v) -> bool:
+        """True when `k` and `v` are sequence `s`'s tokens in order, exactly (compared on the judge
+        side; the batch hands out no tokens, so a notebook can check a gather without one)."""
+        from . import judge_link
+
+        if judge_link.active():
+            return judge_link.batch_holds(self, s, k, v)
+        return self.judged_holds(s, k, v)
+
+    # The judge side's own answers (root's, in a grader's notebook run: judge_service).
+    def judged_expected(self, scale: float | None = None) -> torch.Tensor:
         # judge side: root-only where the checks run
         from .trusted.attention import _sequence_tokens
         from .trusted.reference import dense_attention
@@ -50,9 +67,7 @@ class PagedBatch:
             rows.append(dense_attention(self.q[s:s + 1].double(), k, v, scale)[0])
         return torch.stack(rows)
 
-    def holds(self, s: int, k, v) -> bool:
-        """True when `k` and `v` are sequence `s`'s tokens in order, exactly (compared on the judge
-        side; the batch hands out no tokens, so a notebook can check a gather without one)."""
+    def judged_holds(self, s: int, k, v) -> bool:
         from .trusted.attention import _sequence_tokens
 
         want = _sequence_tokens(self, s)

@@ -37,13 +37,16 @@ def _assign(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     rel = lambda p: p.relative_to(assign.course_root()) if p.is_relative_to(assign.course_root()) else p  # noqa: E731
-    from . import doctables, loader
+    from . import doctables, loader, track
     from .checks import golden
 
     for path in doctables.write(loader.ROOT):
         print(f"wrote {rel(path)} (its task tables, from pagedlab/tasks.toml)")
     if golden.stale():  # the reference's records of the public checks follow solutions/
         print(f"wrote {rel(golden.write())} (the reference's record of every public check)")
+    stubs = _track_stubs(assign)
+    if track.stale(stubs):  # so a student's untouched stub is never graded over their finished file
+        print(f"wrote {rel(track.record(stubs))} (the fingerprints of the Part A stubs)")
     if done.backup is not None:
         print(f"saved the edited files to {rel(done.backup)}/ before replacing them")
     for path in done.written:
@@ -75,8 +78,15 @@ def _missing_checks_modules() -> str:
                      "README, Adding Task N, step 2)" for row in missing)
 
 
+def _track_stubs(assign) -> dict[str, str]:
+    """The Part A stubs assign generates today (file name -> text)."""
+    from . import track
+
+    return {path.name: text for path, text in assign.plan().items() if path.name in track.FILES.values()}
+
+
 def _assign_check(assign) -> int:
-    from . import doctables, loader
+    from . import doctables, loader, track
     from .checks import golden
 
     s = assign.survey()
@@ -86,6 +96,7 @@ def _assign_check(assign) -> int:
     if golden.stale():
         problems.append("pagedlab/checks/expected.json: the reference's records predate solutions/ or "
                         "the checks")
+    problems += [f"pagedlab/stubs.json: no fingerprint of today's {name} stub" for name in track.stale(_track_stubs(assign))]
     if s.edited or s.extra:
         print("exercises/: these files were edited (or added) after the exercises were generated. "
               "They are the student's work and are kept as they are:")
@@ -191,11 +202,15 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("grade", help="run the graded checks task by task and score them")
     p.add_argument("--impl", default=None, help="exercises, solutions or a submission folder")
     p.add_argument("--json", default=None, metavar="PATH", help="write Gradescope results.json here")
-    p.add_argument("--notebooks", action="store_true", help="also run nbval over each notebook")
+    p.add_argument("--notebooks", action="store_true",
+                   help="also run each notebook under nbval on the submission, 0 points each (with --tasks: the notebooks of those tasks)")
     p.add_argument("--gradescope", action="store_true", help="read ROOT/submission, write ROOT/results/results.json; ROOT is $PAGEDLAB_AUTOGRADER_ROOT, default /autograder")
     p.add_argument("--tasks", default=None, metavar="LIST", help="only these tasks, e.g. task1,task3 or 1,3")
     p.add_argument("--hidden", default=None, metavar="DIR", help="folder of hidden checks (default: grading/hidden/ when present)")
     p.add_argument("--no-hidden", action="store_true", help="public checks only")
+    p.add_argument("--track", choices=["c", "python"], default=None, help="grade Part A (Tasks 1-5) "
+                   "from llm_memory.c (c) or memory_manager.py (python); default: the one that is not "
+                   "the untouched stub (Python when both are edited), or exercises/track.txt's choice")
     p.set_defaults(func=_grade)
 
     p = command("grade-class", "(instructor) grade every submission of a class; grades.csv, "
@@ -206,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", default=None, metavar="LIST", help="only these tasks, e.g. 1,2,6")
     p.add_argument("--hidden", default=None, metavar="DIR", help="folder of hidden checks (as for grade)")
     p.add_argument("--no-hidden", action="store_true", help="public checks only")
+    p.add_argument("--track", choices=["c", "python"], default=None, help="grade every student's Part A "
+                   "from llm_memory.c (c) or memory_manager.py (python); default: each submission's files "
+                   "decide, as for grade")
     p.add_argument("--prepare-only", action="store_true", help="unpack and list the submissions "
                    "(DIR/queue.tsv) without grading: for a batch engine (Slurm recipe)")
     p.set_defaults(func=_grade_class)

@@ -51,7 +51,6 @@ from pathlib import Path
 
 from . import carena, cmem
 from .harness import hw3
-from .impl import source_path
 
 INCLUDE = Path(__file__).resolve().parent / "include"
 C_SOURCE = "llm_memory.c"
@@ -67,7 +66,7 @@ TIMEOUT_ENV = "PAGEDLAB_C_CALL_TIMEOUT"
 CALL_TIMEOUT = 2.0  # seconds one API call may run (the reference needs microseconds; 12 hung
 # checks must still fit a task's 30 s)
 
-PL_OK, PL_HEAP, PL_SIGNAL, PL_TIMEOUT, PL_MISSING, PL_BUSY, PL_EXIT = range(7)
+PL_OK, PL_HEAP, PL_SIGNAL, PL_TIMEOUT, PL_MISSING, PL_BUSY, PL_EXIT, PL_TODO = range(8)
 HEAP_MALLOC, HEAP_CALLOC, HEAP_REALLOC, HEAP_FREE = range(4)
 SI_KERNEL = 0x80
 
@@ -389,10 +388,13 @@ def use_runner(on: bool = True) -> None:
 
 
 def use_runner_for(folder) -> None:
-    """What the check child does before its checks run: a folder whose memory_manager is C only
-    gets the runner. Linux only (memfd, fixed shared mappings, seccomp): elsewhere (a student's
+    """What the check child does before its checks run: a folder whose Part A is graded from C
+    (`track.decide`; the grader sends its decision as PAGEDLAB_TRACK) gets the runner. Linux
+    only (memfd, fixed shared mappings, seccomp): elsewhere (a student's
     Mac) the library is loaded in-process, as in a notebook; graders run on Linux."""
-    if sys.platform.startswith("linux") and has_c_only(Path(folder), MODULE):
+    from . import track
+
+    if sys.platform.startswith("linux") and track.decide(folder).name == "c":
         use_runner()
 
 
@@ -749,8 +751,8 @@ class CEngine(types.ModuleType):
         raise NoCVersion(
             f"no C version of this task: {self.source.name} stands in for memory_manager.py only for "
             f"{offered}, and this task calls {name}(), which the C track does not have. Your C code is "
-            f"not at fault; for this task submit memory_manager.py (when both files are submitted, "
-            f"every task grades memory_manager.py)")
+            f"not at fault: this task needs memory_manager.py, graded as the Python track (write python "
+            f"in exercises/track.txt, or pass --track python)")
 
     # -- calling -----------------------------------------------------------------------------
     def _call(self, name: str, *args, out) -> None:
@@ -779,6 +781,10 @@ class CEngine(types.ModuleType):
             return exc, (path, line, function)
         if status in (PL_SIGNAL, PL_TIMEOUT):
             return self._crash(name, status)
+        if status == PL_TODO:  # a stub's PL_NOT_IMPLEMENTED("Task N: ..."), as Python's raise
+            d = self._diag
+            label, function = d.exit_file.decode(errors="replace"), d.exit_func.decode(errors="replace")
+            return NotImplementedError(label), (self.source, d.exit_line, function)
         if status == PL_EXIT:
             d = self._diag
             file, function = d.exit_file.decode(errors="replace"), d.exit_func.decode(errors="replace")
@@ -883,6 +889,17 @@ class CEngine(types.ModuleType):
         """Harness-side lookup (read only), as the Python module's given helper."""
         return hw3.find(engine, seq_id)
 
+    @staticmethod
+    def list_for_each(head):
+        """Harness-side walk (read only) of an intrusive list, as memory_manager.py's given helper
+        (`next` is read before a node is yielded, so the caller may unlink and free it): the C
+        file's own loops are `for` statements, and notebooks 03 and 05 walk lists with this."""
+        node = head.next.contents
+        while ctypes.addressof(node) != ctypes.addressof(head):
+            following = node.next.contents
+            yield node
+            node = following
+
 
 # The functions the C track offers (CEngine's methods that call into llm_memory.c).
 C_API = ("llm_init", "create_sequence", "free_sequence", "fork_sequence", "append_kv", "llm_destroy")
@@ -899,27 +916,3 @@ def load(source: str | os.PathLike, *, show_warnings: bool = True) -> CEngine:
     if b.warnings and show_warnings:
         print(f"{b.source.name}: compiler warnings (-Wall -Wextra):\n{b.warnings}", file=sys.stderr)
     return CEngine(b)
-
-
-def has_c_only(folder: Path, name: str) -> bool:
-    """True when `folder` offers the module `name` as C only (the loader's hook)."""
-    return name == MODULE and not (folder / f"{name}.py").is_file() and (folder / C_SOURCE).is_file()
-
-
-
-def c_only(impl=None) -> Path:
-    """A folder whose only course file is `impl`'s llm_memory.c (a link to it), for grading the C
-    file where memory_manager.py sits next to it (exercises/ and solutions/ have both: the loader
-    prefers Python). Messages still name the real file: builds follow the link."""
-    source = source_path(C_SOURCE, impl).resolve()
-    if not (source.parent / f"{MODULE}.py").is_file():
-        return source.parent
-    folder = cache_dir() / "c-only" / hashlib.sha256(str(source).encode()).hexdigest()[:16]
-    folder.mkdir(parents=True, exist_ok=True)
-    link = folder / C_SOURCE
-    if not (link.is_symlink() and link.resolve() == source):
-        tmp = folder / f".{C_SOURCE}.{os.getpid()}"
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(source)
-        os.replace(tmp, link)
-    return folder

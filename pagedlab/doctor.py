@@ -127,7 +127,23 @@ def _course() -> list[Row]:
     if not where.is_dir():
         return found + [Row(piece, MISSING, f"{where} does not exist",
                             f"pull the course again (the nbgitpuller link) or unset {loader.ENV_VAR}")]
-    return found + [Row(piece, OK, str(where))]
+    return found + [Row(piece, OK, str(where)), _track_row(where)]
+
+
+def _track_row(folder) -> Row:
+    """Which file Part A (Tasks 1-5) is graded from here, and the rule (pagedlab/track.py)."""
+    from . import track
+
+    try:
+        chosen = track.decide(folder)
+    except track.TrackError as exc:
+        return Row("Part A track", MISSING, str(exc), f"write c or python in exercises/{track.MARKER}")
+    return Row("Part A track", OK, f"{chosen.file}: {chosen.why}")
+
+
+TRACK_RULE = ("Part A (Tasks 1–5) is graded from memory_manager.py or llm_memory.c: the one that is not "
+              "the untouched stub. Edited both? Python is graded unless exercises/track.txt says c "
+              "(or: pagedlab grade --track c). Whitespace and comments are not edits.")
 
 
 DRIFT = "drift"
@@ -181,7 +197,7 @@ def _c_track() -> list[Row]:
 
 def _clip(r: Row) -> str:
     # A folder is shown whole: the student needs to see which copy of the course is in use.
-    whole = r.piece.startswith(("course folder", "implementation")) or r.status == DRIFT  # every drifted name matters
+    whole = r.piece.startswith(("course folder", "implementation", "Part A")) or r.status == DRIFT  # every drifted name matters
     return r.found if whole else r.found[:60]
 
 
@@ -198,6 +214,8 @@ def format_table(table: list[Row]) -> str:
 def main() -> int:
     table = rows()
     print(format_table(table))
+    if any(r.piece == "Part A track" for r in table):
+        print(f"\n{TRACK_RULE}")
     missing = [r.piece for r in table if r.status == MISSING]
     if missing:
         print(f"\n{len(missing)} required piece(s) missing: {', '.join(missing)}")

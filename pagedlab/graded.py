@@ -7,6 +7,12 @@ judges the record here (`pagedlab.checks.judge`), prints one ✓/✗ line per ch
 cell that runs the student's code in the notebook's own kernel; ``results`` is the same verdict
 as data, for tests and tools.
 
+In a grader's notebook run (`pagedlab grade --notebooks`, PAGEDLAB_VERDICTS set) this kernel runs
+as the sandbox user and may read no expected value, so it judges nothing: root graded the tasks
+before the notebooks started, and each graded cell and `require` reads root's verdict for the
+very files it names (`pagedlab.verdicts`). A ✗ there shows its rule and what went wrong; the
+values are in the task's report.
+
 It sits above both packages it uses: `pagedlab.checks` (the check registry) and
 `pagedlab.sandbox` (the child process that runs the checks, which reads that registry). Neither
 imports it, so the registry never reaches back up to the runner.
@@ -29,40 +35,74 @@ class Result:
     message: str = ""
 
 
-def _outcome(task: str, impl=None):
+def _outcome(task: str, impl=None, track=None):
     import os
 
-    from . import loader, manifest
+    from . import loader, manifest, verdicts
     from .sandbox.runner import run_task
 
     row = manifest.task(task)
     folder = loader.impl_dir(impl)
+    if verdicts.active():  # a grader's notebook run: root judged, this kernel may not
+        return row, _judged_by_the_grader(row, folder, track)
     impl_arg = str(impl) if impl is not None else (os.environ.get(loader.ENV_VAR) or "exercises")
     if impl_arg not in loader.NAMED_IMPLS:
         impl_arg = str(folder)
-    return row, run_task(row, impl_arg, folder)
+    return row, run_task(row, impl_arg, folder, track_choice=track)
 
 
-def results(task: str, impl=None) -> list[Result]:
+def _judged_by_the_grader(row, folder, track=None):
+    """The outcome root wrote for these files (`pagedlab.verdicts`): checks with their marks and,
+    under a ✗, the rule and what went wrong; the values are in the task's report, root's."""
+    from . import verdicts
+    from .sandbox.runner import CheckOutcome, TaskOutcome
+
+    outcome = TaskOutcome(row, started=True, finished=True)
+    found = verdicts.lookup(row, folder, track)
+    if found is None:
+        outcome.grader_error = True
+        names = ", ".join(p.name for p in verdicts.task_files(row, folder)) or "no file"
+        outcome.problem = (f"autograder problem, not your code (tell your instructor): the grader judged "
+                           f"no {row.label} for these files ({names} in {folder})")
+        return outcome
+    for c in found.get("checks", []):
+        why = "\n".join(line for line in (c.get("gist") and f"what went wrong: {c['gist']}",
+                                           c.get("rule") and f"rule: {c['rule']}") if line)
+        outcome.checks.append(CheckOutcome(str(c.get("name")), c.get("passed"), why or "failed",
+                                           scored=bool(c.get("scored")), rule=c.get("rule") or "",
+                                           gist=c.get("gist") or ""))
+    outcome.problem = found.get("problem") or ""
+    outcome.grader_error = bool(found.get("grader_error"))
+    if not outcome.passed:
+        outcome.note = (f"(judged by the grader outside this notebook: the expected and actual values "
+                        f"of each ✗ are in {row.label}'s report)")
+    return outcome
+
+
+def results(task: str, impl=None, *, track=None) -> list[Result]:
     """Run every public check of `task` against `impl` in a child process; judge them here."""
-    row, outcome = _outcome(task, impl)
+    row, outcome = _outcome(task, impl, track)
     found = [Result(row.id, c.name, c.passed, c.message) for c in outcome.checks]
     if not found and outcome.problem:
         found = [Result(row.id, "the task could not run", False, outcome.problem)]
     return found
 
 
-def run(task: str, impl=None, *, quiet: bool = False) -> None:
+def run(task: str, impl=None, *, quiet: bool = False, track: str | None = None) -> None:
     """Notebook entry: print ✓/✗ per check, each ✗ explained, and raise a short `CheckFailure`
     if any failed. The student's code runs in a child process with the grader's limits, so an
-    infinite loop or a segfault fails a check and the notebook's kernel lives on."""
+    infinite loop or a segfault fails a check and the notebook's kernel lives on. `track`: "c" or
+    "python" grades a Part A task from that file (notebook 02c passes "c"); None: the track rule."""
     from . import manifest
 
     _short_tracebacks_in_ipython()
     row = manifest.task(task)
-    key = _version_key(row, impl)  # the files as they were when the checks read them
-    row, outcome = _outcome(task, impl)
+    key = _version_key(row, impl, track)  # the files as they were when the checks read them
+    row, outcome = _outcome(task, impl, track)
     lines = [row.label]
+    if outcome.part_a is not None:  # which file, and why (track="c" in notebook 02c: said so)
+        why = f'track="{track}"' if track else outcome.part_a.why
+        lines.append(f"  graded from {outcome.part_a.file}: {why}")
     for c in outcome.checks:
         mark = "✓" if c.passed else ("-" if c.passed is None else "✗")
         note = "" if c.scored else "  (feedback only: shown, no points)"
@@ -71,6 +111,8 @@ def run(task: str, impl=None, *, quiet: bool = False) -> None:
             lines += [f"      {line}" for line in c.message.splitlines()]
     if outcome.problem and not outcome.checks:
         lines.append(f"  ✗ {outcome.problem}")
+    if outcome.note:
+        lines.append(f"  {outcome.note}")
     if not quiet:
         from .untrusted import escape
 
@@ -84,11 +126,14 @@ def run(task: str, impl=None, *, quiet: bool = False) -> None:
         _failed.pop(key, None)
     else:
         _passed.discard(key)
-        _failed[key] = _needs(row)
+        _failed[key] = _needs(row, key)
     if failed or not outcome.checks:
         where = row.cite()
+        # quiet: no ✗ printed here; the task's graded cell (02c's on the C track) shows them
+        notebook = "02c" if outcome.part_a is not None and outcome.part_a.name == "c" else row.notebook_number
+        shown = "each ✗ above says why" if not quiet else f"run its graded cell in notebook {notebook} to see why"
         raise CheckFailure(f"{len(failed)} of {len(outcome.checks)} checks did not pass for {row.label} "
-                           f"(read {where}; each ✗ above says why)")
+                           f"(read {where}; {shown})")
     if not quiet:
         extra = len(outcome.checks) - len(scored)
         print(f"All {len(outcome.checks)} checks passed"
@@ -106,9 +151,11 @@ _blocking: str = ""
 _stopped_names: dict = {}
 
 
-def _needs(row) -> str:
+def _needs(row, key: tuple) -> str:
+    # On the C track, Tasks 1-5's graded cells for llm_memory.c are notebook 02c's.
+    notebook = "02c" if key[3] == "c" else row.notebook_number
     return (f"This cell runs your code for a demo and needs {row.label} to pass first "
-            f"(it does not yet: run its graded cell in notebook {row.notebook_number} "
+            f"(it does not yet: run its graded cell in notebook {notebook} "
             f"to see why). Nothing of your code ran here.")
 
 
@@ -153,8 +200,8 @@ def _cell_source(frame) -> str | None:
 
 
 def _stop(why: tuple, source: str | None) -> None:
-    """A demo cell stops here (`why`: task, impl, message): later reads of what it would have made
-    say the message."""
+    """A demo cell stops here (`why`: task, impl, message, track): later reads of what it would
+    have made say the message."""
     global _blocking
     _blocking = why[2]
     for name in _bound_names(source or ""):
@@ -166,35 +213,35 @@ def _still_missing(name) -> str | None:
     from . import manifest
 
     why = _stopped_names.get(name)
-    if why is None or _version_key(manifest.task(why[0]), why[1]) in _passed:
+    if why is None or _version_key(manifest.task(why[0]), why[1], why[3]) in _passed:
         return None  # fixed since: the NameError is the student's own story now
     return why[2]
 
 
-def _version_key(row, impl) -> tuple:
-    """(task, folder, digest of the task's files): one version of the student's work."""
+def _version_key(row, impl, track=None) -> tuple:
+    """(task, folder, digest of the task's files, Part A's track): one version of the student's
+    work."""
     import hashlib
 
     from . import loader
+    from . import track as tracks
 
     folder = loader.impl_dir(impl)
+    part_a = tracks.decide(folder, track).name if tracks.PYTHON_FILE in row.files else ""
     digest = hashlib.sha256()
     for name in row.files:
-        path = folder / name
-        if not path.is_file():  # the C track: llm_memory.c stands in for memory_manager.py
-            from .ctrack import ALTERNATE_FILES
-
-            path = next((folder / alt for alt in ALTERNATE_FILES.get(name, ()) if (folder / alt).is_file()), path)
+        path = folder / (tracks.FILES[part_a] if part_a and name == tracks.PYTHON_FILE else name)
         digest.update(path.read_bytes() if path.is_file() else b"")
-    return (row.id, str(folder), digest.hexdigest())
+    return (row.id, str(folder), digest.hexdigest(), part_a)
 
 
-def require(*tasks: str, impl=None) -> None:
+def require(*tasks: str, impl=None, track: str | None = None) -> None:
     """Guard for demo cells that drive the student's code in the notebook's own kernel.
 
     A segfault there would take the kernel down, so first the tasks' checks run in a child
     process (once per version of the student's files); if any fails, the cell stops with a
-    message pointing at the graded cell instead of running the demo on broken code."""
+    message pointing at the graded cell instead of running the demo on broken code. `track` as
+    for `run`."""
     global _blocking
     import sys
 
@@ -204,16 +251,16 @@ def require(*tasks: str, impl=None) -> None:
     source = _cell_source(sys._getframe(1))
     for task in tasks:
         row = manifest.task(task)
-        key = _version_key(row, impl)
+        key = _version_key(row, impl, track)
         if key in _passed:
             continue
         if key not in _failed:  # a verdict (a hang's included) is asked for once per version
-            _, outcome = _outcome(task, impl)
+            _, outcome = _outcome(task, impl, track)
             if outcome.passed:
                 _passed.add(key)
                 continue
-            _failed[key] = _needs(row)
-        _stop((task, impl, _failed[key]), source)
+            _failed[key] = _needs(row, key)
+        _stop((task, impl, _failed[key], track), source)
         raise CheckFailure(_failed[key])
     _blocking = ""
 

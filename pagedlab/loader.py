@@ -1,7 +1,8 @@
 """Find a student's (or the reference) implementation of a course module.
 
 Which folder is meant is `impl`'s job (`impl_dir`, `source_path`, re-exported here); this module
-executes the file found there, or hands a C-only folder to the C track.
+executes the file found there, or hands `memory_manager` to the C track when `track.decide` says
+Part A is graded from `llm_memory.c` (the rule every grade uses, so a notebook runs what is graded).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import sys
 from types import ModuleType
 
+from . import track
 from .impl import ENV_VAR, NAMED_IMPLS, ROOT, impl_dir, kernel_source, source_path  # noqa: F401 - loader's names
 
 
@@ -26,10 +28,13 @@ def load(name: str, impl: str | os.PathLike | None = None) -> ModuleType:
         raise ValueError(f"module name must be a Python identifier like 'memory_manager', got {name!r}")
     folder = impl_dir(impl)
     path = folder / f"{name}.py"
-    from . import ctrack  # the C track: a folder with llm_memory.c and no memory_manager.py
+    chosen = track.decide(folder) if path.name == track.PYTHON_FILE else None
+    if chosen is not None and chosen.name == "c":
+        if not chosen.present:
+            raise ModuleNotFoundError(chosen.line())
+        from . import ctrack  # the C track: llm_memory.c stands in for memory_manager.py
 
-    if ctrack.has_c_only(folder, name):
-        return ctrack.load(folder / ctrack.C_SOURCE)
+        return ctrack.load(folder / track.C_FILE)
     if not path.is_file():
         searched = folder if impl is not None or os.environ.get(ENV_VAR) else f"{folder} (default: exercises; set {ENV_VAR} or impl=)"
         raise ModuleNotFoundError(

@@ -446,8 +446,10 @@ is needed for any of it.
 Both create `./.venv` on first use (Python >= 3.10 and a C++20 compiler such as g++ >= 12 or
 clang) and install pagedlab with everything the course needs, at the versions in
 `requirements.lock` (hash-checked; on a Python or platform the lock was not made for, from
-`pyproject.toml` within `constraints.txt`). The install uses uv and takes well under a minute
-(a few minutes if uv cannot be had and pip does it); later runs start at once.
+`pyproject.toml` within `constraints.txt`). The install uses uv and prints a line per step: on
+a 2-core machine with a fast connection the first `./course open` is ready in about a minute (40 s
+measured with an empty package cache; 81 s on a busy machine), and a slow connection adds the
+download of a few hundred MB. Without uv, pip does it in a few minutes. Later runs start at once.
 `.venv/bin/pagedlab doctor` says what is missing. Conda users: `environment.yml`.
 
 `./course test` passes as long as the course is set up and every file in `exercises/` loads; the
@@ -467,10 +469,21 @@ the first cell, then `%cd` into it; the notebooks find your `exercises/` from th
   ✗ the rule (with the notebook section that explains it), what was expected and what your code
   did. Your code runs in a separate process: an endless loop or a segfault fails the check and
   names your line; the notebook keeps working.
+- **Part A in Python or in C.** Finish `exercises/memory_manager.py` (notebooks 02–05) or
+  `exercises/llm_memory.c` (notebook 02c) and leave the other as it came. Every grade takes
+  Part A from the file that is not the untouched stub (whitespace and comments are not edits) and
+  says which, and why, on its first lines; the notebooks run that file too. Edited both? Python is
+  graded unless you choose: write `c` (or `python`) in `exercises/track.txt` and submit it with
+  your files, or run `.venv/bin/pagedlab grade --track c`.
 - `.venv/bin/pagedlab grade --impl exercises` grades everything as the grader will. Your
   instructor's grader also runs hidden checks (other seeds, sizes and edge cases of the same
   rules); they are not part of this copy, so code that is right, not tuned to the visible checks,
   is what passes them.
+- `.venv/bin/pagedlab grade --impl exercises --notebooks` also runs every notebook top to bottom
+  on your files, as the grader does when your instructor turns notebooks on (Gradescope's
+  `GRADE_NOTEBOOKS=1`). Each notebook is reported, worth no points; one that fails names its first
+  failing cell (its number among the code cells and its first line) and the last line of the
+  error. With `--tasks 9,12` it grades those tasks and runs only the notebooks that teach them.
 - Nothing in this copy overwrites your files in `exercises/`. Commit and push your work often.
 - Submit the files you edited in `exercises/`, as your instructor asks (Gradescope upload or
   this repository).

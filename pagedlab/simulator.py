@@ -425,13 +425,14 @@ def _run_paged(prompts, outputs, M, B, watermark):
 
 def simulate(prompt_lens, output_lens, policy: str = "paged", *, block_size: int = 16,
              memory_tokens: int = DEFAULT_MEMORY_TOKENS, max_len: int = MAX_LEN,
-             watermark: float = 0.01, allocator="buddy") -> Result:
+             watermark: float = 0.01, allocator="first-fit") -> Result:
     """Replay the requests (all waiting at step 0, served first come first served) under
     `policy` with `memory_tokens` KV slots; return the time-averaged memory breakdown.
 
-    `allocator` places the contiguous policies' chunks: "first-fit", a buddy allocator class
-    with Task 12's interface (notebook 09 passes the student's `BuddyAllocator`), or "buddy",
-    the instructor edition's own model (the student edition has none: it is Task 12)."""
+    `allocator` places the contiguous policies' chunks: "first-fit" (the default: it needs no
+    task, so notebook 01 runs in every edition), a buddy allocator class with Task 12's interface
+    (notebook 09 passes the student's `BuddyAllocator`), or "buddy", the instructor edition's own
+    model (the student edition has none: it is Task 12)."""
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
     prompts = np.asarray(prompt_lens, dtype=np.int64)
@@ -463,7 +464,7 @@ def simulate(prompt_lens, output_lens, policy: str = "paged", *, block_size: int
 
 def simulate_stepwise(prompt_lens, output_lens, policy: str = "paged", *, block_size: int = 16,
                       memory_tokens: int = DEFAULT_MEMORY_TOKENS, max_len: int = MAX_LEN,
-                      watermark: float = 0.01, allocator="buddy") -> dict:
+                      watermark: float = 0.01, allocator="first-fit") -> dict:
     """The same rules as `simulate`, one decode step at a time: slow, obviously right.
 
     Returns the shares, window, steps, preemptions and mean concurrency as a dict.

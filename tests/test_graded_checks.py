@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from trusted_records import trusted_record
 
-from pagedlab import manifest
+from pagedlab import manifest, track
 from pagedlab.checks import framework, golden, judge
 
-HIDDEN = Path(__file__).resolve().parent.parent / "grading" / "hidden"
+ROOT = Path(__file__).resolve().parent.parent
+HIDDEN = ROOT / "grading" / "hidden"
 
 
 def _all_checks():
@@ -42,6 +43,30 @@ def test_check_passes_on_solutions_and_fails_on_exercises(task, key):
         assert ok.passed, f"fails on solutions/ (seed {seed}): {ok.message}"
         stub = judge.judge(trusted, framework.drive(c, "exercises", seed))
         assert not stub.passed, f"passes on the untouched exercises/ (seed {seed}): it grades nothing"
+
+
+@pytest.fixture(scope="module")
+def c_stub(tmp_path_factory):
+    """A C-track submission that is the shipped stub: exercises/llm_memory.c alone."""
+    folder = tmp_path_factory.mktemp("c-stub")
+    (folder / track.C_FILE).write_bytes((ROOT / "exercises" / track.C_FILE).read_bytes())
+    return folder
+
+
+PART_A = [p for p in _all_checks() if p.values[0] in {r.id for r in manifest.TABLE if track.PYTHON_FILE in r.files}]
+
+
+@pytest.mark.task_wide
+@pytest.mark.parametrize("task, key", PART_A)
+def test_check_fails_on_the_untouched_c_stub_as_not_implemented(task, key, c_stub):
+    """The C track's stubs grade like the Python ones: every Part A check, public and hidden,
+    fails, saying "not implemented yet" (they once returned NULL / -1, which passed 5 checks that
+    only test rejections, and said "expected: an LLMEngine view / yours: None")."""
+    c = framework.find(task, key)
+    seed = 0 if not c.hidden else 42
+    verdict = judge.judge(trusted_record(c, seed), framework.drive(c, str(c_stub), seed))
+    assert not verdict.passed, "passes on the untouched llm_memory.c: it grades nothing"
+    assert verdict.message.startswith("not implemented yet: Task"), verdict.message
 
 
 @pytest.mark.task_wide

@@ -264,9 +264,11 @@ def test_score_table_is_printed(tmp_path, capsys):
 # ---------------------------------------------------------------- --notebooks
 
 
-def _notebook(path: Path, source: str) -> Path:
-    cell = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": source}
-    nb = {"cells": [cell], "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+def _notebook(path: Path, *sources: str) -> Path:
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": "# a heading cell nbval does not run"}]
+    cells += [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": source}
+              for source in sources]
+    nb = {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
           "nbformat": 4, "nbformat_minor": 5}
     path.write_text(json.dumps(nb))
     return path
@@ -274,18 +276,36 @@ def _notebook(path: Path, source: str) -> Path:
 
 def test_each_notebook_is_run_under_nbval_with_the_submission(tmp_path):
     good = _notebook(tmp_path / "01_good.ipynb", "import os\nassert os.environ['PAGEDLAB_IMPL'] == 'solutions'")
-    bad = _notebook(tmp_path / "02_bad.ipynb", "raise ValueError('cell 1 is broken')")
+    # The error's text is the notebook's (the submission's code) writing: a bell and a carriage
+    # return must reach Gradescope escaped, not redraw a line.
+    bad = _notebook(tmp_path / "02_bad.ipynb", "x = 1", "\n# the second code cell\nraise ValueError('cell 2 is broken\\x07\\rfake')",
+                    "print(x)", "raise KeyError('later')")
     (tmp_path / "README.ipynb").write_text("{}")  # not a numbered notebook
     assert notebook_paths(tmp_path) == [good, bad]
     assert notebook_paths(tmp_path / "missing") == []
     ok = run_notebook(good, "solutions")
     assert ok.passed, ok.output
     broken = run_notebook(bad, "solutions")
-    assert not broken.passed and "cell 1 is broken" in broken.output
-    assert "\x1b[" not in broken.output  # no terminal colours in Gradescope's text
+    assert not broken.passed
+    # The first failing cell by number and first line, then the last line of its error, escaped.
+    assert broken.reason == "code cell 2 `# the second code cell`: ValueError: cell 2 is broken\\x07\\rfake", broken.output
+    assert broken.output.splitlines()[0] == broken.reason
+    assert "code cell 4 `raise KeyError('later')`: KeyError: 'later'" in broken.output  # a later failure, listed
+    assert "code cell 3" not in broken.output  # it ran
+    assert "\x1b[" not in broken.output and "\r" not in broken.output and "\x07" not in broken.output
     empty = tmp_path / "03_empty.ipynb"
     empty.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     assert run_notebook(empty, "solutions").passed
+
+
+def test_a_notebook_out_of_time_names_the_cell_it_was_in(tmp_path, monkeypatch):
+    """A notebook stuck in a cell is ended at its limit (CPU time, or the clock when it sleeps)
+    and the entry says which cell held it. The limit is cut to 6 s (300 s x 0.02)."""
+    monkeypatch.setenv("PAGEDLAB_GRADE_TIME_SCALE", "0.02")
+    stuck = _notebook(tmp_path / "03_stuck.ipynb", "x = 1", "import time  # waits for input that never comes\ntime.sleep(600)")
+    out = run_notebook(stuck, "solutions")
+    assert not out.passed
+    assert out.reason == "timed out after 6 s in code cell 2 `import time  # waits for input that never comes`", out.output
 
 
 def test_the_c_tracks_notebook_runs_only_for_a_submission_with_a_c_file(tmp_path):
@@ -312,12 +332,12 @@ def test_notebook_entries_in_results_json(tmp_path, monkeypatch):
 
     folder = tmp_path / "notebooks"
     folder.mkdir()
-    for name in ("01_a.ipynb", "02_b.ipynb"):
-        (folder / name).write_text("{}")
+    for name in ("01_a.ipynb", "02_b.ipynb"):  # each runs the submission's Part A: --tasks 1 takes both
+        _notebook(folder / name, 'mm = pagedlab.load("memory_manager")')
     monkeypatch.setattr(grade_cli, "notebook_paths", lambda _folder=None, _submission=None: sorted(folder.glob("*.ipynb")))
     ran = []
 
-    def fake_run(path, impl, sandbox=None):
+    def fake_run(path, impl, sandbox=None, **_roots):
         ran.append((path.name, impl))
         return NotebookOutcome(path.name, path.name.startswith("01"), "cell 3 failed", 1.0)
 
@@ -331,6 +351,68 @@ def test_notebook_entries_in_results_json(tmp_path, monkeypatch):
     assert failed["name"].startswith("Notebook 02_b.ipynb") and failed["status"] == "failed"
     assert passed["max_score"] == failed["max_score"] == 0
     assert results["score"] == points.BY_TASK["task1"].points  # a failed notebook costs nothing
+
+
+def _graded_notebook_run(tmp_path, monkeypatch, *sources: str, **bodies) -> tuple[dict, list[dict]]:
+    """`grade --tasks 1 --notebooks` (fake checks) of a submission with `bodies`, on a notebook of
+    Task 1 (02_block_table.ipynb) made of `sources`; (results, the verdicts root wrote)."""
+    from pagedlab import verdicts
+    from pagedlab.grading import cli as grade_cli
+
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    _notebook(folder / "02_block_table.ipynb", *sources)
+    _notebook(folder / "09_prefix_caching_and_utilization.ipynb", "raise SystemExit('--tasks 1 never runs me')")
+    monkeypatch.setattr(grade_cli, "notebook_paths", lambda _folder=None, _submission=None: sorted(folder.glob("*.ipynb")))
+    written = []
+    real_write = verdicts.write
+    monkeypatch.setattr(verdicts, "write", lambda path, found, **kw: (written.append(found), real_write(path, found, **kw))[1])
+    return quiet_grade(submission(tmp_path / "sub", **bodies), tasks=["1"], notebooks=True), written
+
+
+def test_a_notebooks_graded_cell_shows_roots_verdict_and_fails_at_that_cell(tmp_path, monkeypatch):
+    """The notebook's graded cell and its `require` read the verdict root made before the notebook
+    ran (the kernel judges nothing: under a sandbox user it may read no expected value). What the
+    kernel gets names each check, its mark, rule and gist, never a value; the failing notebook
+    names its cell, the cell's first line and the last line of the error."""
+    results, written = _graded_notebook_run(
+        tmp_path, monkeypatch, "import pagedlab", 'pagedlab.graded.run("task1")',
+        'pagedlab.graded.require("task1")\nprint("the demo ran")', t1_b="return 'planted-value-71'")
+    task1, notebook = results["tests"][0], results["tests"][-1]
+    assert [t["name"] for t in results["tests"]][1:] == ["Notebook 02_block_table.ipynb runs top to bottom (nbval)"]
+    assert "planted-value-71" in task1["output"]  # root's report has the values...
+    (found,) = written
+    (verdict,) = found.values()
+    assert "planted-value-71" not in json.dumps(found)  # ...the kernel's verdict does not
+    assert [(c["name"], c["passed"], c["rule"]) for c in verdict["checks"]] == [
+        ("t1_a returns 1", True, ""), ("t1_b returns 2", False, "fake rule B")]
+    assert verdict["checks"][1]["gist"]
+    assert notebook["status"] == "failed"
+    first, *rest = notebook["output"].splitlines()
+    assert first.startswith('code cell 2 `pagedlab.graded.run("task1")`: CheckFailure: 1 of 2 checks did not pass '
+                            "for Task 1"), notebook["output"]
+    assert any(line.startswith('  code cell 3 `pagedlab.graded.require("task1")`: CheckFailure: This cell runs '
+                               "your code for a demo and needs Task 1") for line in rest), notebook["output"]
+    assert f"✗ failed ({notebook_seconds(results)}s): {first}" in results["output"]  # the score table says why
+
+
+def notebook_seconds(results: dict) -> str:
+    line = next(line for line in results["output"].splitlines() if line.startswith("notebook 02_block_table"))
+    return line.split("(", 1)[1].split("s)", 1)[0]
+
+
+def test_a_graded_cell_skipped_in_the_kernel_still_fails_its_notebook(tmp_path, monkeypatch):
+    """Whatever runs in the kernel (the submission's code, once a demo imports it) may replace
+    `pagedlab.graded.run`: the graded cell then raises nothing, and nbval passes. Root's verdict
+    stands: the notebook fails at that cell."""
+    results, _ = _graded_notebook_run(
+        tmp_path, monkeypatch, "import pagedlab.graded\npagedlab.graded.run = lambda *a, **k: None",
+        'pagedlab.graded.run("task1")', t1_b="return 0")
+    notebook = results["tests"][-1]
+    assert notebook["status"] == "failed"
+    assert notebook["output"].splitlines()[0] == (
+        f'code cell 2 `pagedlab.graded.run("task1")`: {points.BY_TASK["task1"].label} failed when the grader '
+        "judged it, but this graded cell raised nothing in the notebook's kernel")
 
 
 def test_feedback_only_checks_are_shown_but_earn_and_cost_nothing(tmp_path, monkeypatch):

@@ -75,6 +75,8 @@ def test_student_readme_gives_two_commands_that_exist(edition):
     assert "    open)" in course and "    test)" in course and 'edition *= *"student"' in course
     assert "Course map" in readme and "00_welcome" in readme
     assert "solutions" not in readme and "pagedlab assign" not in readme
+    # the grader's notebook run, which Gradescope may do (GRADE_NOTEBOOKS=1), and how to try it
+    assert "pagedlab grade --impl exercises --notebooks" in readme and "GRADE_NOTEBOOKS=1" in readme
 
 
 def test_edition_leaves_out_instructor_material(edition):

@@ -1,14 +1,21 @@
-"""The student edition from a fresh clone: its two README commands work, its CI passes.
+"""The student edition from a fresh clone, as a student uses it: its README commands, every
+notebook, the grade, on both tracks.
 
 What a class gets: `pagedlab release` into a folder, committed, pushed (here: cloned) and checked
-out by a student with nothing installed. `.ci/run` there bootstraps its own `.venv` (uv, from its
-cache), runs the student tests and prints the grade of the untouched exercises (0, with a clean
-note that hidden checks are not part of this edition). Then what of the notebooks only the
-edition can break runs in that `.venv` on correct code (EDITION_CELLS); every cell of every
-notebook runs under nbval in the instructor's checkout in the same CI run.
+out by a student with nothing installed. `.ci/run` there (the README's `./course test`)
+bootstraps its own `.venv` (uv, from its cache), runs the student tests and prints the grade of
+the untouched exercises (0, with a clean note that hidden checks are not part of this edition).
+Then, in that `.venv`, one Jupyter kernel does what a student does (STUDENT_SESSION):
+(a) every notebook of the edition on the untouched stubs: each cell runs, or stops with one line
+    that says which task to finish first or that a task is not implemented yet; a notebook
+    without a task of its own runs clean;
+(b) a C-track student (llm_memory.c finished, memory_manager.py as shipped): notebooks 02-06 run
+    on that C engine, and `pagedlab grade` gives Part A full marks, naming llm_memory.c first.
+What only correct code shows of notebooks 08-10 in the edition runs after (EDITION_CELLS); every
+cell of every notebook runs on the solutions under nbval in the instructor's checkout.
 
 Its run time is measured and printed (run with -s), not asserted: timing targets do not belong in
-tests. About 40 CPU-s for the whole module (half of it the edition's own `.ci/run`).
+tests. About 40 CPU-s for .ci/run and EDITION_CELLS, and STUDENT_SESSION's own (printed).
 """
 
 from __future__ import annotations
@@ -98,6 +105,9 @@ def test_student_ci_passes_on_the_untouched_exercises(ci_run, record_property):
     assert f"total   0/{graded:g}" in out, out[-3000:]
     assert "no hidden checks: they are instructor-only and not part of this edition" in out
     assert "autograder problem" not in out
+    grade = out[out.index("Grading exercises"):].splitlines()
+    assert grade[1] == ("Part A (Tasks 1–5) is graded from memory_manager.py: neither file is edited yet "
+                        "(both are the shipped stubs), and the Python track is the default."), grade[:3]
 
 
 def test_the_clones_cli_offers_grade_not_the_instructor_commands(ci_run, clone):
@@ -151,14 +161,14 @@ def test_course_open_in_the_clone_serves_the_notebooks(ci_run, clone):
 # runs under nbval in the instructor's checkout in the same CI run): its set-up cell (imports,
 # the student's files and the headers the package ships), every cell reading a file the package
 # ships, and the graded cells of these tasks, on correct code. Per notebook, why:
-# - 02c: the C track compiles the student's llm_memory.c against the edition's pagedlab/include;
-#   Task 1 grades it (Tasks 2-5 take the same C path; the checkout's nbval grades them).
+# (02c, the C track compiling the student's llm_memory.c against the edition's pagedlab/include,
+# runs whole on a finished C file in STUDENT_SESSION (b).)
 # - 08: the kernel, the planted-barrier demo kernel (pagedlab/kernels_demo) and Task 10's checks
 #   with the edition's CUDA headers and records; Task 14 (notebook 10) takes the same runner.
 # - 09, 10: Tasks 11-13's public checks pass without the answer models the edition leaves out.
 # No code cell of any notebook reads solutions/ (tests/test_notebook_sources.py), and each
 # notebook's imports are checked in the edition below.
-EDITION_CELLS = {"02c_hw3_in_c": ("task1",), "08_cuda_kernel": ("task10",),
+EDITION_CELLS = {"08_cuda_kernel": ("task10",),
                  "09_prefix_caching_and_utilization": ("task11", "task12"), "10_swap_and_v2": ("task13",)}
 SHIPPED_FILE = 'files("pagedlab")'  # importlib.resources: a demo reading a file the package ships
 
@@ -272,3 +282,167 @@ def test_every_tasks_checks_load_in_the_edition(ci_run, clone):
                           capture_output=True, text=True, env=_student_env(clone.parent), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == [str(len(manifest.TABLE))]
+
+
+# ---------------------------------------------------------------------------------------------
+# What a student does, in one Jupyter kernel of the clone's venv (a kernel per notebook would add
+# its start-up and a torch import each). Each notebook's code cells run in order after a cell
+# that forgets the previous notebook (its names, figures and pagedlab.graded's memory of verdicts),
+# so each meets the kernel as a fresh one would; cells run on, after an error, as a student's
+# "Run All" cannot, so every cell's own outcome is seen. A "student" step is code the student's
+# hands would run between notebooks (here: saving the finished C file).
+STUDENT_SESSION = textwrap.dedent("""
+    import json, sys, nbformat
+    from nbclient import NotebookClient
+    plan, report = json.loads(sys.argv[1]), sys.argv[2]
+    FORGET = "%reset -f\\nimport importlib, matplotlib.pyplot, pagedlab.graded\\n" \\
+             "matplotlib.pyplot.close('all')\\nimportlib.reload(pagedlab.graded)"
+    cells, where = [], []
+    for step in plan:
+        code = [step["code"]] if "code" in step else \\
+            [c.source for c in nbformat.read(step["notebook"], as_version=4).cells if c.cell_type == "code"]
+        cells.append(nbformat.v4.new_code_cell(FORGET if "notebook" in step else "pass"))
+        where.append((step["label"], -1))
+        for index, source in enumerate(code):
+            cells.append(nbformat.v4.new_code_cell(source))
+            where.append((step["label"], index))
+    nb = nbformat.v4.new_notebook(cells=cells)
+    NotebookClient(nb, timeout=600, allow_errors=True, kernel_name="python3",
+                   resources={"metadata": {"path": "."}}).execute()
+    ran = []
+    for (label, index), cell in zip(where, nb.cells):
+        errors = [{"ename": o.ename, "evalue": o.evalue, "lines": len(o.traceback)}
+                  for o in cell.outputs if o.output_type == "error"]
+        printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+        images = sum("image/png" in o.get("data", {}) for o in cell.outputs)
+        ran.append({"notebook": label, "cell": index, "source": cell.source, "errors": errors, "printed": printed,
+                    "images": images})
+    with open(report, "w") as out:
+        json.dump(ran, out)
+""")
+C_TRACK_NOTEBOOKS = ("02_block_table", "02c_hw3_in_c", "03_intrusive_list", "04_fork_cow",
+                     "05_first_fit_oom", "06_paged_kv_cache")
+PART_A = tuple(r.id for r in manifest.TABLE if "memory_manager.py" in r.files)
+PART_A_POINTS = sum(r.points for r in manifest.TABLE if r.id in PART_A)
+C_TRACK_LINE = ("Part A (Tasks 1–5) is graded from llm_memory.c: memory_manager.py is the untouched stub "
+                "the course shipped, and llm_memory.c is edited.")
+NEEDS = re.compile(r"^This cell runs your code for a demo and needs Task (\d+) · .* to pass first ")
+GRADED_FAILED = re.compile(r"^\d+ of \d+ checks did not pass for Task (\d+) ")
+
+
+def _cpu_of_children() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+@pytest.fixture(scope="module")
+def student_session(ci_run, clone, tmp_path_factory):
+    """(cells of (a), cells of (b), the C-track grade's output, its results.json): the stubs as
+    released, then llm_memory.c from the solutions saved over the C stub, the Python stub kept."""
+    c_file = clone / "exercises" / "llm_memory.c"
+    stub = c_file.read_bytes()
+    plan = [{"label": p.stem, "notebook": p.name} for p in sorted((clone / "notebooks").glob("[0-9]*.ipynb"))]
+    plan.append({"label": "student", "code": f"import shutil\nshutil.copy({str(ROOT / 'solutions' / 'llm_memory.c')!r}, "
+                                             f"{str(c_file)!r})  # the finished C file, saved"})
+    plan += [{"label": f"c-track {name}", "notebook": f"{name}.ipynb"} for name in C_TRACK_NOTEBOOKS]
+    report = tmp_path_factory.mktemp("student-session") / "cells.json"
+    env = _student_env(clone.parent)
+    began, cpu = time.perf_counter(), _cpu_of_children()
+    try:
+        proc = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", STUDENT_SESSION, json.dumps(plan),
+                               str(report)], cwd=clone / "notebooks", capture_output=True, text=True, env=env,
+                              timeout=1800)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        session = (time.perf_counter() - began, _cpu_of_children() - cpu)
+        results = report.parent / "results.json"
+        grade = subprocess.run([str(clone / ".venv" / "bin" / "pagedlab"), "grade", "--impl", "exercises",
+                                "--tasks", ",".join(PART_A), "--json", str(results)],
+                               cwd=clone, capture_output=True, text=True, env=env, timeout=600)
+    finally:
+        c_file.write_bytes(stub)  # the clone's other tests see the stubs as released
+    print(f"student session (every notebook on the stubs, then 02-06 on the C track, one kernel): "
+          f"{session[0]:.0f} s wall, {session[1]:.0f} s CPU; the C-track grade of Tasks 1-5: "
+          f"{_cpu_of_children() - cpu - session[1]:.0f} s CPU")
+    cells = json.loads(report.read_text())
+    stubs = [c for c in cells if not c["notebook"].startswith(("c-track", "student")) and c["cell"] >= 0]
+    c_track = [c for c in cells if c["notebook"].startswith("c-track") and c["cell"] >= 0]
+    assert not [c for c in cells if c["cell"] < 0 and c["errors"]], "a step between notebooks failed"
+    return stubs, c_track, grade, json.loads(results.read_text()) if results.is_file() else None
+
+
+def _unwritten(printed: str) -> bool:
+    """Every ✗ a graded cell printed is explained by "not implemented yet" (and there is one)."""
+    lines = printed.splitlines()
+    crosses = [i for i, line in enumerate(lines) if line.startswith("  ✗ ")]
+    return bool(crosses) and all(i + 1 < len(lines) and lines[i + 1].strip().startswith("not implemented yet")
+                                 for i in crosses)
+
+
+def _why_it_stopped(cell: dict) -> str | None:
+    """None when every error of `cell` is one line saying which task to finish first, or that its
+    graded task is not implemented yet; else what is wrong, for the assertion message."""
+    for error in cell["errors"]:
+        where = f"{cell['notebook']} cell {cell['cell']} ({cell['source'].splitlines()[0][:70]!r})"
+        if error["ename"] != "CheckFailure" or error["lines"] != 1:
+            return f"{where}: {error['ename']}: {error['evalue'][:400]} ({error['lines']} traceback lines)"
+        if NEEDS.match(error["evalue"]):
+            continue
+        quiet = "run its graded cell in notebook" in error["evalue"]  # 05's gate runs the checks quietly
+        if not GRADED_FAILED.match(error["evalue"]) or not (quiet or _unwritten(cell["printed"])):
+            return f"{where}: {error['evalue'][:300]}\n{cell['printed'][-1500:]}"
+    return None
+
+
+def test_every_notebook_of_the_edition_runs_on_the_stubs_or_says_which_task_to_finish(student_session, clone):
+    stubs, _, _, _ = student_session
+    notebooks = {p.stem: _code_cells(p) for p in (clone / "notebooks").glob("[0-9]*.ipynb")}
+    assert {c["notebook"] for c in stubs} == set(notebooks) and len(stubs) == sum(map(len, notebooks.values()))
+    wrong = [why for why in map(_why_it_stopped, stubs) if why]
+    assert not wrong, "\n\n".join(wrong)
+    # A notebook without a task of its own (00, 01, 03) runs clean; each graded cell fails there.
+    own_task = {name for name, code in notebooks.items() if any(_graded_task(c) for c in code)}
+    assert {"00_welcome", "01_kv_cache_size", "03_intrusive_list"} <= set(notebooks) - own_task
+    for c in stubs:
+        if c["notebook"] not in own_task:
+            assert not c["errors"], f"{c['notebook']} has no task of its own and must run clean: {c}"
+        elif _graded_task(c["source"]):
+            assert c["errors"] and _unwritten(c["printed"]), c
+
+
+def test_a_c_track_students_grade_gives_part_a_full_marks_from_llm_memory_c(student_session):
+    _, _, grade, results = student_session
+    lines = grade.stdout.splitlines()
+    assert grade.returncode == 0, grade.stdout[-3000:] + grade.stderr[-2000:]
+    assert lines[0] == f"Grading exercises ({len(PART_A)} tasks, each in its own process)" and lines[1] == C_TRACK_LINE
+    assert re.search(rf"^total\s+{PART_A_POINTS:g}/{PART_A_POINTS:g}$", grade.stdout, re.M), grade.stdout[-2000:]
+    assert results["score"] == PART_A_POINTS
+    assert results["output"].splitlines()[1] == C_TRACK_LINE
+    assert [(t["output"].splitlines()[0], t["extra_data"]["part_a"]) for t in results["tests"]] == \
+        [(C_TRACK_LINE, "llm_memory.c")] * len(PART_A)
+
+
+def test_a_c_track_students_notebooks_run_on_the_c_engine(student_session, clone):
+    """02-06 load llm_memory.c (their set-up cells say so, and why); Part A's graded cells pass on
+    it, 02c's and 04-05's alike; only 06's own Tasks 6-7, still stubs, stop a cell."""
+    _, c_track, _, _ = student_session
+    by_notebook: dict[str, list] = {}
+    for cell in c_track:
+        by_notebook.setdefault(cell["notebook"].removeprefix("c-track "), []).append(cell)
+    assert sorted(by_notebook) == sorted(C_TRACK_NOTEBOOKS)
+    for name, cells in by_notebook.items():
+        first = cells[0]["printed"]
+        assert C_TRACK_LINE in first, f"{name}: {first}"
+        if name != "02c_hw3_in_c":
+            assert f"memory_manager loaded from {clone / 'exercises' / 'llm_memory.c'}" in first, f"{name}: {first}"
+        for cell in cells:
+            task = _graded_task(cell["source"])
+            if name != "06_paged_kv_cache":
+                assert not cell["errors"], f"{name} cell {cell['cell']}: {cell['errors']}\n{cell['printed'][-2000:]}"
+            else:
+                assert _why_it_stopped(cell) is None
+                assert all(re.search(r"Task [67] ", e["evalue"]) for e in cell["errors"]), cell
+            if task in PART_A:
+                assert "graded from llm_memory.c" in cell["printed"] and "All " in cell["printed"], cell
+    assert sum(1 for c in by_notebook["02c_hw3_in_c"] if _graded_task(c["source"])) == len(PART_A)
+    drawn = [c["images"] for c in by_notebook["02c_hw3_in_c"] if "viz.draw_engine(" in c["source"]]
+    assert drawn == [1], f"02c's picture of the C engine must be drawn once: {drawn}"

@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,8 +43,18 @@ LOCK_PLATFORM = ("linux", "x86_64")
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
+_BEGAN = time.monotonic()
+
+
 def say(msg: str) -> None:
-    print(f"==> {msg}", flush=True)
+    """One line per step of the set-up, with the time since it began: a first install takes a
+    minute or more, and a silent minute reads as a hang."""
+    print(f"==> [{time.monotonic() - _BEGAN:4.0f} s] {msg}", flush=True)
+
+
+def locked_count() -> int:
+    """How many packages requirements.lock pins (said before the long step)."""
+    return len(re.findall(r"^[A-Za-z0-9][\w.\-]*==", LOCK.read_text(), re.M)) if LOCK.exists() else 0
 
 
 def run(cmd: list[str], **kw) -> None:
@@ -151,14 +162,17 @@ def install(venv: Path, installer: str, uv: str | None) -> str:
         say(f"requirements.lock is for CPython {'.'.join(map(str, LOCK_PYTHON))} on "
             f"{'/'.join(LOCK_PLATFORM)}; resolving from pyproject.toml + constraints.txt instead")
     links = [a for d in wheelhouses for a in ("--find-links", d)]
+    what = f"the {locked_count()} packages of requirements.lock" if use_lock else "the course's packages"
     if uv:
-        say(f"installing the course's packages with uv{' from requirements.lock' if use_lock else ''}")
+        say(f"installing {what} with uv (torch's CPU build, JupyterLab, ...; the first time downloads "
+            "them, about 500 MB: a minute or two, longer on a slow connection; later clones reuse uv's cache)")
         base = [uv, "pip", "install", "--quiet", "--python", py, *links]
         if use_lock:
             extra = torch_sources(wheelhouses)
             if extra:
                 extra += ["--index-strategy", "unsafe-best-match"]
             run([*base, *extra, "--require-hashes", "-r", LOCK])
+            say("installing pagedlab itself from this folder (editable: your exercises/ stay where they are)")
             run([*base, "--no-deps", "-e", ROOT])
         else:
             run([*base, "-c", CONSTRAINTS, "-e", f"{ROOT}[dev]"])
@@ -270,8 +284,10 @@ def main(argv: list[str]) -> int:
             run([sys.executable, "-m", "venv", venv])
     used = install(venv, installer, uv)
     compile_bytecode(venv)
+    say("writing the course's quiet JupyterLab settings into the venv")
     install_lab_settings(venv)
     stamp.write_text(f"{used} {fingerprint(used)}\n")
+    say(f"{venv.name} is ready; later runs skip all of this")
     return 0
 
 

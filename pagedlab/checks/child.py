@@ -114,6 +114,8 @@ def main() -> int:
     faulthandler.enable(all_threads=True)
     impl = request["impl"]
     os.environ["PAGEDLAB_IMPL"] = impl
+    if request.get("track") in ("c", "python"):  # Part A's track, as the grader decided it
+        os.environ["PAGEDLAB_TRACK"] = request["track"]
     # The parent's descriptor, never a path: the folder this process can write holds no record.
     record_fd = int(os.environ["PAGEDLAB_RECORD_FD"])
     os.set_inheritable(record_fd, False)  # not for the kernel runner, compilers, a student's exec

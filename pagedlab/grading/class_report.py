@@ -29,10 +29,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import loader
+from .. import loader, track
 from ..untrusted import escape, escape_line
 from .class_folder import QUEUE, STUDENTS, is_empty
-from .report import GRADER_PROBLEM
+from .report import GRADER_PROBLEM, PART_A
 
 PROBLEMS_LOG = "grader_problems.log"
 GRADER_FAILED = ("The pagedlab autograder itself failed", "No submission to grade", "Grader misconfigured")
@@ -61,6 +61,14 @@ class Record:
     problems: list = field(default_factory=list)  # grader problems, one line each
     untouched: set = field(default_factory=set)  # submitted files identical to the handed-out stub
     unloadable: dict = field(default_factory=dict)  # file -> the error it fails to load with
+    part_a: str = ""  # the file Part A was graded from (memory_manager.py or llm_memory.c)
+
+    def files_of(self, task: str) -> set[str]:
+        """The student files `task` was graded from (Part A's: its track's)."""
+        from ..manifest import BY_ID
+
+        files = BY_ID[task].files if task in BY_ID else ()
+        return {self.part_a if self.part_a and name == track.PYTHON_FILE else name for name in files}
 
     def not_attempted(self) -> set[str]:
         """Tasks failed only because the student has not started them."""
@@ -71,7 +79,7 @@ class Record:
             failed[task].append(why)
         return {t for t, whys in failed.items()
                 if all(w.startswith(NOT_ATTEMPTED) for w in whys)
-                or (t in BY_ID and set(BY_ID[t].files) <= self.untouched)}
+                or (t in BY_ID and self.files_of(t) <= self.untouched)}
 
 
 def failed_checks(output: str) -> list[tuple[str, str]]:
@@ -165,6 +173,8 @@ def read_student(folder: Path) -> Record:
         extra = test.get("extra_data")
         if isinstance(extra, dict) and extra.get(GRADER_PROBLEM):
             rec.problems.append(f"{task}: autograder problem: {str(extra[GRADER_PROBLEM])[:500]}")
+        if isinstance(extra, dict) and extra.get(PART_A) in track.FILES.values():
+            rec.part_a = extra[PART_A]
         for check, why, unloadable in _failed_checks(output):
             if unloadable:
                 rec.unloadable.setdefault(unloadable, load_error(why))
@@ -174,13 +184,16 @@ def read_student(folder: Path) -> Record:
 
 
 def untouched_files(files: Path) -> set[str]:
-    """Names of the student's files that are the handed-out exercises/ file unchanged."""
+    """Names of the student's files that are the handed-out exercises/ file unchanged (the Part A
+    files: any stub the course shipped, whitespace and comments aside, as the track rule says)."""
     stubs = loader.ROOT / "exercises"
     same = set()
     if files.is_dir():
         for path in files.iterdir():
             stub = stubs / path.name
             if path.is_file() and stub.is_file() and path.read_bytes() == stub.read_bytes():
+                same.add(path.name)
+            elif path.name in track.FILES.values() and path.is_file() and track.is_shipped_stub(path):
                 same.add(path.name)
     return same
 
@@ -206,12 +219,12 @@ def write_csv(records: list[Record], path: Path) -> None:
     tasks = task_ids(records)
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(["key", "name", "email", "status", "total", "max", *tasks])
+        w.writerow(["key", "name", "email", "status", "total", "max", "part_a", *tasks])
         for r in records:
             scores = [f"{r.tasks[t][0]:g}" if t in r.tasks else "" for t in tasks]
             w.writerow([escape_line(str(cell)) for cell in (
                 r.key, r.name, r.email, r.status, "" if r.total is None else f"{r.total:g}",
-                f"{r.maximum:g}" if r.status == "graded" else "", *scores)])
+                f"{r.maximum:g}" if r.status == "graded" else "", r.part_a, *scores)])
 
 
 @dataclass

@@ -49,10 +49,10 @@ STARTUP_SECONDS = 120.0
 BATCH_ONLY = {"classroom.py", "class_report.py", "class_folder.py", "similarity.py", "intake.py"}
 
 
-def grader_version(tasks: list[str] | None, hidden) -> str:
+def grader_version(tasks: list[str] | None, hidden, track_choice: str | None = None) -> str:
     """Changes whenever a regrade could change a score: the package, its checks and grader code,
     the task manifest, the reference records, the hidden checks and solutions, and the options."""
-    digest = hashlib.sha256(f"{__version__}|{tasks}|{hidden}".encode())
+    digest = hashlib.sha256(f"{__version__}|{tasks}|{hidden}|{track_choice}".encode())
     package = Path(__file__).resolve().parent.parent
     roots = [package / "checks", package / "grading", package / "tasks.toml", loader.ROOT / "solutions"]
     if hidden:
@@ -78,7 +78,7 @@ def files_hash(files: Path) -> str:
     return digest.hexdigest()
 
 
-def prepare(source: Path, out: Path, echo=print) -> list[Student]:
+def prepare(source: Path, out: Path, echo=print, track_choice: str | None = None) -> list[Student]:
     """Find the students, copy each one's files safely, write queue.tsv (the batch's index)."""
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -94,7 +94,7 @@ def prepare(source: Path, out: Path, echo=print) -> list[Student]:
         if files.exists():
             shutil.rmtree(files)
         try:
-            _, found = submission.prepare(s.folder, files)
+            _, found = submission.prepare(s.folder, files, track_choice=track_choice)
         except (OSError, ValueError, RecursionError, submission.Refused) as exc:
             # This student's upload only: graded with no files (0, said why), the class goes on.
             files.mkdir(exist_ok=True)
@@ -107,10 +107,13 @@ def prepare(source: Path, out: Path, echo=print) -> list[Student]:
     return intake.students
 
 
-def grade_command(folder: Path, json_path: Path, tasks: list[str] | None, hidden) -> list[str]:
+def grade_command(folder: Path, json_path: Path, tasks: list[str] | None, hidden,
+                  track_choice: str | None = None) -> list[str]:
     cmd = [sys.executable, "-m", "pagedlab", "grade", "--impl", str(folder), "--json", str(json_path)]
     if tasks:
         cmd += ["--tasks", ",".join(tasks)]
+    if track_choice:
+        cmd += ["--track", track_choice]
     if hidden is False:
         cmd.append("--no-hidden")
     elif not isinstance(hidden, bool):
@@ -142,7 +145,8 @@ def _is_current(folder: Path, state: dict) -> bool:
             and old.get("status") == "graded" and (folder / "results.json").is_file())
 
 
-def _start(out: Path, s: Student, state: dict, tasks, hidden, user: users.Sandbox | None = None) -> Job:
+def _start(out: Path, s: Student, state: dict, tasks, hidden, user: users.Sandbox | None = None,
+           track_choice: str | None = None) -> Job:
     folder = student_dir(out, s.key)
     for stale in ("results.json", "state.json"):
         (folder / stale).unlink(missing_ok=True)
@@ -154,7 +158,7 @@ def _start(out: Path, s: Student, state: dict, tasks, hidden, user: users.Sandbo
     # Its own session: the terminal's Ctrl-C reaches the batch only, which then stops each
     # grading process cleanly (SIGINT: it kills its task's process group on the way out).
     # The intake's copy (root-only), not the upload: nothing of the class is read from outside OUT.
-    proc = subprocess.Popen(grade_command(folder / "files", folder / "results.json", tasks, hidden),
+    proc = subprocess.Popen(grade_command(folder / "files", folder / "results.json", tasks, hidden, track_choice),
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                             start_new_session=True, cwd=folder)
     return Job(s, proc, time.monotonic(), log, state, user)
@@ -237,10 +241,11 @@ class Progress:
 
 
 def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str] | None, hidden,
-              echo=print) -> dict[str, dict]:
+              echo=print, track_choice: str | None = None) -> dict[str, dict]:
     """Grade whatever is not current, `jobs` at a time, each running job under a user of the
     sandbox pool of its own. Raises KeyboardInterrupt after stopping the running graders (what
-    finished stays finished: a rerun skips it)."""
+    finished stays finished: a rerun skips it). `track_choice`: every student's Part A from that
+    file (`--track`); None: each submission's own files decide (pagedlab/track.py)."""
     out = Path(out).resolve()
     pool = users.pool()
     if pool and jobs > len(pool):
@@ -248,7 +253,7 @@ def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str]
              f"user{'s' if len(pool) != 1 else ''}, and two jobs under one user would kill each other's "
              "checks (add users to the pool: `useradd -M pagedlab-grade-N`, see grading/README.md)")
         jobs = len(pool)
-    version = grader_version(tasks, hidden)
+    version = grader_version(tasks, hidden, track_choice)
     todo, states = [], {}
     for s in students:
         folder = student_dir(out, s.key)
@@ -282,7 +287,7 @@ def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str]
                 s, state = todo.pop(0)
                 busy = {job.user for job in running}
                 user = next((u for u in pool if u not in busy), None)
-                running.append(_start(out, s, state, tasks, hidden, user))
+                running.append(_start(out, s, state, tasks, hidden, user, track_choice))
             time.sleep(0.2)
             for job in list(running):
                 late = time.monotonic() - job.began > limit
@@ -335,7 +340,7 @@ def main(args) -> int:
         hidden = str(Path(hidden).resolve()) if not isinstance(hidden, bool) else hidden
         out.mkdir(parents=True, exist_ok=True)
         _refuse_readable_uploads(Path(args.submissions))
-        students = prepare(Path(args.submissions), out)
+        students = prepare(Path(args.submissions), out, track_choice=getattr(args, "track", None))
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -347,7 +352,8 @@ def main(args) -> int:
         return 0
     jobs = args.jobs or os.cpu_count() or 1
     try:
-        grade_all(students, out, jobs=max(1, jobs), tasks=tasks, hidden=hidden)
+        grade_all(students, out, jobs=max(1, jobs), tasks=tasks, hidden=hidden,
+                  track_choice=getattr(args, "track", None))
     except KeyboardInterrupt:
         done = sum(1 for s in students if (student_dir(out, s.key) / "state.json").is_file())
         print(f"\ninterrupted: {done} of {len(students)} submissions graded and kept; "

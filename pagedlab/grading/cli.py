@@ -5,6 +5,7 @@
     pagedlab grade --impl path/to/submission --json results.json
     pagedlab grade --gradescope                 # inside Gradescope's autograder container
     pagedlab grade --tasks 1,3 --impl solutions # only some tasks (quick checks while writing)
+    pagedlab grade --track c                    # Part A from llm_memory.c even if memory_manager.py is edited
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 import traceback
 from pathlib import Path
 
-from .. import loader
+from .. import loader, track
 from ..checks import framework
 from ..sandbox import trusted_builds
 from ..sandbox.process import isolation_note, notebook_isolation_note
@@ -26,8 +27,8 @@ from ..sandbox.runner import printable, run_task
 from ..sandbox.users import sandbox_user
 from ..sandbox.workspace import remove_tree
 from ..untrusted import escape, escape_json
-from . import points, report, submission
-from .notebooks import notebook_dir, notebook_paths, run_notebook
+from . import judge_service, notebook_plan, points, report, submission
+from .notebooks import kernel_folder, notebook_dir, notebook_paths, prepare_verdicts, run_notebook
 
 # Gradescope's fixed layout; overridable so the --gradescope path can be tested anywhere.
 AUTOGRADER_ROOT_ENV = "PAGEDLAB_AUTOGRADER_ROOT"
@@ -45,13 +46,13 @@ def _say(text: str = "") -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
-def _resolve_impl(impl: str | None, workdir: Path, sandbox) -> tuple[str, Path, str]:
+def _resolve_impl(impl: str | None, workdir: Path, sandbox, track_choice: str | None = None) -> tuple[str, Path, str]:
     """(the impl string the children get, its folder, a note on the submission's files)."""
     if impl is None:
         impl = os.environ.get(loader.ENV_VAR) or "exercises"
     if impl in loader.NAMED_IMPLS:
         return impl, loader.impl_dir(impl), ""
-    folder, found = submission.prepare(Path(impl), workdir / "submission")
+    folder, found = submission.prepare(Path(impl), workdir / "submission", track_choice=track_choice)
     if sandbox is not None:
         # Only this job's user may read the copy: a classmate graded at the same time under
         # another user of the pool can list /tmp, but not enter this folder.
@@ -63,14 +64,16 @@ def _resolve_impl(impl: str | None, workdir: Path, sandbox) -> tuple[str, Path, 
 
 def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks: bool = False,
           json_path: str | os.PathLike | None = None, echo=_say, hidden: bool | str | os.PathLike = True,
-          hidden_seed: int | None = None) -> dict:
+          hidden_seed: int | None = None, track_choice: str | None = None) -> dict:
     """Grade `impl` and return the results.json dict (also written to `json_path` if given).
 
     `hidden`: True runs the instructor's hidden checks when this edition has them (grading/hidden/),
-    a path names another folder of them, False runs the public checks only.
+    a path names another folder of them, False runs the public checks only. `track_choice`: "c" or
+    "python" grades Part A from that file; None decides from the files (pagedlab/track.py).
     """
     began = time.perf_counter()
     rows = points.select(tasks)
+    track_choice = track.parse(track_choice, "--track")
     sandbox = sandbox_user()
     hidden_from = None
     if hidden and not isinstance(hidden, bool):
@@ -80,6 +83,7 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
     elif hidden:
         hidden_from = framework.hidden_dir()
     workdir = tempfile.mkdtemp(prefix="pagedlab-grade-")
+    part_a = None
     try:
         Path(workdir).chmod(0o711)  # the tasks' user reaches the submission copy inside
         if sandbox is not None:
@@ -89,8 +93,10 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
             # pagedlab's own programs come built from root's folder; the student's go in `cache`.
             trusted = trusted_builds.prepare() if notebooks or trusted_builds.needed(rows) else None
             sandbox = dataclasses.replace(sandbox, cache=cache, trusted=trusted)
-        impl_arg, folder, found = _resolve_impl(impl, Path(workdir), sandbox)
+        impl_arg, folder, found = _resolve_impl(impl, Path(workdir), sandbox, track_choice)
         found = printable(found)  # the upload's file names, shown in the output
+        # Which file Part A is graded from, and why: said before anything else about the grade.
+        part_a = track.decide(folder, track_choice) if any(track.PYTHON_FILE in r.files for r in rows) else None
         if sandbox is not None:
             echo(f"(the submission's code runs as user {sandbox.name!r}; {isolation_note()})")
             if notebooks:
@@ -104,6 +110,8 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
                      f"`python -m pagedlab.sandbox.private seal {ROOT}` as root to make them root-only")
         echo(f"Grading {impl_arg if impl_arg in loader.NAMED_IMPLS else folder} "
              f"({len(rows)} task{'s' if len(rows) != 1 else ''}, each in its own process)")
+        if part_a is not None:
+            echo(part_a.line())
         if found:
             echo(found)
         if hidden and hidden_from is None:
@@ -112,24 +120,17 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
         outcomes = []
         for row in rows:
             outcome = run_task(row, impl_arg, folder, sandbox=sandbox, hidden=hidden_from is not None,
-                               hidden_seed=hidden_seed, hidden_from=hidden_from)
+                               hidden_seed=hidden_seed, hidden_from=hidden_from, track_choice=track_choice)
             if impl_arg not in loader.NAMED_IMPLS:  # the grader's private copy: show the file's own name
                 _strip_folder(outcome, f"{folder}{os.sep}")
             outcomes.append(outcome)
             mark = "✓" if outcome.passed else "✗"
             echo(f"{mark} {row.id:<6} {outcome.score:g}/{row.points:g}  ({outcome.seconds:.1f}s)  {row.label}")
             if not outcome.passed:
-                echo(report.indent(report.task_output(outcome), "      "))
+                echo(report.indent(report.task_output(outcome, track=False), "      "))
         nb_outcomes = []
         if notebooks:
-            submission, folder = folder, notebook_dir(echo)
-            paths = notebook_paths(folder, submission)
-            if not paths:
-                echo(f"--notebooks: no numbered notebooks in {folder}; nothing to run")
-            for path in paths:
-                nb = run_notebook(path, impl_arg, sandbox)
-                nb_outcomes.append(nb)
-                echo(f"{'✓' if nb.passed else '✗'} notebook {nb.name} ({nb.seconds:.0f}s)")
+            nb_outcomes = _run_notebooks(tasks, outcomes, impl_arg, folder, Path(workdir), sandbox, echo, track_choice)
     finally:
         # The cache is the user's: removed without following a link or recursing on its depth.
         remove_tree(Path(workdir))
@@ -137,7 +138,8 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
     echo()
     echo(table)
     header = [
-        f"pagedlab autograder: {sum(o.score for o in outcomes):g}/{sum(o.row.points for o in outcomes):g} points.",
+        f"pagedlab autograder: {sum(o.score for o in outcomes):g}/{sum(o.row.points for o in outcomes):g} points."
+        + (f"\n{part_a.line()}" if part_a is not None else ""),  # its second line: which Part A file
         "Each task runs in its own process with a time limit; a task earns its points when all of its "
         "scored checks pass (each task's output lists its checks and explains the first failure).",
     ]
@@ -150,6 +152,33 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
         write_json(results, Path(json_path))
         echo(f"\nwrote {json_path}")
     return results
+
+
+def _run_notebooks(tasks, outcomes, impl_arg: str, submission: Path, workdir: Path, sandbox, echo,
+                   track_choice: str | None = None) -> list:
+    """--notebooks: the notebooks of the graded tasks (all of them without --tasks), their graded
+    cells reading the verdicts root makes first (`notebooks.prepare_verdicts`)."""
+    folder = notebook_dir(echo)
+    every = notebook_paths(folder, submission)
+    if not every:
+        echo(f"--notebooks: no numbered notebooks in {folder}; nothing to run")
+        return []
+    paths, left_out = notebook_plan.select(every, tasks)
+    if left_out:
+        echo(f"--notebooks with --tasks: {', '.join(p.stem for p in paths) or 'no notebook'} "
+             f"(the notebooks of those tasks); not run: {', '.join(p.stem for p in left_out)}")
+    judged = prepare_verdicts(paths, outcomes, impl=impl_arg, folder=submission, workdir=workdir,
+                              sandbox=sandbox, echo=echo, track_choice=track_choice)
+    found = []
+    # The judge answers the demos only now: every check child of this job has ended.
+    with judge_service.serving(kernel_folder(workdir, sandbox), sandbox.gid if sandbox else None) as judge:
+        for path in paths:
+            nb = run_notebook(path, impl_arg, sandbox, verdict_file=judged.path, judge=judge,
+                              failed_tasks=judged.failed.get(path.name), track_choice=track_choice)
+            found.append(nb)
+            echo(f"{'✓' if nb.passed else '✗'} notebook {nb.name} ({nb.seconds:.0f}s)"
+                 + (f": {nb.reason}" if nb.reason else ""))
+    return found
 
 
 def _strip_folder(outcome, prefix: str) -> None:
@@ -193,7 +222,8 @@ def main(args) -> int:
         return 2
     try:
         hidden = False if getattr(args, "no_hidden", False) else (getattr(args, "hidden", None) or True)
-        grade(impl, tasks=tasks, notebooks=args.notebooks, json_path=json_path, hidden=hidden)
+        grade(impl, tasks=tasks, notebooks=args.notebooks, json_path=json_path, hidden=hidden,
+              track_choice=getattr(args, "track", None))
     except (FileNotFoundError, ValueError) as exc:
         if json_path is not None:
             what = "No submission to grade" if isinstance(exc, FileNotFoundError) else "Grader misconfigured"

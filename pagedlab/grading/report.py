@@ -8,6 +8,7 @@ from .notebooks import NotebookOutcome
 MAX_MESSAGE_CHARS = 2500
 GRADER_PROBLEM = "grader_problem"  # results.json: tests[].extra_data key set only by the grader
 GRADER_PREFIX = "autograder problem, not your code (tell your instructor): "
+PART_A = "part_a"  # results.json: tests[].extra_data key, the file a Part A task was graded from
 
 
 def _fmt(points: float) -> str:
@@ -38,11 +39,13 @@ def _check_lines(checks) -> list[str]:
     return lines
 
 
-def task_output(outcome: TaskOutcome) -> str:
+def task_output(outcome: TaskOutcome, *, track: bool = True) -> str:
     """What a student reads for one task: each public check ✓/✗ with its explanation, and the
-    hidden checks as a count (their names and scenarios stay the instructor's)."""
+    hidden checks as a count (their names and scenarios stay the instructor's). A Part A task
+    starts with the file it was graded from (`track`: False where the grade's first lines said it)."""
     row = outcome.row
-    lines = [f"{_fmt(outcome.score)}/{_fmt(row.points)} points · "
+    lines = [outcome.part_a.line()] if track and outcome.part_a is not None else []
+    lines += [f"{_fmt(outcome.score)}/{_fmt(row.points)} points · "
              + ("all-or-nothing: every check must pass" if not row.partial
                 else "partial credit: points × passed checks / all checks")]
     public = [c for c in outcome.checks if not c.hidden]
@@ -106,7 +109,8 @@ def score_table(outcomes: list[TaskOutcome], notebooks: list[NotebookOutcome] = 
     lines.append(rule)
     lines.append(f"{'total'.ljust(widths[0])}  {_fmt(round(total, 2))}/{_fmt(maximum)}")
     for nb in notebooks:
-        lines.append(f"notebook {nb.name}: {'✓ ran clean' if nb.passed else '✗ failed'} ({nb.seconds:.0f}s)")
+        lines.append(f"notebook {nb.name}: {'✓ ran clean' if nb.passed else '✗ failed'} ({nb.seconds:.0f}s)"
+                     + (f": {nb.reason}" if nb.reason else ""))
     return "\n".join(lines)
 
 
@@ -127,6 +131,8 @@ def results_json(outcomes: list[TaskOutcome], notebooks: list[NotebookOutcome], 
         if o.grader_error:  # the class report's grader_problems.log reads this flag, not the text
             first = (o.problem.splitlines() or ["autograder problem"])[0]
             tests[-1]["extra_data"] = {GRADER_PROBLEM: first.removeprefix(GRADER_PREFIX) or first}
+        if o.part_a is not None:  # the class report's Part A column and "not attempted" read this
+            tests[-1].setdefault("extra_data", {})[PART_A] = o.part_a.file
         if any(c.hidden for c in o.checks):
             tests.append({
                 "name": f"{o.row.label} · hidden checks (details)",

@@ -18,13 +18,14 @@ import os
 import stat
 from pathlib import Path
 
+from .. import track
 from ..ctrack import ALTERNATE_FILES
 from ..guard import static
 from .points import SUBMISSION_FILES
 
 # What the intake takes: the task files, plus files that may stand in for one (llm_memory.c, the
-# C track's memory_manager.py).
-SUBMISSION_FILES = SUBMISSION_FILES + tuple(alt for alts in ALTERNATE_FILES.values() for alt in alts)
+# C track's memory_manager.py), plus track.txt (a student's choice of track, when both are edited).
+SUBMISSION_FILES = SUBMISSION_FILES + tuple(alt for alts in ALTERNATE_FILES.values() for alt in alts) + (track.MARKER,)
 
 MAX_FILE_BYTES = 1024 * 1024
 # The walk of an upload: folders deeper than this are not entered, and it stops after this many
@@ -140,38 +141,46 @@ def _copy_regular(src: Path, dst: Path) -> None:
         os.close(out)
 
 
-def listing(located: dict[str, Path | None]) -> list[str]:
+def listing(located: dict[str, Path | None], part_a: track.Track | None = None) -> list[str]:
     """One line per task file: where it was found, or MISSING. A stand-in (the C track's
-    llm_memory.c) is listed only when uploaded, and named in the MISSING line of its file; uploaded
-    next to the file it stands in for, it is not graded (the loader takes the Python file)."""
+    llm_memory.c) and track.txt are listed only when uploaded; the two Part A files say which one
+    is graded (`part_a`, decided on the grader's copy by the track rule)."""
     stand_ins = {alt: name for name, alts in ALTERNATE_FILES.items() for alt in alts}
     lines = []
     for name, rel in located.items():
+        if name == track.MARKER:
+            if rel:
+                lines.append(f"  {name:<22} {rel}  (a choice of track for Part A)")
+            continue
+        graded = part_a is not None and name in track.FILES.values()
+        verdict = "" if not graded else ("  (graded: Part A)" if name == part_a.file
+                                         else f"  (not graded: Part A is graded from {part_a.file})")
         if name in stand_ins:
-            if rel and located.get(stand_ins[name]):
-                lines.append(f"  {name:<22} {rel}  (not graded: {stand_ins[name]} is uploaded too, and graded)")
-            elif rel:
-                lines.append(f"  {name:<22} {rel}  (stands in for {stand_ins[name]})")
+            if rel:
+                lines.append(f"  {name:<22} {rel}{verdict}")
             continue
         alts = [alt for alt in ALTERNATE_FILES.get(name, ()) if located.get(alt)]
-        if rel or alts:
-            lines.append(f"  {name:<22} {rel if rel else 'not uploaded (' + alts[0] + ' is graded instead)'}")
+        if rel:
+            lines.append(f"  {name:<22} {rel}{verdict}")
+        elif alts:
+            lines.append(f"  {name:<22} not uploaded ({alts[0]} is graded instead)")
         else:
             also = "".join(f" (or {alt} for the C track)" for alt in ALTERNATE_FILES.get(name, ()))
             lines.append(f"  {name:<22} MISSING{also}")
     return lines
 
 
-def prepare(root: Path, workdir: Path, *, copy: bool = True) -> tuple[Path, str]:
+def prepare(root: Path, workdir: Path, *, copy: bool = True, track_choice: str | None = None) -> tuple[Path, str]:
     """A folder of the grader's own holding the submission's files flat, and a report of what was
-    found and what was refused. (`copy` is kept for callers; the files are always copied.)"""
+    found and what was refused. (`copy` is kept for callers; the files are always copied.)
+    `track_choice`: the grade's --track, for the listing's "graded" marks."""
     root = Path(os.path.abspath(root))
     if root.is_symlink() or not root.is_dir():
         raise FileNotFoundError(f"submission folder {root} does not exist (or is a link)")
     located, refused = find(root)
-    lines = listing(located)
     workdir.mkdir(parents=True, exist_ok=True)
     workdir.chmod(0o755)
+    not_copied = set()
     for name, rel in located.items():
         if rel is None:
             continue
@@ -179,7 +188,13 @@ def prepare(root: Path, workdir: Path, *, copy: bool = True) -> tuple[Path, str]
             _copy_regular(root / rel, workdir / name)
         except (Refused, OSError) as exc:
             refused.append(f"  refused {rel}: {exc}")
-            lines = [line if not line.lstrip().startswith(name) else f"  {name:<22} REFUSED" for line in lines]
+            not_copied.add(name)
+    try:
+        part_a = track.decide(workdir, track_choice)
+    except track.TrackError:
+        part_a = None  # the grade itself reports the bad choice
+    lines = [line if line.split()[0] not in not_copied else f"  {line.split()[0]:<22} REFUSED"
+             for line in listing(located, part_a)]
     report = "Submission files:\n" + "\n".join(lines)
     if refused:
         report += "\nNot taken from the submission:\n" + "\n".join(refused)

@@ -47,7 +47,8 @@ _REACH_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "gc.get_objec
                            "gc.get_referents", "object.__setattr__"})
 # The judge side: never imported in the child, whoever asks (the grading set-up makes it
 # root-only too: pagedlab.sandbox.private).
-JUDGE_SIDE = ("pagedlab.reference", "pagedlab.trusted", "pagedlab.harness.answers")
+JUDGE_SIDE = ("pagedlab.reference", "pagedlab.trusted", "pagedlab.harness.answers",
+              "pagedlab.judge_link")  # a grader's notebook run's link to root's judge
 JUDGE_FILES = tuple(str(Path(PACKAGE_DIR) / part) for part in ("reference.py", "trusted" + os.sep,
                                                                "harness" + os.sep + "answers" + os.sep))
 

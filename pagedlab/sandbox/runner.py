@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import manifest
+from .. import manifest, track
 from ..checks import framework, golden
 from ..checks.judge import judge, refer_to_first_report
 from ..untrusted import escape
@@ -56,6 +56,7 @@ class TaskOutcome:
     finished: bool = False  # the child reported every check
     note: str = ""
     seconds: float = 0.0
+    part_a: track.Track | None = None  # a Part A task: which file it was graded from, and why
 
     @property
     def task(self) -> str:
@@ -103,11 +104,10 @@ _SIGNAL_MEANING = {
 }
 
 
-def missing_files(row: manifest.Task, impl_dir: Path) -> list[str]:
-    from ..ctrack import ALTERNATE_FILES  # llm_memory.c stands in for memory_manager.py
-
-    return [name for name in row.files if not (impl_dir / name).is_file()
-            and not any((impl_dir / alt).is_file() for alt in ALTERNATE_FILES.get(name, ()))]
+def missing_files(row: manifest.Task, impl_dir: Path, part_a: track.Track | None = None) -> list[str]:
+    """The files `row` needs that the submission lacks; Part A's is the file its track grades."""
+    files = [part_a.file if part_a is not None and name == track.PYTHON_FILE else name for name in row.files]
+    return [name for name in files if not (impl_dir / name).is_file()]
 
 
 def _child_env(impl: str, env: dict | None) -> dict:
@@ -128,9 +128,10 @@ REPEATS = 3  # consecutive identical deaths after which the remaining checks are
 
 
 def _run_children(task: str, impl: str, requests: list[dict], *, limit: float, env: dict | None,
-                  sandbox: Sandbox | None, trusted: bool = False) -> tuple[dict, dict, str, str]:
+                  sandbox: Sandbox | None, trusted: bool = False, part_a: str | None = None) -> tuple[dict, dict, str, str]:
     """Run `requests` (`requests_for`) in children, a fresh one after each crash or hang.
     `trusted`: no student code runs in them (the reference), so a failure to start is the grader's.
+    `part_a`: the track the grader decided ("c" or "python"), for the child's loader.
 
     Returns (records by index, problems by index, a grader problem, the last output tail).
     """
@@ -148,7 +149,7 @@ def _run_children(task: str, impl: str, requests: list[dict], *, limit: float, e
                 problems.setdefault(index, f"not run: the task's time limit ({limit:.0f} s of CPU time) was used up")
             break
         request = {"task": task, "impl": impl, "checks": requests[start:], "dump_after": round(remaining, 1),
-                   "began": time.time()}
+                   "began": time.time(), "track": part_a}
         try:
             end = run_limited([sys.executable, "-s", "-m", "pagedlab.checks.child"], env=_child_env(impl, env),
                               timeout=remaining + GRACE, wall_factor=WALL_FACTOR,
@@ -337,13 +338,18 @@ def requests_for(checks: list, plan: list[tuple[str, int]]) -> list[dict]:
 
 def run_task(row: manifest.Task, impl: str, impl_dir: Path, *, env: dict | None = None,
              sandbox: Sandbox | None = None, hidden: bool = False, hidden_seed: int | None = None,
-             hidden_from: Path | None = None, time_limit: float | None = None) -> TaskOutcome:
-    """Grade `row` against `impl` (a name the loader accepts; `impl_dir` is its folder)."""
+             hidden_from: Path | None = None, time_limit: float | None = None,
+             track_choice: str | None = None) -> TaskOutcome:
+    """Grade `row` against `impl` (a name the loader accepts; `impl_dir` is its folder).
+    `track_choice`: "c" or "python" for Part A (`--track`); None decides from the files."""
     outcome = TaskOutcome(row)
-    missing = missing_files(row, impl_dir)
+    part_a = track.decide(impl_dir, track_choice) if track.PYTHON_FILE in row.files else None
+    outcome.part_a = part_a
+    missing = missing_files(row, impl_dir, part_a)
     if missing:
+        why = f" ({part_a.line()})" if part_a is not None and part_a.chosen_by else ""
         outcome.problem = (f"{' and '.join(missing)} is missing from the submission ({impl_dir.name}/), "
-                           f"and {row.label} needs it. Submit your exercises/ files under their original names.")
+                           f"and {row.label} needs it{why}. Submit your exercises/ files under their original names.")
         return outcome
     try:
         checks, plan = plan_for(row, hidden=hidden, hidden_seed=hidden_seed, hidden_from=hidden_from)
@@ -371,7 +377,7 @@ def run_task(row: manifest.Task, impl: str, impl_dir: Path, *, env: dict | None 
     worker = threading.Thread(target=reference_with_problem, daemon=True)
     worker.start()
     records, problems, grader_problem, output = _run_children(row.id, impl, requests, limit=limit, env=env,
-                                                              sandbox=sandbox)
+                                                              sandbox=sandbox, part_a=part_a and part_a.name)
     worker.join()
     outcome.seconds = round(time.perf_counter() - began, 2)
     if grader_problem:
