@@ -137,6 +137,8 @@ def _run(cmd: list[str], cwd: Path, what: str) -> str:
     if proc.returncode != 0:
         log = proc.stderr.strip() or proc.stdout.strip()
         exc = CCompileError(f"{what} failed:\n{log}")
+        exc.c_compile_log = log  # the compiler's own words, for the checks' one report of them
+        exc.c_phase = what.split(" ", 1)[0]  # compiling | linking | building
         first = re.search(r"^[^\s:]*?llm_memory\.c:(\d+):(?:\d+:)? (?:fatal )?error", log, re.MULTILINE)
         exc.line = int(first.group(1)) if first else 0  # the first error, for the checks' "at file:line"
         raise exc
