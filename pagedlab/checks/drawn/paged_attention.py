@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from ...lazy import lazy_module
 from ..framework import expect, scenario_driver, see
-from ..paged_attention import ATTN_HINT, RULE_ATTN, TOL, _attention_label, build_batch, gather_tokens
+from ..paged_attention import (
+    ATTN_HINT,
+    RULE_ATTN,
+    TOL,
+    _attention_label,
+    build_batch,
+    gather_tokens,
+)
 
 torch = lazy_module("torch")
 poison = lazy_module("pagedlab.checks.poison")
