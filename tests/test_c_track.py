@@ -414,6 +414,12 @@ def test_a_compile_error_is_shown_once_per_grade(tmp_path):
     assert task2.count("llm_memory.c does not compile: the same error as under Task 1 · ") == \
         len(checks.checks_of("task2")), task2
     assert all(t["score"] == 0 for t in result["tests"])
+    # The class report counts it as one file that does not compile, with the compiler's first error.
+    from pagedlab.grading import class_report
+
+    found = [(file, why) for output in (task1, task2) for _, why, file in class_report._failed_checks(output)]
+    assert {file for file, _ in found} == {"llm_memory.c"}, found
+    assert found[0][1] == "llm_memory.c:294:20: error: expected ‘;’ before ‘return’", found  # read_student keeps the first
 
 
 def test_a_c_append_without_copy_on_write_names_cow_and_the_rest_follows(tmp_path, server):
