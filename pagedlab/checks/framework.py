@@ -419,7 +419,10 @@ class Run:
         except Exception as exc:
             # The student's file did not compile or load: every check that loads it fails the
             # same way, and the report says so once (`explain_exception`, `causes`).
-            exc.pl_load_failed = _file_of(name, self.impl)
+            try:
+                exc.pl_load_failed = _file_of(name, self.impl)
+            except AttributeError:  # an exception type without a __dict__: reported as raised
+                pass
             raise
 
     def kernel_source(self, filename: str) -> str:

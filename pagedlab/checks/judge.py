@@ -32,8 +32,8 @@ class Verdict:
     # A cause other checks may share (a student file that does not compile): the task's report
     # explains it once and refers to it after (`causes.refer_to_causes`).
     cause: str = ""
-    # The hint shown under the first difference (trusted text): a hidden check shows it before
-    # publication when it holds no number (`report.hidden_reasons`).
+    # The conditional hints of the first difference, as written (trusted text, never filled with
+    # values): a hidden check shows them before publication (`report.hidden_reasons`).
     hint: str = ""
 
 

@@ -9,6 +9,8 @@ index raises, and the block a -1 would wrap to is NaN.
 
 from __future__ import annotations
 
+import operator
+
 from ..lazy import lazy_module
 from .framework import CheckFailure, Expected, check, expect, row_digest, see
 from .hints import When
@@ -193,7 +195,11 @@ def gather_tokens(pa, batch, table, seq_len, label):
     passed, own = [], getattr(pa, "slot_mapping", None)
 
     def watched(*args, **kwargs):
-        passed.append(kwargs.get("block_size", args[2] if len(args) > 2 else None))
+        size = kwargs.get("block_size", args[2] if len(args) > 2 else None)
+        try:
+            passed.append(operator.index(size))  # an int, or a 0-d integer tensor
+        except TypeError:
+            pass
         return own(*args, **kwargs)
 
     if callable(own):
@@ -201,7 +207,7 @@ def gather_tokens(pa, batch, table, seq_len, label):
     try:
         k, v = pa.gather_kv(batch.k_cache, batch.v_cache, table, seq_len)
     except Exception as exc:
-        wrong = next((b for b in passed if isinstance(b, int) and b != block_size), None)
+        wrong = next((b for b in passed if b != block_size), None)
         if wrong is None:
             raise
         mapped = int((table >= 0).sum())
@@ -217,7 +223,7 @@ def gather_tokens(pa, batch, table, seq_len, label):
     finally:
         if callable(own):
             pa.slot_mapping = own
-    wrong = next((b for b in passed if isinstance(b, int) and b != block_size), None)
+    wrong = next((b for b in passed if b != block_size), None)
     note = "" if wrong is None else (f"gather_kv called slot_mapping with block_size={wrong}, but this cache's block "
                                      f"size is k_cache.shape[1] = {block_size}")
     for name, got in (("k", k), ("v", v)):
