@@ -8,6 +8,12 @@ processes, and nothing else of the child (no Python object) is in memory the run
 The allocator keeps one free list per block size, glibc's block sizes (usable size =
 max(24, round16(size + 8) - 8)), so the slack after a block that ctrack fills with a guard is the
 one libc would have left, and an off-by-one write past an L2 table is still caught at its free.
+
+Blocks the student's C code allocates come from `alloc_pages` instead: each on pages of its own,
+at their end. While a C call runs, the runtime (pl_runtime.c) makes a block that call freed
+unreadable (mprotect), so the line that reads freed memory faults right there, instead of a
+pointer read out of it faulting later somewhere else; the pages are readable again when the call
+returns. In a notebook the arena is not shared with anyone: `for_c_blocks` maps it all the same.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 MAP_FAILED = ctypes.c_void_p(-1).value
+PAGE = mmap.PAGESIZE
 
 
 def usable_size(size: int) -> int:
@@ -57,6 +64,11 @@ class Arena:
         self._top = self.base + 4096  # the first page stays unused: no block at the arena's start
         self._free: dict[int, list[int]] = {}   # usable size -> free block addresses
         self._usable: dict[int, int] = {}       # live block address -> usable size
+        self._regions: dict[int, tuple[int, int]] = {}  # live page block -> (first page, pages)
+        self._free_regions: dict[int, list[int]] = {}   # pages -> first pages of free regions
+        # C calls running: a region freed in one may still be unreadable (fenced) until it returns,
+        # so none is handed out again before then.
+        self.calls = 0
 
     def owns(self, addr: int) -> bool:
         return self.base <= addr < self.end
@@ -78,9 +90,47 @@ class Arena:
         ctypes.memset(addr + size, 0xCD, usable - size)
         return addr
 
+    def alloc_pages(self, size: int) -> int:
+        """A block of at least `size` bytes (16-aligned) that shares no page with any other block:
+        it ends 8 bytes before the end of its pages, as a glibc block ends before the next one's
+        header; or 0 when the arena is full."""
+        usable = usable_size(size)
+        pages = -(-(usable + 16) // PAGE)
+        spare = self._free_regions.get(pages) if not self.calls else None
+        if spare:
+            start = spare.pop()
+        else:
+            start = -(-self._top // PAGE) * PAGE
+            if start + pages * PAGE > self.end:
+                return 0
+            self._top = start + pages * PAGE
+        end = start + pages * PAGE
+        addr = end - usable - 8
+        self._usable[addr] = usable
+        self._regions[addr] = (start, pages)
+        ctypes.memset(addr + size, 0xCD, end - addr - size)  # as `alloc`: the slack reads as 0xCD
+        return addr
+
+    def page_span(self, addr: int) -> int:
+        """For a live page block: the bytes from the page holding `addr` to the end of its pages
+        (what the runtime may make unreadable once the block is freed); 0 for any other block."""
+        region = self._regions.get(addr)
+        if region is None:
+            return 0
+        start, pages = region
+        return start + pages * PAGE - addr // PAGE * PAGE
+
+    def footprint(self, addr: int) -> int:
+        """Bytes of the arena a live block holds (whole pages for a page block)."""
+        region = self._regions.get(addr)
+        return region[1] * PAGE if region else self._usable.get(addr, 0)
+
     def free(self, addr: int) -> None:
         usable = self._usable.pop(addr, None)
-        if usable is not None:
+        region = self._regions.pop(addr, None)
+        if region is not None:
+            self._free_regions.setdefault(region[1], []).append(region[0])
+        elif usable is not None:
             self._free.setdefault(usable, []).append(addr)
 
     def usable(self, addr: int) -> int:
@@ -94,6 +144,22 @@ _made: list[Arena] = []  # every arena of this process: blocks may outlive the m
 def current() -> Arena | None:
     """The active arena (runner mode), or None (blocks come from libc, as outside grading)."""
     return _current
+
+
+def for_c_blocks() -> Arena | None:
+    """The arena the C code's blocks come from: the active one, else this process's own (the one
+    runner mode would activate), made on first use; None where there is no memfd (not Linux):
+    C blocks then come from libc and a read of freed memory is found by its poison only."""
+    if _current is not None:
+        return _current
+    if not _made:
+        if not hasattr(os, "memfd_create"):
+            return None
+        try:
+            _made.append(Arena())
+        except (OSError, MemoryError):
+            return None
+    return _made[0]
 
 
 def activate(on: bool = True) -> Arena | None:

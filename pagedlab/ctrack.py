@@ -136,6 +136,8 @@ def _run(cmd: list[str], cwd: Path, what: str) -> str:
     if proc.returncode != 0:
         log = proc.stderr.strip() or proc.stdout.strip()
         exc = CCompileError(f"{what} failed:\n{log}")
+        exc.c_compile_log = log  # the compiler's own words, for the checks' one report of them
+        exc.c_phase = what.split(" ", 1)[0]  # compiling | linking | building
         first = re.search(r"^[^\s:]*?llm_memory\.c:(\d+):(?:\d+:)? (?:fatal )?error", log, re.MULTILINE)
         exc.line = int(first.group(1)) if first else 0  # the first error, for the checks' "at file:line"
         raise exc
@@ -236,17 +238,19 @@ def _heap_request(kind, ptr, count, size, file, line, func) -> tuple[int, int | 
         where = f"{os.path.basename(filename)}:{line} in {function}"
         try:
             if kind == HEAP_MALLOC:
-                out = _guarded(cmem.malloc(size, where=where), size)
+                out = _guarded(cmem._c_alloc(size, zeroed=False, where=where), size)
             elif kind == HEAP_CALLOC:
                 if size and count > (1 << 62) // size:
                     raise MemoryError("calloc size overflows")
-                out = _guarded(cmem.calloc(count, size, where=where), count * size)
+                out = _guarded(cmem._c_alloc(count * size, zeroed=True, where=where), count * size)
             elif kind == HEAP_REALLOC:
                 out = _realloc(ptr or 0, size, where)
             else:
                 _expect_not_poison(ptr or 0, "free")
                 _expect_guard(ptr or 0, where)
                 cmem.free(ptr or 0, where=where)
+                # The bytes the runtime may make unreadable until the call returns (its pages).
+                out = cmem.page_span(ptr) if ptr else 0
         except MemoryError:
             out = None  # what C's allocator says when it cannot: NULL
         else:
@@ -284,7 +288,7 @@ except AttributeError:  # not glibc: no slack guard
 
 
 def _guarded(addr: int | None, size: int) -> int | None:
-    arena = carena.current()
+    arena = carena.for_c_blocks()  # where the C code's blocks come from (libc where it is None)
     usable = arena.usable if arena is not None and addr and arena.owns(addr) else _usable
     if addr and usable is not None:
         slack = min(usable(addr) - size, 64)
@@ -314,14 +318,14 @@ def _realloc(ptr: int, size: int, where: str) -> int | None:
     _expect_not_poison(ptr, "realloc")
     _expect_guard(ptr, where)
     if not ptr:
-        return _guarded(cmem.malloc(size, where=where), size)
+        return _guarded(cmem._c_alloc(size, zeroed=False, where=where), size)
     old = cmem.allocation_at(ptr)
     if old is None:
         cmem.free(ptr, where=where)  # raises the right error (double free / never allocated)
     if size == 0:
         cmem.free(ptr, where=where)
         return None
-    new = _guarded(cmem.malloc(size, where=where), size)
+    new = _guarded(cmem._c_alloc(size, zeroed=False, where=where), size)
     ctypes.memmove(new, ptr, min(old.size, size))
     cmem.free(ptr, where=where)
     return new
@@ -338,6 +342,9 @@ def _out_hook(stream, text):
         pass
 
 
+# The C code's blocks come from pages of their own (carena.for_c_blocks), so a block freed during
+# a call can be made unreadable for the rest of it (pl_runtime.c's pl_free).
+cmem._c_arena_source = carena.for_c_blocks
 _hook = HOOK(_heap_hook)  # one for every library; kept alive for the life of the process
 _out = OUT_HOOK(_out_hook)
 _lock = threading.RLock()
@@ -606,6 +613,24 @@ def _source_line(path: Path, line: int) -> str:
         return ""
 
 
+_REG_ERR = 19  # x86-64 Linux: gregs[REG_ERR], the page fault's error code (bit 1: a write)
+
+
+def _freed_read(sig: int, addr: int, regs: list[int]) -> str:
+    """A fault inside a block freed earlier in the call (its pages fenced, pl_runtime.c): the
+    access itself, at the line that made it, in words; "" for any other fault."""
+    if sig != signal.SIGSEGV or not addr:
+        return ""
+    block = cmem.freed_block_at(addr)
+    if block is None:
+        return ""
+    access = "an access to"
+    if sys.platform.startswith("linux") and os.uname().machine == "x86_64" and len(regs) > _REG_ERR:
+        access = "a write to" if regs[_REG_ERR] & 2 else "a read of"
+    return (f"{access} freed memory (use after free): {addr - block.address} bytes into the "
+            f"{block.size}-byte block allocated at {block.where} and freed at {block.freed_at}")
+
+
 def _fault_words(sig: int, code: int, addr: int, regs: list[int]) -> str:
     """What the faulting access was, in words a student can act on."""
     poisoned = {r >> 32 for r in regs}
@@ -758,11 +783,18 @@ class CEngine(types.ModuleType):
     def _call(self, name: str, *args, out) -> None:
         with _lock:
             _state.error = None
-            if self._runner is not None:
-                status, out.value = self._runner.call(name, args)
-                self._diag, self._base = self._runner.diag, self._runner.base
-            else:
-                status = getattr(self._lib, f"pl_call_{name}")(*args, ctypes.byref(out))
+            arena = carena.for_c_blocks()
+            if arena is not None:
+                arena.calls += 1  # blocks freed in the call may be fenced until it returns
+            try:
+                if self._runner is not None:
+                    status, out.value = self._runner.call(name, args)
+                    self._diag, self._base = self._runner.diag, self._runner.base
+                else:
+                    status = getattr(self._lib, f"pl_call_{name}")(*args, ctypes.byref(out))
+            finally:
+                if arena is not None:
+                    arena.calls -= 1
             if status == PL_OK:
                 return
             error = self._error(name, status)
@@ -815,7 +847,7 @@ class CEngine(types.ModuleType):
                 signame = signal.Signals(d.signal).name
             except ValueError:
                 signame = f"signal {d.signal}"
-            words = _fault_words(d.signal, d.code, d.fault_addr, regs)
+            words = _freed_read(d.signal, d.fault_addr, regs) or _fault_words(d.signal, d.code, d.fault_addr, regs)
             if d.signal == signal.SIGSEGV and d.nframes >= 40 and len(mine) >= 3 and len({f.function for f in mine[:3]}) == 1:
                 words = "a stack overflow (a function that calls itself without end?)"
             what = f"{name}() crashed with {signame}, {words}, in {place}"

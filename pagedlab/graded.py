@@ -20,6 +20,7 @@ imports it, so the registry never reaches back up to the runner.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from .checks import CheckFailure
@@ -287,6 +288,8 @@ def _short_tracebacks_in_ipython() -> None:
             why = _still_missing(name)
         else:  # a stub the stopped cell would have passed
             why = _blocking if issubclass(etype, NotImplementedError) else None
+        if issubclass(etype, CheckFailure) or why:
+            _close_figures_of_this_cell()  # empty axes under "finish Task N first" say nothing
         if issubclass(etype, CheckFailure):
             self._showtraceback(etype, value, [f"{etype.__name__}: {value}"])
         elif why:
@@ -297,7 +300,27 @@ def _short_tracebacks_in_ipython() -> None:
             self.showtraceback((etype, value, tb), tb_offset=tb_offset)
 
     shell.set_custom_exc((CheckFailure, NameError, NotImplementedError), handler)
+    shell.events.register("pre_run_cell", _note_open_figures)
     _installed = True
+
+
+_figures_before: set = set()  # matplotlib figures open when the current cell started
+
+
+def _note_open_figures(*_):
+    global _figures_before
+    plt = sys.modules.get("matplotlib.pyplot")  # never imported here: a cell that plots did
+    _figures_before = set(plt.get_fignums()) if plt is not None else set()
+
+
+def _close_figures_of_this_cell() -> None:
+    """Close the figures the stopped cell opened before it stopped: the inline backend would show
+    them, axes with nothing drawn on them, under the message that says the task is not done."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    for number in set(plt.get_fignums()) - _figures_before:
+        plt.close(number)
 
 
 def _innermost_cell_frame(tb):

@@ -121,11 +121,21 @@ def grade(folder: str, tasks: list[str]) -> list[list]:
         if problem and current not in records:
             problems[current] = problem
         start = current + 1
-    answer = []
-    for index, (task, c, want) in enumerate(planned):
-        verdict = judge(want, records.get(index), problem=problems.get(index, ""))
-        answer.append([task, c.name, verdict.passed, verdict.message])
-    return answer
+    from pagedlab.checks.causes import refer_to_causes
+    from pagedlab.checks.judge import refer_to_first_report
+    from pagedlab.sandbox.runner import CheckOutcome
+
+    outcomes, shown = [], {}  # judged as the real grader does (runner.run_task), messages included
+    for task in tasks:
+        mine = []
+        for index, (of, c, want) in enumerate(planned):
+            if of == task:
+                verdict = judge(want, records.get(index), problem=problems.get(index, ""), rule=c.rule)
+                mine.append(CheckOutcome(c.name, verdict.passed, verdict.message, cause=verdict.cause))
+        refer_to_first_report(mine)
+        refer_to_causes(mine, {c.name: c.follows for of, c, _ in planned if of == task}, shown=shown, label=task)
+        outcomes += [(task, o) for o in mine]
+    return [[task, o.name, o.passed, o.message] for task, o in outcomes]
 
 
 def serve(with_torch: bool) -> None:

@@ -25,8 +25,16 @@ MUTANTS = {
                               "lowest address"),
     "buddy by addition": ("buddy = offset ^ (1 << order)", "buddy = offset + (1 << order)", "XOR"),
     "merged block keeps the freed offset": ("offset &= ~(1 << order)", "offset = offset", "XOR"),
-    "merges only once": ("    while order < self.max_order:\n            buddy",
-                         "    if order < self.max_order:\n            buddy", "any order"),
+    # A real single merge (a bare `if` around the loop's body left its `break`: a SyntaxError).
+    "merges only once": ("        while order < self.max_order:\n"
+                         "            buddy = offset ^ (1 << order)\n"
+                         "            if buddy not in self.free_lists[order]:\n"
+                         "                break  # the buddy is in use (whole or in part): no merge\n",
+                         "        for _ in range(1):\n"
+                         "            buddy = offset ^ (1 << order)\n"
+                         "            if buddy not in self.free_lists[order]:\n"
+                         "                break  # the buddy is in use (whole or in part): no merge\n",
+                         "any order"),
     "largest block split first": (
         "        while k <= self.max_order and not self.free_lists[k]:\n            k += 1",
         "        k = self.max_order\n        while k > order and not self.free_lists[k]:\n            k -= 1",

@@ -400,3 +400,77 @@ def test_the_c_api_named_in_no_c_version_is_the_runtimes_trampolines():
 
     runtime = (ROOT / "pagedlab" / "include" / "pl_runtime.c").read_text()
     assert tuple(re.findall(r"^PL_TRAMPOLINE\((\w+),", runtime, re.M)) == ctrack.C_API
+
+
+# -- feedback that names the first cause ---------------------------------------------------------
+def test_a_compile_error_is_shown_once_per_grade(tmp_path):
+    """Measured before: the compiler's output under each of Task 1's 5 checks, with 'your code
+    raised CCompileError', a rule and a 'during' of a step that never ran, and again under every
+    check of Task 2. Now: once, under the first check; the rest refer to it."""
+    from pagedlab.grading.cli import grade
+
+    folder = _folder(tmp_path, c_mutants.SOLUTION.read_text().replace("seq->kv_count++;", "seq->kv_count++"))
+    said = []
+    result = grade(str(folder), tasks=["1", "2"], echo=lambda text="": said.append(text), hidden=False)
+    text = "\n".join(said)
+    assert text.count("error: expected ‘;’ before ‘return’") == 1, text
+    assert "your code raised" not in text and "during:" not in text, text
+    outputs = {t["name"]: t["output"] for t in result["tests"]}
+    task1, task2 = (next(o for name, o in outputs.items() if name.startswith(f"Task {n} ")) for n in (1, 2))
+    assert task1.count("llm_memory.c does not compile") == 5 and task1.count("the same error as under ✗") == 4
+    assert task2.count("llm_memory.c does not compile: the same error as under Task 1 · ") == \
+        len(checks.checks_of("task2")), task2
+    assert all(t["score"] == 0 for t in result["tests"])
+    # The class report counts it as one file that does not compile, with the compiler's first error.
+    from pagedlab.grading import class_report
+
+    found = [(file, why) for output in (task1, task2) for _, why, file in class_report._failed_checks(output)]
+    assert {file for file, _ in found} == {"llm_memory.c"}, found
+    assert found[0][1] == "llm_memory.c:294:20: error: expected ‘;’ before ‘return’", found  # read_student keeps the first
+
+
+def test_a_c_append_without_copy_on_write_names_cow_and_the_rest_follows(tmp_path, server):
+    """Measured before: 3 checks failed; the third, 'appended records read back', blamed
+    'translation logical = kv_count // 16'. Now the CoW check says the block was written in place
+    and the other two follow from it."""
+    from pagedlab.checks.memory_manager import COW_IN_PLACE_HINT, T4_COW
+
+    text = c_mutants.SOLUTION.read_text()
+    bug = "    int copy_on_write = !new_page && engine->ref_count[block] > 1;\n"
+    assert bug in text
+    folder = _folder(tmp_path, text.replace(bug, "    int copy_on_write = 0;\n"))
+    found = {name: (passed, message) for (_, name), (passed, message) in server.grade(folder, ["task4"]).items()}
+    failed = {name: message for name, (passed, message) in found.items() if passed is False}
+    assert len(failed) == 3 and COW_IN_PLACE_HINT in failed.pop(T4_COW), failed
+    for name, message in failed.items():
+        assert message.startswith(f"follows from ✗ {T4_COW}") and "translation" not in message, (name, message)
+
+
+UAF_LOOP = ("    while (head->next != head)\n        destroy_sequence(engine, container_of(head->next, Sequence, node));\n",
+            "    for (struct list_node *pos = head->next; pos != head; pos = pos->next)\n"
+            "        destroy_sequence(engine, container_of(pos, Sequence, node));\n")
+
+
+def test_a_read_of_freed_memory_is_reported_at_the_line_that_reads_it(tmp_path, mode):
+    """llm_destroy's loop frees pos's Sequence, then reads pos->next. Measured before (both modes):
+    'a pointer read out of freed memory … in list_del, llm_memory.c:40, called from
+    destroy_sequence (…:176), called from llm_destroy (…:312)', the given helper that followed the
+    poisoned pointer. Now the read itself faults, at the loop's line."""
+    text = c_mutants.SOLUTION.read_text()
+    assert UAF_LOOP[0] in text
+    path = _folder(tmp_path, text.replace(*UAF_LOOP)) / "llm_memory.c"
+    line = path.read_text().splitlines().index(UAF_LOOP[1].splitlines()[0]) + 1
+    mm = ctrack.load(path)
+    pool = Pool(64 * 16)
+    engine = mm.llm_init(pool.addr, pool.size)
+    assert mm.create_sequence(engine, 1, 40) is not None and mm.fork_sequence(engine, 1, 2) is not None
+    first = cmem.address(engine.active_seqs.next)
+    with pytest.raises(ctrack.CCrash) as info:
+        mm.llm_destroy(engine)
+    message = str(info.value)
+    assert "read of freed memory (use after free): 32 bytes into the 40-byte block allocated at llm_memory.c:" in message
+    assert "freed at llm_memory.c:" in message and "in destroy_sequence" in message, message
+    assert f"in llm_destroy, llm_memory.c:{line}" in message and "list_del" not in message, message
+    # Once the call is over the block is readable again (its poison), and the process goes on.
+    assert cmem.freed_block_at(first) is not None and ctypes.c_int32.from_address(first).value == cmem.FREED_INT
+    assert mm.create_sequence(mm.llm_init(pool.addr, pool.size), 3, 5) is not None

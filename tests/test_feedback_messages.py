@@ -335,3 +335,43 @@ def test_a_wrong_gather_is_told_at_its_first_token_by_the_judge(tmp_path, bug, s
     assert said in wrong.message, wrong.message
     assert ("an unused slot of the cache was read" in wrong.message) == ("NaN" in said), wrong.message
     assert "token p comes from slot_mapping(block_table, p, block_size)" in wrong.message, wrong.message
+
+
+def test_a_demo_cell_stopped_for_an_unfinished_task_draws_no_empty_axes(tmp_path, capsys):
+    """Measured before (notebook 09 on the stubs): the utilization bars and timelines showed
+    empty axes under 'needs Task 12 to pass first'; the cells open a figure, then read what the
+    stopped demo would have made. Now a stopped cell's figures are closed; a cell that fails for
+    another reason keeps its figure (the student may want it)."""
+    import shutil
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from pagedlab import graded
+
+    shutil.copy(ROOT / "exercises" / "buddy.py", tmp_path)
+    cells = [f'import pagedlab\npagedlab.graded.require("task12", impl={str(tmp_path)!r})\nruns = []\n',
+             'fig, ax = plt.subplots()\nax.bar(["a"], [len(runs)])\n',
+             f'fig, ax = plt.subplots()\npagedlab.graded.require("task12", impl={str(tmp_path)!r})\n',
+             'fig, ax = plt.subplots()\nraise ValueError("not a task")\n']
+    shell = InteractiveShell.instance()
+    shell.user_ns["plt"] = plt
+    installed = graded._installed
+    plt.close("all")
+    open_after = []
+    try:
+        graded._installed = False
+        for cell in cells:
+            shell.run_cell(cell)
+            open_after.append(len(plt.get_fignums()))
+    finally:
+        shell.set_custom_exc((), None)
+        graded._installed = installed
+        InteractiveShell.clear_instance()
+        plt.close("all")
+    out = capsys.readouterr().out
+    assert out.count("needs Task 12 · a buddy allocator") == 3, out
+    assert open_after == [0, 0, 0, 1], open_after

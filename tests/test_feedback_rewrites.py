@@ -192,7 +192,8 @@ def test_a_hidden_only_failure_says_what_differed_and_the_rule_without_the_value
     shown = report.task_output(outcome)
     assert "hidden checks: 0 of 1 passed" in shown, shown
     reason = shown.split("hidden checks: 0 of 1 passed")[1]
-    assert re.search(r"hidden check 1: llm_init\(… bytes\): your value differs from the reference", reason), shown
+    assert re.search(r"hidden check 1: llm_init\(… bytes: [^\n]*\): total_local_blocks: yours is (larger|smaller) "
+                     r"than the reference", reason), shown
     assert "rule:     notebook 02, Task 1 · llm_init: None if pool_addr is NULL or pool_size < BLOCK_SIZE; " \
            "otherwise total = free = pool_size // BLOCK_SIZE" in reason, shown
     assert not re.search(r"\d{3,}", reason.split("rule:")[0]), shown  # no scenario values before publication
@@ -201,7 +202,7 @@ def test_a_hidden_only_failure_says_what_differed_and_the_rule_without_the_value
     assert "rule:     notebook 02, Task 1 · llm_init" in published and "expected:" in published, published
     entries = report.results_json([outcome], [], execution_time=1.0, output="")["tests"]
     visible = next(t for t in entries if t["number"] == "1")
-    assert visible["visibility"] != "after_published" and "hidden check 1: llm_init(… bytes)" in visible["output"]
+    assert visible["visibility"] != "after_published" and "hidden check 1: llm_init(… bytes: " in visible["output"]
 
 
 # ---------------------------------------------------------------- the sanitizer's barrier advice
@@ -256,3 +257,186 @@ def test_a_kernel_one_thread_computes_serially_fails_the_feedback_only_spread_ch
     sub = _planted(tmp_path, "paged_attention.cu", *SERIAL, once=False)
     message = _message("task10", SPREAD_CHECK, sub)
     assert "yours:    1.0 of 32" in message and "tid + NUM_THREADS" in message, message
+
+
+# ---------------------------------------------------------------- one cause, one explanation
+
+def _task_messages(task, impl, shown=None) -> dict:
+    """{check name: (passed, message)} of `task`'s public checks on `impl`, judged and then
+    cross-referenced as the grader does (runner.run_task: `causes.refer_to_causes`), in-process."""
+    from pagedlab.checks.causes import refer_to_causes
+    from pagedlab.sandbox.runner import CheckOutcome
+
+    found = []
+    for c in framework.checks_of(task):
+        verdict = judge.judge(trusted_record(c), framework.drive(c, str(impl)), rule=c.rule)
+        found.append(CheckOutcome(c.name, verdict.passed, verdict.message, cause=verdict.cause))
+    refer_to_causes(found, {c.name: c.follows for c in framework.checks_of(task)}, shown=shown,
+                    label=manifest.task(task).label)
+    return {o.name: (o.passed, o.message) for o in found}
+
+
+def test_a_python_syntax_error_is_shown_once_at_the_students_line(tmp_path):
+    """Measured before: under each of Task 1's 5 checks, 'your code raised SyntaxError … at
+    pagedlab/loader.py:57 (_compiled): return compile(…)' plus a rule and a 'during' of a step
+    that never ran."""
+    sub = _planted(tmp_path, "memory_manager.py", ("    seq.kv_count += 1\n", "    seq.kv_count += 1 +\n"))
+    line = (sub / "memory_manager.py").read_text().splitlines().index("    seq.kv_count += 1 +") + 1
+    found = _task_messages("task1", sub)
+    first, *rest = [message for passed, message in found.values()]
+    assert not any(passed for passed, _ in found.values())
+    assert first.startswith(f"memory_manager.py does not compile: SyntaxError: invalid syntax at line {line}:"), first
+    assert "seq.kv_count += 1 +" in first and "^" in first, first
+    assert "loader.py" not in first and "rule:" not in first and "during:" not in first, first
+    name = next(iter(found))
+    for message in rest:
+        assert message == (f"memory_manager.py does not compile: SyntaxError: invalid syntax at line {line}: "
+                           f"the same error as under ✗ {name} above"), message
+
+
+NO_COW = ("    copy_on_write = not new_page and engine.ref_count[block] > 1\n", "    copy_on_write = False\n")
+
+
+def test_append_without_copy_on_write_names_cow_first_and_the_rest_follows(tmp_path):
+    """Measured before (a C append_kv without CoW, 3 checks failed): the CoW check cited first-fit
+    with no word on the shared block, 'OOM for copy-on-write' said 'expected -1, yours 0', and the
+    read-back check blamed 'translation logical = kv_count // 16'. The Python track, the same bug."""
+    from pagedlab.checks.memory_manager import COW_IN_PLACE_HINT, T4_COW
+
+    text = (ROOT / "solutions" / "memory_manager.py").read_text()
+    assert NO_COW[0] in text, "the planted bug no longer applies to solutions/memory_manager.py"
+    found = _task_messages("task4", _planted(tmp_path, "memory_manager.py", NO_COW))
+    failed = {name: message for name, (passed, message) in found.items() if not passed}
+    assert set(failed) == {T4_COW, "OOM for copy-on-write: -1 and nothing changes",
+                           "appended records read back exactly through the block table (forks and CoW included)"}
+    cow = failed.pop(T4_COW)
+    assert "rule:     notebook 04, Task 4 · append_kv: copy-on-write: an append into a block with ref_count > 1" in cow
+    assert COW_IN_PLACE_HINT in cow, cow
+    for name, message in failed.items():
+        assert message.startswith(f"follows from ✗ {T4_COW}: "), (name, message)
+        assert "translation" not in message and "rule:" not in message, (name, message)
+
+
+T8_BLOCK_SIZE = ("    block_size = k_cache.shape[1]\n    positions = torch.arange(seq_len",
+                 "    block_size = k_cache.shape[2]\n    positions = torch.arange(seq_len")
+
+
+def test_gather_with_the_wrong_block_size_is_explained_as_task_8(tmp_path):
+    """Measured before: 'your code raised IndexError … at paged_attention.py:34 (slot_mapping)'
+    (Task 6's code, which is right), 'during: … the wrong shape'; and for the 1-token sequence
+    'token 0 holds other values' with nothing on the block size."""
+    sub = _planted(tmp_path, "paged_attention.py", T8_BLOCK_SIZE)
+    raised = _message("task8", "gather follows shared blocks", sub)
+    assert "gather_kv raised IndexError" in raised and "slot_mapping with block_size=2" in raised, raised
+    assert "this cache's block size is k_cache.shape[1] = 16" in raised, raised
+    assert "40 tokens need ceil(40 / 2) = 20 logical blocks; the table maps 3" in raised, raised
+    assert "(slot_mapping):" not in raised and "the wrong shape" not in raised, raised
+    wrong = _message("task8", "gathered K/V equal the sequence's tokens", sub)
+    assert "first at token 0" in wrong, wrong
+    assert ("note:     gather_kv called slot_mapping with block_size=2, but this cache's block size is "
+            "k_cache.shape[1] = 8") in wrong, wrong
+    right = _planted(tmp_path / "right", "paged_attention.py", ("    block_size = k_cache.shape[1]\n",
+                                                                "    block_size = k_cache.size(1)\n"))
+    c = next(c for c in framework.checks_of("task8") if c.name.startswith("gather follows shared blocks"))
+    assert judge.judge(trusted_record(c), framework.drive(c, str(right)), rule=c.rule).passed  # a note never fails
+
+
+BUDDY_LOOP_STOPS_EARLY = ("        while order < self.max_order:\n", "        while order < self.max_order - 1:\n")
+BUDDY_MERGES_ONCE = ("        while order < self.max_order:\n            buddy = offset ^ (1 << order)\n",
+                     "        for _ in range(1):\n            buddy = offset ^ (1 << order)\n")
+
+
+def test_buddy_merge_hints_read_the_free_list_not_the_code(tmp_path):
+    """Measured before: 'keep merging in a loop, one order up each time' under code that loops
+    (it stopped one order early); and the bad-input check blamed 'merging is not disturbed by
+    rejected calls'. Now the hint names the two free buddies left unmerged, for both bugs."""
+    full = "freeing everything, in any order, merges back to one block"
+    early = _task_messages("task12", _planted(tmp_path / "early", "buddy.py", BUDDY_LOOP_STOPS_EARLY))
+    once = _task_messages("task12", _planted(tmp_path / "once", "buddy.py", BUDDY_MERGES_ONCE))
+    for found, pair in ((early, "(0, 128) and (128, 128) are buddies and both free, yet not merged into (0, 256)"),
+                        (once, "(64, 8) and (72, 8) are buddies and both free, yet not merged into (64, 16)")):
+        passed, message = found[full]
+        assert not passed and pair in message, message
+        assert "keep merging in a loop" not in message, message
+        assert all("rejected calls" not in m.split("rule:")[-1].split("\n")[0] or "merges with its buddy" in m
+                   for _, m in found.values()), found
+    assert once["random traces of alloc and free, call by call like the reference solution"][1].startswith(
+        "follows from ✗ a hand-traced sequence of splits and merges")
+    passed, message = early["rejects bad input and changes nothing"]
+    assert "a freed block merges with its buddy" in message and "(0, 8) and (8, 8) are buddies" in message, message
+
+
+V2_SHORT = {
+    "each partition one short": ("  end = min(start + partition_size, seq_len);", "  end = min(start + partition_size, seq_len) - 1;"),
+    "full partitions one short": ("  end = min(start + partition_size, seq_len);", "  end = min(start + partition_size - 1, seq_len);"),
+    "the sequence's last token": ("  end = min(start + partition_size, seq_len);", "  end = min(start + partition_size, seq_len - 1);"),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(V2_SHORT))
+def test_task14_a_partition_end_one_token_short_says_a_token_is_missing(tmp_path, bug):
+    """Measured before (a planted bug rated 3 of 5): the relative error and no hint at all; with
+    the end one short of every partition, 'NaN computed: something never written was read'."""
+    from pagedlab.checks.paged_attention_v2_cu import (
+        DROPPED_HINT,
+        LAST_TOKEN_HINT,
+        RESCALE_HINT,
+        SHORT_HINT,
+    )
+
+    message = _message("task14", "partition edges", _planted(tmp_path, "paged_attention_v2.cu", V2_SHORT[bug]))
+    want = LAST_TOKEN_HINT if bug == "the sequence's last token" else SHORT_HINT
+    assert want in message, message
+    assert "never written was read" not in message, message  # the bug's hint, not the NaN symptom's
+    assert RESCALE_HINT not in message and DROPPED_HINT not in message, message
+
+
+def test_task14_hidden_reason_carries_the_missing_token_hint(tmp_path):
+    """A hidden check's reason before publication: the hint, as written (no value of the scenario)."""
+    from pagedlab.checks.paged_attention_v2_cu import SHORT_HINT
+    from pagedlab.grading.report import hidden_reasons
+    from pagedlab.sandbox.runner import CheckOutcome
+
+    sub = _planted(tmp_path, "paged_attention_v2.cu", V2_SHORT["full partitions one short"])
+    c = framework.checks_of("task14", hidden=True, hidden_from=ROOT / "grading" / "hidden")[0]
+    verdict = judge.judge(trusted_record(c, 7), framework.drive(c, str(sub), 7), rule=c.rule)
+    assert not verdict.passed and verdict.hint == SHORT_HINT, verdict
+    lines = hidden_reasons([CheckOutcome(c.name, False, verdict.message, hidden=True, rule=verdict.rule,
+                                         gist=verdict.gist, hint=verdict.hint)])
+    assert f"       hint:     {SHORT_HINT}" in lines, lines
+
+
+TASK1_CAPPED = ("    engine.total_local_blocks = pool_size // BLOCK_SIZE\n",
+                "    engine.total_local_blocks = min(pool_size // BLOCK_SIZE, 256)\n")
+
+
+def test_task1_hidden_reason_names_the_pool_class_and_the_field(tmp_path):
+    """Measured before (a planted bug rated 3 of 5): 'hidden check 1: llm_init(… bytes): your value
+    differs from the reference solution's' for a pool capped at 256 blocks; published, [297, 297,
+    True] against [256, 256, True]. Every seed draws a pool of more than 256 blocks."""
+    sub = _planted(tmp_path, "memory_manager.py", TASK1_CAPPED)
+    c = framework.checks_of("task1", hidden=True, hidden_from=ROOT / "grading" / "hidden")[0]
+    for seed in (1, 2, 3):
+        verdict = judge.judge(trusted_record(c, seed), framework.drive(c, str(sub), seed), rule=c.rule)
+        assert verdict.gist == ("llm_init(… bytes: more blocks than MAX_LOGICAL_BLOCKS, the most one sequence can "
+                                "map): total_local_blocks: yours is smaller than the reference solution's"), verdict.gist
+        assert "otherwise total = free = pool_size // BLOCK_SIZE" in verdict.rule
+        assert "differs:  at key total_local_blocks: expected " in verdict.message, verdict.message
+
+
+PY_DESTROY_LOOP = ("    for node in list_for_each(engine.active_seqs):\n"
+                   "        destroy_sequence(engine, container_of(node, Sequence, \"node\"))\n",
+                   "    head = engine.active_seqs\n    node = head.next.contents\n"
+                   "    while ctypes.addressof(node) != ctypes.addressof(head):\n"
+                   "        destroy_sequence(engine, container_of(node, Sequence, \"node\"))\n"
+                   "        node = node.next.contents\n")
+
+
+def test_python_track_names_the_line_that_read_freed_memory_in_llm_destroy(tmp_path):
+    """The Python twin of the C track's use after free in llm_destroy's loop (test_c_track): the
+    pointer read out of the freed node is dereferenced on the line that reads it, which is named."""
+    sub = _planted(tmp_path, "memory_manager.py", PY_DESTROY_LOOP)
+    line = (sub / "memory_manager.py").read_text().splitlines().index("        node = node.next.contents") + 1
+    message = _message("task5", "llm_destroy frees every sequence", sub)
+    assert "UseAfterFree: use after free" in message and "read out of a block that had been freed" in message, message
+    assert f"memory_manager.py:{line} (llm_destroy): node = node.next.contents" in message, message

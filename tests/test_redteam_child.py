@@ -453,7 +453,8 @@ def test_a_c_library_constructor_finds_no_python_to_run(sealed, tmp_path):
     (tmp_path / "stubs").mkdir()
     shutil.copyfile(EXERCISES / "llm_memory.c", tmp_path / "stubs" / "llm_memory.c")
     stubs = _grade(tmp_path / "stubs", tasks, hidden=False)
-    assert not any("CCompileError" in t["output"] for t in attack["tests"]), "the attack must compile"
+    assert not any(f"llm_memory.c {words}" in t["output"] for t in attack["tests"]
+                   for words in ("does not compile", "does not link")), "the attack must compile"
     assert _scores(attack) == _scores(stubs), (_scores(attack), _scores(stubs))
     (tmp_path / "honest").mkdir()
     shutil.copyfile(ROOT / "solutions" / "llm_memory.c", tmp_path / "honest" / "llm_memory.c")

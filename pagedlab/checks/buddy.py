@@ -78,6 +78,10 @@ def _free_blocks_with(bug: str, total: int, calls) -> list:
     return found
 
 
+# Read off the student's free list by the judge (hints.py): true whatever the code that made it.
+UNMERGED = [When("unmerged_buddies", "{a} and {b} are buddies and both free, yet not merged into {merged}: after "
+                                     "each merge, look for the merged block's buddy one order up, and go on as long "
+                                     "as it is free (up to the whole memory)")]
 _PLUS_HINT = "o + s finds the buddy of a lower half only; o ^ s works for both halves"
 _NOT_ALLOCATED_HINT = ("a buddy may merge only when it is on the free list of its size: a buddy that is not the "
                        "start of an allocated block can still be split, with part of it in use")
@@ -88,6 +92,17 @@ def _bug_hints(total: int, calls) -> list[list[When]]:
     variants = [(bug, _free_blocks_with(bug, total, calls)) for bug in ("plus", "plus_masked", "not_allocated")]
     return [[When("equals", _NOT_ALLOCATED_HINT if bug == "not_allocated" else _PLUS_HINT, found[i])
              for bug, found in variants] for i in range(len(calls))]
+
+
+# Check names: the later checks rely on these rules (`follows`), so a failure of theirs is not
+# explained again under a later one.
+HAND = "a hand-traced sequence of splits and merges"
+XOR = "the buddy is found by XOR, merging never crosses a block boundary"
+LOWEST = "lowest address first among free blocks of one size"
+SMALLEST = "takes the smallest free block that fits"
+ROUNDING = "sizes are rounded up to a power of two"
+FULL_MERGE = "freeing everything, in any order, merges back to one block"
+BAD_INPUT = "rejects bad input and changes nothing"
 
 
 # Hand-traced on 16 slots (notebook 09 draws the same sequence). (call, argument, result, free blocks)
@@ -103,7 +118,7 @@ TRACE_16 = [
 ]
 
 
-@check("task12", "a hand-traced sequence of splits and merges", rule=f"{RULE}: split on alloc, merge on free")
+@check("task12", HAND, rule=f"{RULE}: split on alloc, merge on free")
 def hand_trace(run):
     a = _new(run, 16)
     done = []
@@ -121,10 +136,10 @@ def hand_trace(run):
         expect_equal(a.free_blocks(), free, f"free blocks (offset, size) after {' ; '.join(done)}",
                      rule=f"{RULE}: split halves go to the free lists; a freed block merges with its "
                           f"buddy while the buddy is free",
-                     hint="draw the 16 slots on paper and replay the calls", when=hints[step])
+                     hint="draw the 16 slots on paper and replay the calls", when=hints[step] + UNMERGED)
 
 
-@check("task12", "the buddy is found by XOR, merging never crosses a block boundary",
+@check("task12", XOR,
        rule=f"{RULE}: buddy = offset ^ size")
 def xor_buddy(run):
     a = _new(run, 8)
@@ -141,11 +156,11 @@ def xor_buddy(run):
         expect_equal(a.free_blocks(), free, f"free blocks after four alloc(2) and {' ; '.join(done)}",
                      rule=f"{RULE}: the buddy of the block of size s at offset o is at o ^ s; "
                           f"(2, 2) and (4, 2) are neighbours but not buddies",
-                     when=hints[step])
+                     when=hints[step] + UNMERGED)
         _expect_tiling(a, f"after {' ; '.join(done)}")
 
 
-@check("task12", "lowest address first among free blocks of one size", rule=f"{RULE}: deterministic placement")
+@check("task12", LOWEST, rule=f"{RULE}: deterministic placement")
 def lowest_address(run):
     a = _new(run, 16)
     got = [a.alloc(4) for _ in range(4)]
@@ -163,7 +178,7 @@ def lowest_address(run):
                  rule=f"{RULE}: a split keeps the lower half")
 
 
-@check("task12", "takes the smallest free block that fits", rule=f"{RULE}: split as little as possible")
+@check("task12", SMALLEST, rule=f"{RULE}: split as little as possible")
 def smallest_fit(run):
     a = _new(run, 16)
     expect_equal([a.alloc(8), a.alloc(2)], [0, 8], "offsets of alloc(8), alloc(2) on 16 slots",
@@ -178,7 +193,7 @@ def smallest_fit(run):
                  rule=f"{RULE}: split the smallest block that fits")
 
 
-@check("task12", "sizes are rounded up to a power of two", rule=f"{RULE}: a block holds 2**k slots")
+@check("task12", ROUNDING, rule=f"{RULE}: a block holds 2**k slots")
 def rounding(run):
     a = _new(run, 64)
     calls = [(3, 0), (5, 8), (1, 4), (16, 16), (33, None), (32, 32)]
@@ -195,7 +210,7 @@ def rounding(run):
                  rule=f"{RULE}: a 3-slot request holds 4 slots, a 5-slot request 8")
 
 
-@check("task12", "freeing everything, in any order, merges back to one block",
+@check("task12", FULL_MERGE,
        rule=f"{RULE}: no free buddies stay unmerged")
 def full_merge(run):
     for seed in range(30):
@@ -218,11 +233,12 @@ def full_merge(run):
                      f"all {len(live)} blocks in the order {live[:8]}...",
                      rule=f"{RULE}: a freed block merges with its buddy, then the merged block with its buddy, "
                           f"as long as the buddy is free",
-                     hint="keep merging in a loop, one order up each time")
+                     when=UNMERGED)
 
 
 @check("task12", "random traces of alloc and free, call by call like the reference solution",
-       rule=f"{RULE}: the contiguous baseline of the utilization study")
+       rule=f"{RULE}: the contiguous baseline of the utilization study",
+       follows=(HAND, XOR, LOWEST, SMALLEST, ROUNDING, FULL_MERGE, BAD_INPUT))
 def matches_reference(run):
     for seed in range(10):
         rng = random.Random(100 + seed)
@@ -248,7 +264,7 @@ def matches_reference(run):
                 rule=f"{RULE}: rounded sizes are taken and given back exactly")
 
 
-@check("task12", "rejects bad input and changes nothing", rule=f"{RULE}: ValueError on bad input, state unchanged")
+@check("task12", BAD_INPUT, rule=f"{RULE}: ValueError on bad input, state unchanged")
 def bad_input(run):
     mod = run.load("buddy")
     for total in (0, 12, -8):
@@ -285,4 +301,5 @@ def bad_input(run):
                      rule=f"{RULE}: a rejected call changes nothing")
     a.free(x)
     expect_equal(a.free_blocks(), [(0, 16)], "free blocks after freeing everything",
-                 rule=f"{RULE}: merging is not disturbed by rejected calls")
+                 rule=f"{RULE}: a freed block merges with its buddy while the buddy is free, and the rejected "
+                      f"calls before changed nothing", when=UNMERGED)

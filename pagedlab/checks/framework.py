@@ -82,6 +82,9 @@ class Check:
     # driver (a public `@scenario_driver`) then gets the data as `run.scenario`, never the seed.
     scenario: Callable | None = None
     when: tuple = ()  # conditional hints (hints.When) for the trusted numeric record
+    # Names of earlier checks of the task whose rules this one's scenario relies on: when one of
+    # them fails too, this failure is reported as following from it (`causes`), not explained anew.
+    follows: tuple = ()
 
     @property
     def key(self) -> str:
@@ -109,11 +112,12 @@ _loaded: set[str] = set()
 
 
 def check(task: str, name: str, rule: str = "", *, hint: str = "", hidden: bool = False,
-          expected: Callable | None = None, scenario: Callable | None = None, when=()):
+          expected: Callable | None = None, scenario: Callable | None = None, when=(), follows=()):
     """Register a driver ``fn(run)`` as a graded check of `task`. With `scenario` (hidden checks:
     ``scenario(seed) -> JSON data``, run in the grader only) the driver must be a public
     `scenario_driver`, which the sandboxed child runs on the data alone. `when`: conditional
-    hints (hints.When) for the trusted numeric record."""
+    hints (hints.When) for the trusted numeric record. `follows`: names of checks of the task
+    whose rules this scenario relies on (see `Check.follows`)."""
     if task not in manifest.TASKS:
         raise ValueError(f"unknown task {task!r}; known: {', '.join(manifest.TASKS)}")
 
@@ -121,7 +125,7 @@ def check(task: str, name: str, rule: str = "", *, hint: str = "", hidden: bool 
         module = getattr(fn, "__module__", "")
         if scenario is not None and driver_name(fn) is None:
             raise ValueError(f"{task}/{name}: a check with a scenario needs a @scenario_driver driver")
-        found = Check(task, name, fn, rule, hint, hidden, expected, module, scenario, tuple(when))
+        found = Check(task, name, fn, rule, hint, hidden, expected, module, scenario, tuple(when), tuple(follows))
         bucket = _REGISTRY.setdefault(task, [])
         bucket[:] = [c for c in bucket if c.key != found.key]  # re-registering replaces
         bucket.append(found)
@@ -410,7 +414,16 @@ class Run:
     def load(self, name: str):
         from ..loader import load
 
-        return load(name, self.impl)
+        try:
+            return load(name, self.impl)
+        except Exception as exc:
+            # The student's file did not compile or load: every check that loads it fails the
+            # same way, and the report says so once (`explain_exception`, `causes`).
+            try:
+                exc.pl_load_failed = _file_of(name, self.impl)
+            except AttributeError:  # an exception type without a __dict__: reported as raised
+                pass
+            raise
 
     def kernel_source(self, filename: str) -> str:
         from ..loader import kernel_source
@@ -419,8 +432,10 @@ class Run:
 
     # -- recording --------------------------------------------------------------------------
     def _record(self, what, value, kind, *, rule="", hint="", shown=None, expected_shown=None, tol=None,
-                when=(), setup=False):
+                when=(), setup=False, note=""):
         item = {"w": str(what), "v": value, "k": kind}
+        if note:
+            item["n"] = _short(note, 600)  # how this run came to the value: shown only if it differs
         if setup:
             item["su"] = True  # the state earlier calls left: a difference here is not this step's bug
         if rule:
@@ -437,10 +452,14 @@ class Run:
             item["tol"] = float(tol)
         self.stream.obs.append(item)
 
-    def see(self, what: str, value, *, rule: str = "", hint: str = "", shown=None, when=(), setup=False) -> None:
+    def see(self, what: str, value, *, rule: str = "", hint: str = "", shown=None, when=(), setup=False,
+            note: str = "") -> None:
         """Record `value` (plain data; tensors as digests) under the label `what`. `setup`: the
-        value is the state the check's earlier calls built, not the result of the step it checks."""
-        self._record(what, to_data(value), "eq", rule=rule, hint=hint, shown=shown, when=when, setup=setup)
+        value is the state the check's earlier calls built, not the result of the step it checks.
+        `note`: what the driver saw this run's code do on the way (the block size it passed on),
+        shown under the difference when the value differs and never compared."""
+        self._record(what, to_data(value), "eq", rule=rule, hint=hint, shown=shown, when=when, setup=setup,
+                     note=note)
 
     def see_array(self, what: str, array, *, tol: float, rule: str = "", hint: str = "", when=()) -> None:
         """Record a numeric array in full, to be compared within relative tolerance `tol`."""
@@ -591,7 +610,50 @@ def _caller_of_deliberate_raise(frames, where):
     return None
 
 
+def _file_of(name: str, impl) -> str:
+    """The student file that stands for module `name` in `impl` (llm_memory.c on the C track)."""
+    from ..loader import impl_dir
+
+    try:
+        from ..ctrack import C_SOURCE, has_c_only
+
+        if has_c_only(impl_dir(impl), name):
+            return C_SOURCE
+    except Exception:  # noqa: BLE001 - naming the file must never hide the error itself
+        pass
+    return f"{name}.py"
+
+
+def _load_failure(exc: BaseException, filename: str) -> dict:
+    """A student file that does not compile or load: the compiler's or interpreter's words at
+    the student's line, never a frame of pagedlab's loader, and marked `load` (not a step's bug)."""
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        line = (exc.text or "").rstrip("\n")
+        caret = ""
+        if line and exc.offset and exc.offset > 0:
+            shown = line.lstrip()
+            caret = "\n    " + " " * max(0, exc.offset - 1 - (len(line) - len(shown))) + "^"
+            line = shown
+        text = (f"{filename} does not compile: {type(exc).__name__}: {exc.msg} at line {exc.lineno}"
+                + (f":\n    {line}{caret}" if line else ""))
+        where = f"{exc.filename or filename}:{exc.lineno}"
+    elif getattr(exc, "c_compile_log", None) is not None:  # ctrack.CCompileError: the compiler's text
+        verb = "does not link" if getattr(exc, "c_phase", "") == "linking" else "does not compile"
+        text = f"{filename} {verb}:\n{exc.c_compile_log}"
+        where = f"{filename}:{getattr(exc, 'line', 0) or '?'}"
+    else:
+        found = explain_exception(exc)
+        text = f"{filename} failed to load: {found['text']}"
+        where = found.get("where", "")
+    return {"type": type(exc).__name__, "message": _short(str(exc), 500), "text": _short(text, 4000),
+            "where": where, "load": filename}
+
+
 def explain_exception(exc: BaseException, c: Check | None = None) -> dict:
+    filename = getattr(exc, "pl_load_failed", None)
+    if filename and not isinstance(exc, NotImplementedError):
+        exc.pl_load_failed = None
+        return _load_failure(exc, filename)
     if isinstance(exc, NotImplementedError):
         text = f"not implemented yet: {exc or 'the stub still raises NotImplementedError'}"
         return {"type": "NotImplementedError", "message": str(exc), "text": text, "where": ""}

@@ -29,6 +29,12 @@ class Verdict:
     # and a sentence that says what went wrong without the scenario's values.
     rule: str = ""
     gist: str = ""
+    # A cause other checks may share (a student file that does not compile): the task's report
+    # explains it once and refers to it after (`causes.refer_to_causes`).
+    cause: str = ""
+    # The conditional hints of the first difference, as written (trusted text, never filled with
+    # values): a hidden check shows them before publication (`report.hidden_reasons`).
+    hint: str = ""
 
 
 _PATTERNS = (
@@ -188,7 +194,7 @@ def _compare_arrays(want: dict, got, tol: float, shown=None) -> tuple[bool, list
         bad_rows = int(nan.reshape(rows, -1).any(1).sum()) if mine.ndim > 1 else int(nan.sum())
         first = np.unravel_index(int(np.argmax(nan)), nan.shape)
         lines.append(f"yours:    your code wrote NaN in {bad_rows} of {rows} rows, first at index "
-                     f"{tuple(int(i) for i in first)} (it computed with something never written)")
+                     f"{tuple(int(i) for i in first)} (computed: from something never written, or 0 / 0)")
     else:
         lines.append(f"yours:    max relative error {worst:.3g} at index {tuple(int(i) for i in index)} "
                      f"(expected {expected[index]:.6g}, yours {mine[index]:.6g})")
@@ -230,8 +236,8 @@ def _raised(error: dict, step: dict | None) -> str:
     """An exception from the student's code, with the rule and hint of the step it broke (a
     TypeError from `create_sequence(engine, '7', 5)` is a bad-input rule, not a mystery)."""
     text = str(error["text"])
-    if step is None or error.get("type") == "NotImplementedError":
-        return text
+    if step is None or error.get("type") == "NotImplementedError" or error.get("load"):
+        return text  # a file that does not load broke no step's rule: the step never ran
     return _report(text, step.get("r", ""), hint=step.get("h", ""), extra=[f"during:   {step['w']}"])
 
 
@@ -259,9 +265,40 @@ def _array_gist(mine: dict) -> str:
     return "an output was not produced"
 
 
+def _masked_difference(want, mine) -> str:
+    """Where two values part, without either's value (a hidden check before its scenario is
+    published): the dict key that differs and which way, None or not, more or fewer items."""
+    if isinstance(want, dict) and isinstance(mine, dict) and not _is_digest(want):
+        if set(want) != set(mine):
+            return "your value has other fields than the reference solution's"
+        key = next((k for k in want if not same_value(want[k], mine[k])), None)
+        if key is not None and not any(ch.isdigit() for ch in str(key)):
+            return f"{key}: {_masked_difference(want[key], mine[key])}"
+    if mine is None and want is not None:
+        return "yours is None where the reference solution's is not"
+    if want is None and mine is not None:
+        return "yours is not None where the reference solution's is"
+    if isinstance(want, bool) and isinstance(mine, bool):
+        return f"yours is {mine} where the reference solution's is {want}"
+    if isinstance(want, int) and isinstance(mine, int):
+        return "yours is " + ("smaller" if mine < want else "larger") + " than the reference solution's"
+    if isinstance(want, list) and isinstance(mine, list) and len(want) != len(mine):
+        return "yours has " + ("fewer" if len(mine) < len(want) else "more") + " items than the reference solution's"
+    return "your value differs from the reference solution's"
+
+
 def _unvalued(label: str) -> str:
     """A label with its numbers hidden: names the step of a hidden check, not its scenario."""
     return re.sub(r"-?\d+", "…", label)
+
+
+_LOAD_VERBS = ("does not compile", "does not link", "failed to load")
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode(errors="replace")).hexdigest()[:16]
 
 
 def _first_line(text: str) -> str:
@@ -279,7 +316,7 @@ def judge(expected: Stream, got: Stream | None, *, problem: str = "", rule: str 
         expected = Stream([o if o.get("r") else {**o, "r": rule} for o in expected.obs], expected.status,
                           expected.error)
     verdict = _judge(expected, got, problem=problem)
-    if not verdict.passed and not verdict.rule:
+    if not verdict.passed and not verdict.rule and not verdict.cause.startswith("load:"):
         verdict.rule = rule
     return verdict
 
@@ -297,7 +334,7 @@ def _judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdic
         if isinstance(got, Verdict):
             return got
     failures = []
-    gist, cited = "", ""
+    gist, cited, first_hint = "", "", ""
     for index, want in enumerate(expected.obs):
         if index >= len(got.obs):
             break
@@ -314,7 +351,7 @@ def _judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdic
             continue
         if want.get("k") == "array":
             if not failures:
-                gist, cited = _array_gist(mine), want.get("r", "")
+                gist, cited, first_hint = _array_gist(mine), want.get("r", ""), shown_hint(want, mine, fixed_only=True)
             failures.append(_report(want["w"], want.get("r", ""), hint=shown_hint(want, mine), extra=lines))
             continue  # arrays do not change the path: report every one that differs
         expected_text = want.get("x", show(want.get("v")))
@@ -323,17 +360,20 @@ def _judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdic
         actual_text = mine.get("s") if isinstance(mine.get("s"), str) else show(mine.get("v"))
         decoded = decode_patterns(mine.get("v"))
         extra = _said(want, mine, expected_text, actual_text) + [f"decoded:  {d}" for d in decoded]
+        if isinstance(mine.get("n"), str) and mine["n"]:  # the driver's note on how this run got there
+            extra.append(f"note:     {mine['n'][:600]}")
         following = got.obs[index + 1] if index + 1 < len(got.obs) else None
         if following and following.get("k") == "cond" and following.get("v") is False and following.get("s"):
             extra.append(f"detail:   {following['w']}: {following['s']}")
             if following.get("h"):
                 extra.append(f"          {following['h']}")
         what = want["w"]
-        gist, cited = f"{_unvalued(what)}: your value differs from the reference solution's", want.get("r", "")
+        gist, cited = f"{_unvalued(what)}: {_masked_difference(want.get('v'), mine.get('v'))}", want.get("r", "")
         if want.get("su"):
             gist = "the state the check's earlier calls built already differed from the reference's"
         if want.get("su"):  # the calls before the step went wrong first: blame them, not the step
             what = f"the set-up already differed from the reference's, before the step this check is about: {what}"
+        first_hint = shown_hint(want, mine, fixed_only=True)
         failures.append(_report(what, want.get("r", ""), hint=shown_hint(want, mine), extra=extra))
         break
     if failures:
@@ -347,7 +387,7 @@ def _judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdic
             right = [w for w in arrays[:len(got.obs)] if w not in wrong]
             first += f"\n  right: {len(right)} of {len(arrays)} outputs" + (
                 f" ({'; '.join(right[:4])}{' …' if len(right) > 4 else ''})" if right else "")
-        return Verdict(False, first, rule=cited, gist=gist)
+        return Verdict(False, first, rule=cited, gist=gist, hint=first_hint)
     extra = got.obs[len(expected.obs):]
     if extra and extra[0].get("k") == "cond" and extra[0].get("v") is False:
         return Verdict(False, _failure_text(extra[0]), rule=extra[0].get("r", ""),  # the driver found more wrong
@@ -358,6 +398,11 @@ def _judge(expected: Stream, got: Stream | None, *, problem: str = "") -> Verdic
         if problem:
             return Verdict(False, problem, rule=cited, gist=_first_line(problem))
         error = got.error or {}
+        if error.get("text") and error.get("load"):
+            filename, text = str(error["load"])[:100], str(error["text"])
+            verb = next((v for v in _LOAD_VERBS if text.startswith(f"{filename} {v}")), _LOAD_VERBS[-1])
+            return Verdict(False, _raised(error, step_obs), gist=f"{filename} {verb}",
+                           cause=f"load:{filename}:{_digest(text)}")
         if error.get("text"):
             kind = error.get("type") or "an exception"
             gist = ("not implemented yet" if kind == "NotImplementedError" else f"your code raised {kind}"

@@ -9,6 +9,8 @@ index raises, and the block a -1 would wrap to is NaN.
 
 from __future__ import annotations
 
+import operator
+
 from ..lazy import lazy_module
 from .framework import CheckFailure, Expected, check, expect, row_digest, see
 from .hints import When
@@ -164,10 +166,8 @@ def gather_in_order(run):
         batch = poison.poisoned(batches.make_paged_batch(LENGTHS(block_size), num_heads=2, num_kv_heads=2, head_size=32,
                                           block_size=block_size, seed=80 + block_size))
         for s, n in enumerate(batch.seq_lens.tolist()):
-            k, v = pa.gather_kv(batch.k_cache, batch.v_cache, batch.block_tables[s], n)
             context = f"block_size={block_size}, sequence {s} of {n} tokens"
-            for name, got in (("k", k), ("v", v)):
-                see_tokens(got, batch.k_cache, n, f"gather_kv: gathered {name} ({context})")
+            gather_tokens(pa, batch, batch.block_tables[s], n, lambda x, c=context: f"gather_kv: gathered {x} ({c})")
 
 
 @check("task8", "gather follows shared blocks (after a fork) and float64 caches", rule=RULE_GATHER)
@@ -176,29 +176,76 @@ def gather_shared(run):
     batch = poison.poisoned(batches.make_paged_batch([40, 45, 33], num_heads=4, num_kv_heads=2, head_size=16, block_size=16,
                                       dtype=torch.float64, shared_blocks=2, seed=81))
     for s, n in enumerate(batch.seq_lens.tolist()):
-        k, v = pa.gather_kv(batch.k_cache, batch.v_cache, batch.block_tables[s], n)
         context = f"sequence {s} of {n} tokens, table {batch.block_tables[s].tolist()}"
-        for name, got in (("k", k), ("v", v)):
-            see_tokens(got, batch.k_cache, n, f"gather_kv: gathered {name} ({context})")
+        gather_tokens(pa, batch, batch.block_tables[s], n, lambda x, c=context: f"gather_kv: gathered {x} ({c})")
 
 
-GATHER_HINT = "token p comes from slot_mapping(block_table, p, block_size)"
+GATHER_HINT = ("token p comes from slot_mapping(block_table, p, block_size), with block_size = k_cache.shape[1] "
+               "(the cache is [num_blocks, block_size, num_kv_heads, head_size])")
 GATHER_WHEN = (When("nan_row", "token {row} is NaN: an unused slot of the cache was read (the rest of the last "
                                "block, or the block of a -1 entry)"),)
 
 
-def see_tokens(got, cache, seq_len, label):
+def gather_tokens(pa, batch, table, seq_len, label):
+    """Call the student's gather_kv on one sequence and record its k and v (`see_tokens`;
+    `label("k")` names what is recorded). gather_kv usually calls the student's own slot_mapping (Task 6): the
+    block sizes it passes are watched, so an error raised down there by a wrong block size is
+    explained as Task 8's mistake (which block size, and which the cache has), not as Task 6's."""
+    block_size = int(batch.k_cache.shape[1])
+    passed, own = [], getattr(pa, "slot_mapping", None)
+
+    def watched(*args, **kwargs):
+        size = kwargs.get("block_size", args[2] if len(args) > 2 else None)
+        try:
+            passed.append(operator.index(size))  # an int, or a 0-d integer tensor
+        except TypeError:
+            pass
+        return own(*args, **kwargs)
+
+    if callable(own):
+        pa.slot_mapping = watched
+    try:
+        k, v = pa.gather_kv(batch.k_cache, batch.v_cache, table, seq_len)
+    except Exception as exc:
+        wrong = next((b for b in passed if b != block_size), None)
+        if wrong is None:
+            raise
+        mapped = int((table >= 0).sum())
+        raise CheckFailure(
+            _shape_label(label("k")), rule=RULE_GATHER,
+            expected=f"gather_kv returns k and v of [seq_len, num_kv_heads, head_size] = "
+                     f"{[seq_len, *batch.k_cache.shape[2:]]}",
+            actual=f"gather_kv raised {type(exc).__name__} ({str(exc)[:200]}) after calling slot_mapping with "
+                   f"block_size={wrong}, but this cache's block size is k_cache.shape[1] = {block_size} "
+                   f"(k_cache is [num_blocks, block_size, num_kv_heads, head_size]). With block_size={wrong}, "
+                   f"{seq_len} tokens need ceil({seq_len} / {wrong}) = {-(-seq_len // wrong)} logical blocks; "
+                   f"the table maps {mapped}") from None
+    finally:
+        if callable(own):
+            pa.slot_mapping = own
+    wrong = next((b for b in passed if b != block_size), None)
+    note = "" if wrong is None else (f"gather_kv called slot_mapping with block_size={wrong}, but this cache's block "
+                                     f"size is k_cache.shape[1] = {block_size}")
+    for name, got in (("k", k), ("v", v)):
+        see_tokens(got, batch.k_cache, seq_len, label(name), note=note)
+
+
+def _shape_label(label: str) -> str:
+    return f"{label}: gather_kv returns it shaped [seq_len, num_kv_heads, head_size]"
+
+
+def see_tokens(got, cache, seq_len, label, note=""):
     """Record gathered K or V token by token (`framework.row_digest`), cast to the cache's dtype:
     the batch holds no tokens in order, so the judge compares them with the reference's record
     and names the first token that differs."""
     got = poison.plain(got)
     shape = [seq_len, *cache.shape[2:]]
     expect(isinstance(got, torch.Tensor) and list(got.shape) == shape,
-           f"{label}: the wrong shape", rule=RULE_GATHER,
+           _shape_label(label), rule=RULE_GATHER,
            expected=f"[seq_len, num_kv_heads, head_size] = {shape}",
            actual=list(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__)
     see(label, row_digest(got.detach().to(cache.dtype), "token"), rule=RULE_GATHER, hint=GATHER_HINT,
-        when=GATHER_WHEN)
+        when=GATHER_WHEN, note=note)
 
 
 # --- Task 9 -----------------------------------------------------------------------------------

@@ -37,6 +37,10 @@ RESCALE_HINT = ("the partitions were combined without rescaling: multiply partit
                 "exp(m_p - M), M the largest m_p, in the reduce")
 DROPPED_HINT = ("the last partition's tokens are missing: num_partitions = ceil(seq_len / partition_size), "
                 "and the last partition runs to seq_len")
+SHORT_HINT = ("a token is missing from each partition, its last one: a partition covers the tokens [start, end) "
+              "with end = min(start + partition_size, seq_len), one past its last token (t < end, not t < end - 1)")
+LAST_TOKEN_HINT = ("the sequence's last token (t = seq_len - 1) is missing: the last partition runs to end = seq_len, "
+                   "which is one past the last token")
 
 
 TOL = 2e-5

@@ -44,6 +44,10 @@ DOES_NOT_LOAD = "the file does not compile or import (every task it serves fails
 # The first line of a check's explanation when the student's file failed while being loaded: a
 # syntax error (compile), or an exception raised at module level (import).
 _SYNTAX = re.compile(r"^your code raised (?:SyntaxError|IndentationError|TabError): .*\(([^,()]+), line \d+\)")
+# The grader's own words for a file that fails to load (checks.framework._load_failure); later
+# checks refer to the first one ("…: the same error as under …").
+_LOADS = re.compile(r"^([\w.-]+\.(?:py|c|cu)) (does not compile|does not link|failed to load)(?::|$)")
+_SAME_AS = re.compile(r": the same error as under .*$")
 _AT_IMPORT = re.compile(r"^your code raised .* at ([^\s:]+):\d+ \(<module>\)")
 _REFUSED = re.compile(r"^([^\s:]+):\d+: ")  # the student API's refusal names file and line next
 
@@ -103,14 +107,27 @@ def _failed_checks(output: str) -> list[tuple[str, str, str | None]]:
             if follow.strip():
                 block.append(follow.strip())
         why = block[0] if block else why
-        found.append((m.group(1), why, _unloadable_file(block)))
+        unloadable = _unloadable_file(block)
+        if unloadable and _LOADS.match(block[0]):
+            why = _load_summary(block)
+        found.append((m.group(1), why, unloadable))
     return found
+
+
+def _load_summary(block: list[str]) -> str:
+    """The error of a file that fails to load, as every student with it gets it: the compiler's
+    first error line for C, the exception and its line for Python, no file prefix, no referral."""
+    first = _SAME_AS.sub("", block[0])
+    rest = _LOADS.sub("", first).strip().rstrip(":").strip()
+    if not rest:  # C: the compiler's text follows on the next lines
+        return next((line for line in block[1:] if "error" in line), block[1] if len(block) > 1 else first)
+    return rest.removeprefix("your code raised ")
 
 
 def _unloadable_file(block: list[str]) -> str | None:
     if not block:
         return None
-    found = _SYNTAX.match(block[0]) or _AT_IMPORT.match(block[0])
+    found = _LOADS.match(block[0]) or _SYNTAX.match(block[0]) or _AT_IMPORT.match(block[0])
     if found:
         return Path(found.group(1)).name
     if block[0].startswith("your code raised StudentAPIError") and len(block) > 1:

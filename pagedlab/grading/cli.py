@@ -117,10 +117,11 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
         if hidden and hidden_from is None:
             echo("(no hidden checks: they are instructor-only and not part of this edition; "
                  "public checks only)")
-        outcomes = []
+        outcomes, shown = [], {}  # shown: causes explained once per grade (a file that does not compile)
         for row in rows:
             outcome = run_task(row, impl_arg, folder, sandbox=sandbox, hidden=hidden_from is not None,
-                               hidden_seed=hidden_seed, hidden_from=hidden_from, track_choice=track_choice)
+                               hidden_seed=hidden_seed, hidden_from=hidden_from, track_choice=track_choice,
+                               shown=shown)
             if impl_arg not in loader.NAMED_IMPLS:  # the grader's private copy: show the file's own name
                 _strip_folder(outcome, f"{folder}{os.sep}")
             outcomes.append(outcome)

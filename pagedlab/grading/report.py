@@ -84,6 +84,9 @@ def hidden_reasons(hidden) -> list[str]:
         lines.append(f"   ✗ hidden check {number}: {reason}")
         if c.rule:
             lines.append(f"       rule:     {c.rule}")
+        hint = getattr(c, "hint", "")  # conditional hints as written: no value of the scenario in them
+        if hint:
+            lines.append("       hint:     " + "\n                 ".join(line.strip() for line in hint.splitlines()))
     return lines
 
 

@@ -8,6 +8,11 @@
  *   and a per-call time limit (SIGALRM) jump back to the trampoline (sigsetjmp/siglongjmp) with
  *   the faulting address, the PC, the registers and a backtrace; Python turns the PC into
  *   llm_memory.c:LINE with addr2line.
+ * A block the call frees is made unreadable (mprotect) until the call returns: Python puts every
+ * block the C code allocates on pages of its own (pagedlab.carena) and answers a free with how many
+ * bytes those pages span, so the line that reads freed memory (a list walk that reads node->next
+ * after freeing the node) faults right there, where a poisoned pointer would only fault later,
+ * inside some other function.
  * Why not a forked child per call (as pagedlab.cuda does): the engine, its sequences and the heap
  * ledger must persist between calls and be read by the checks; a child's mallocs and writes would
  * be lost. The hooks are Python callbacks in a notebook; in the graded check child the library
@@ -24,8 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/time.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "hw3.h"
 
@@ -71,6 +78,32 @@ static struct sigaction saved[NCAUGHT];
 static stack_t saved_stack;
 static struct itimerval saved_timer;
 static char alt_stack[1 << 16];
+
+/* Pages of blocks freed during the current call, unreadable until it returns. */
+#define PL_MAX_FENCED 8192
+static struct { uintptr_t start; size_t bytes; } fenced[PL_MAX_FENCED];
+static int nfenced;
+
+static void fence(void *ptr, size_t span)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)ptr & ~(uintptr_t)(page - 1);
+    if (!ptr || !span || nfenced >= PL_MAX_FENCED || page <= 0)
+        return;
+    if (mprotect((void *)start, span, PROT_NONE) == 0) {
+        fenced[nfenced].start = start;
+        fenced[nfenced].bytes = span;
+        nfenced++;
+    }
+}
+
+static void unfence(void)
+{
+    while (nfenced > 0) {
+        nfenced--;
+        mprotect((void *)fenced[nfenced].start, fenced[nfenced].bytes, PROT_READ | PROT_WRITE);
+    }
+}
 
 void pl_set_hook(pl_heap_hook hook, pl_out_hook out, double seconds)
 {
@@ -180,6 +213,7 @@ static void arm(void)
 static void disarm(void)
 {
     struct itimerval off;
+    unfence(); /* before anything reads the heap again (the checks, in this process or the parent) */
     active = 0;
     memset(&off, 0, sizeof off);
     setitimer(ITIMER_REAL, &off, NULL);
@@ -225,7 +259,10 @@ void *pl_realloc(void *ptr, size_t size, const char *file, int line, const char 
 
 void pl_free(void *ptr, const char *file, int line, const char *func)
 {
-    through_hook(HEAP_FREE, ptr, 0, 0, file, line, func);
+    /* The answer to a free is the bytes of pages the block had to itself (0: none). */
+    void *span = through_hook(HEAP_FREE, ptr, 0, 0, file, line, func);
+    if (active)
+        fence(ptr, (size_t)(uintptr_t)span);
 }
 
 /* -- exit() and output ---------------------------------------------------------------------- */

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .. import manifest, track
 from ..checks import framework, golden
+from ..checks.causes import refer_to_causes
 from ..checks.judge import judge, refer_to_first_report
 from ..untrusted import escape
 from . import record as child_record
@@ -44,6 +45,8 @@ class CheckOutcome:
     hidden: bool = False  # an instructor-only check: shown as a count, not by name
     rule: str = ""  # the rule the first difference broke (shown for hidden checks too)
     gist: str = ""  # what went wrong, without the scenario's values (a hidden check's reason)
+    cause: str = ""  # a cause other checks may share (`checks.causes`): explained once
+    hint: str = ""  # the conditional hints under the first difference, as written (shown for hidden checks too)
 
 
 @dataclass
@@ -339,9 +342,10 @@ def requests_for(checks: list, plan: list[tuple[str, int]]) -> list[dict]:
 def run_task(row: manifest.Task, impl: str, impl_dir: Path, *, env: dict | None = None,
              sandbox: Sandbox | None = None, hidden: bool = False, hidden_seed: int | None = None,
              hidden_from: Path | None = None, time_limit: float | None = None,
-             track_choice: str | None = None) -> TaskOutcome:
+             track_choice: str | None = None, shown: dict | None = None) -> TaskOutcome:
     """Grade `row` against `impl` (a name the loader accepts; `impl_dir` is its folder).
-    `track_choice`: "c" or "python" for Part A (`--track`); None decides from the files."""
+    `track_choice`: "c" or "python" for Part A (`--track`); None decides from the files.
+    `shown`: the causes earlier tasks of the same grade explained (`checks.causes`)."""
     outcome = TaskOutcome(row)
     part_a = track.decide(impl_dir, track_choice) if track.PYTHON_FILE in row.files else None
     outcome.part_a = part_a
@@ -410,8 +414,12 @@ def run_task(row: manifest.Task, impl: str, impl_dir: Path, *, env: dict | None 
         if verdict.grader_problem:
             outcome.grader_error = True
         outcome.checks.append(CheckOutcome(c.name, verdict.passed, verdict.message, scored=scored,
-                                           hidden=c.hidden, rule=verdict.rule, gist=verdict.gist))
+                                           hidden=c.hidden, rule=verdict.rule, gist=verdict.gist,
+                                           cause=verdict.cause, hint=verdict.hint))
     refer_to_first_report(outcome.checks)  # a kernel's sanitizer report once, not under every check
+    # One cause, one explanation: a file that does not compile, a rule later checks rely on.
+    refer_to_causes(outcome.checks, {c.name: c.follows for c in checks if not c.hidden}, shown=shown,
+                    label=row.label)
     if outcome.grader_error:
         first = next((c.message for c in outcome.checks if c.message and "reference" in c.message), trusted_problem[0])
         outcome.problem = f"autograder problem, not your code (tell your instructor): {first}"

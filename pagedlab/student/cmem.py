@@ -50,7 +50,7 @@ _libc.free.argtypes = [ctypes.c_void_p]
 _PTR_SIZE = ctypes.sizeof(ctypes.c_void_p)
 FREED_POINTER = int.from_bytes(bytes([FREED_BYTE]) * _PTR_SIZE, "little")   # 0xdddd...
 FREED_INT = ctypes.c_int32(int.from_bytes(bytes([FREED_BYTE]) * 4, "little")).value  # -572662307
-_HARNESS_FILES = ("pagedlab/hw3.py", "pagedlab\\hw3.py")
+_HARNESS_FILES = ("pagedlab/hw3.py", "pagedlab\\hw3.py", "pagedlab/harness/hw3.py", "pagedlab\\harness\\hw3.py")
 
 
 class HeapError(RuntimeError):
@@ -148,12 +148,43 @@ def _use_arena(arena) -> None:
         _arenas.append(arena)
 
 
-def _raw_alloc(size: int, fill: int) -> int:
-    addr = _arena.alloc(max(size, 1)) if _arena is not None else _libc.malloc(max(size, 1))
+def _raw_alloc(size: int, fill: int, own_pages: bool = False) -> int:
+    # With the C track's runner (an active arena) every block gets pages of its own: the engine a
+    # check builds is freed by the C code too, and its blocks must be fenceable as the C code's.
+    arena = _c_arena() if own_pages else _arena
+    if arena is not None:
+        addr = arena.alloc_pages(max(size, 1))
+    else:
+        addr = _libc.malloc(max(size, 1))
     if not addr:
         raise MemoryError(f"malloc({size}) failed")
     ctypes.memset(addr, fill, size)
     return addr
+
+
+_c_arena_source = None  # set by pagedlab.ctrack: carena.for_c_blocks (this package imports no harness)
+
+
+def _c_arena():
+    """Where the C track's blocks come from (`pagedlab.carena.for_c_blocks`), known to `free`."""
+    arena = _c_arena_source() if _c_arena_source is not None else None
+    if arena is not None and arena not in _arenas:
+        _arenas.append(arena)
+    return arena
+
+
+def _c_alloc(size: int, *, zeroed: bool, where: str) -> int:
+    """A block for the C track's malloc/calloc (`pagedlab.ctrack`), on pages of its own: its
+    runtime can then make it unreadable once freed, for the rest of the call that freed it."""
+    size = _check_size(size)
+    return _record(_raw_alloc(size, 0 if zeroed else UNINIT_BYTE, own_pages=True), size, where)
+
+
+def page_span(addr: int) -> int:
+    """The bytes, from the page holding `addr`, that only its block (a C block, freed by now)
+    occupies; 0 when it shares a page with another block."""
+    owner = next((a for a in _arenas if a.owns(addr)), None)
+    return owner.page_span(addr) if owner is not None else 0
 
 
 def _record(addr: int, size: int, where: str) -> int:
@@ -203,6 +234,11 @@ def free(ptr, *, where: str | None = None) -> None:
     _quarantine_add(Allocation(addr, block.size, block.where, where or _caller()))
 
 
+def freed_block_at(addr: int) -> Allocation | None:
+    """The freed block (still in the quarantine) that holds `addr`, or None."""
+    return _containing(_quarantine_bases, _quarantine, addr, 1)
+
+
 def _raise_bad_free(addr: int):
     old = _quarantine.get(addr)
     if old is not None:
@@ -222,15 +258,21 @@ def _raise_bad_free(addr: int):
     )
 
 
+_quarantine_cost: dict[int, int] = {}  # address -> bytes it holds (a C block: whole pages)
+
+
 def _quarantine_add(block: Allocation) -> None:
     global _quarantine_bytes
     _quarantine[block.address] = block
     bisect.insort(_quarantine_bases, block.address)
-    _quarantine_bytes += block.size
+    owner = next((a for a in _arenas if a.owns(block.address)), None)
+    cost = max(block.size, owner.footprint(block.address) if owner is not None else 0)
+    _quarantine_cost[block.address] = cost
+    _quarantine_bytes += cost
     while _quarantine_bytes > QUARANTINE_BYTES and len(_quarantine) > 1:
         addr, old = _quarantine.popitem(last=False)
         del _quarantine_bases[bisect.bisect_left(_quarantine_bases, addr)]
-        _quarantine_bytes -= old.size
+        _quarantine_bytes -= _quarantine_cost.pop(addr, old.size)
         owner = next((a for a in _arenas if a.owns(addr)), None)
         if owner is not None:
             owner.free(addr)

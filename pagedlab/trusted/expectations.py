@@ -62,12 +62,41 @@ def padding_hints(batch, scale, tol) -> list:
             for w in sorted(widths)]
 
 
+def _partition_ends(n: int, partition_size: int, bug: str) -> list[tuple[int, int]]:
+    """The token range [start, end) each partition of an `n`-token sequence covers under `bug`:
+    one token short (`end = min(start + P - 1, n)`: full partitions lose their last token;
+    `end = min(start + P, n) - 1`: every partition does) or the sequence's last token dropped
+    (`end = min(start + P, n - 1)`)."""
+    ranges = []
+    for start in range(0, n, partition_size):
+        end = {"short_full": min(start + partition_size - 1, n), "short_all": min(start + partition_size, n) - 1,
+               "last_token": min(start + partition_size, n - 1)}[bug]
+        ranges.append((start, max(end, start)))
+    return ranges
+
+
+def _kept_attention(logits, v, ranges):
+    """Attention over the tokens the partitions keep, merged as the v2 reduce merges them: an
+    empty partition weighs nothing, and a sequence with no token left is 0 / 0 (NaN)."""
+    keep = np.zeros(logits.shape[1], bool)
+    for start, end in ranges:
+        keep[start:end] = True
+    if not keep.any():
+        return np.full((logits.shape[0], v.shape[-1]), np.nan)
+    e = np.exp(logits[:, keep] - logits[:, keep].max(1, keepdims=True))
+    return np.einsum("hn,nhd->hd", e, v[keep]) / e.sum(1)[:, None]
+
+
+SHORT_BUGS = ("short_full", "short_all", "last_token")
+
+
 def v2_bug_outputs(batch, scale, partition_size: int) -> dict:
-    """What two known bugs of a split-K kernel compute, in float64: the reduce without the
-    exp(m_p - M) rescaling, and the last partition of every longer sequence dropped."""
+    """What known bugs of a split-K kernel compute, in float64: the reduce without the
+    exp(m_p - M) rescaling, the last partition of every longer sequence dropped, and partition
+    ends one token short (`_partition_ends`)."""
     from .attention import _sequence_tokens
 
-    found = {"rescale": [], "dropped": []}
+    found = {"rescale": [], "dropped": [], **{bug: [] for bug in SHORT_BUGS}}
     for s in range(len(batch.seq_lens)):
         q = np.asarray(batch.q[s], np.float64)
         k, v = (t.astype(np.float64) for t in _sequence_tokens(batch, s))
@@ -86,6 +115,8 @@ def v2_bug_outputs(batch, scale, partition_size: int) -> dict:
         cut = (n - 1) // partition_size * partition_size if n > partition_size else n
         e = np.exp(logits[:, :cut] - logits[:, :cut].max(1, keepdims=True))
         found["dropped"].append(np.einsum("hn,nhd->hd", e, v[:cut]) / e.sum(1)[:, None])
+        for bug in SHORT_BUGS:
+            found[bug].append(_kept_attention(logits, v, _partition_ends(n, partition_size, bug)))
     return {name: np.stack(rows) for name, rows in found.items()}
 
 
@@ -94,8 +125,9 @@ def v2_bug_hints(batch, scale, partition_size: int) -> list:
     from ..checks.hints import When
 
     bugs = v2_bug_outputs(batch, scale, partition_size)
-    return [When("close", v2.RESCALE_HINT, {"array": bugs["rescale"], "tol": 10 * v2.TOL}),
-            When("close", v2.DROPPED_HINT, {"array": bugs["dropped"], "tol": 10 * v2.TOL})]
+    texts = {"rescale": v2.RESCALE_HINT, "dropped": v2.DROPPED_HINT, "short_full": v2.SHORT_HINT,
+             "short_all": v2.SHORT_HINT, "last_token": v2.LAST_TOKEN_HINT}
+    return [When("close", texts[bug], {"array": array, "tol": 10 * v2.TOL}) for bug, array in bugs.items()]
 
 
 def kernel_outputs(cases, schedules=None):
@@ -136,7 +168,8 @@ def v2_temporaries():
 
     def expected(run):
         batch = make_kernel_batch(**v2.TEMP_BATCH)
-        found = [(v2._label(v2.TEMP_CONTEXT, v2.TEMP_SCHEDULE), batch.expected(), v2.TOL)]
+        found = [(v2._label(v2.TEMP_CONTEXT, v2.TEMP_SCHEDULE), batch.expected(), v2.TOL,
+                  v2_bug_hints(batch, None, v2.TEMP_P))]
         head_size = batch.q.shape[-1]
         scale = 1.0 / math.sqrt(head_size)
         for s, n in enumerate(v2.TEMP_LENS):

@@ -63,6 +63,21 @@ def _pick(items: list, u: float):
     return items[min(int(u * len(items)), len(items) - 1)]
 
 
+def pool_class(size: int) -> str:
+    """The domain class of a pool size, in words without digits: a hidden failure names it before
+    the scenario's values are published (the judge hides every number until then)."""
+    blocks, rest = divmod(size, hw3.BLOCK_SIZE)
+    if size == 0:
+        return "an empty pool"
+    if blocks == 0:
+        return "less than one block"
+    if blocks > hw3.MAX_LOGICAL_BLOCKS:
+        return "more blocks than MAX_LOGICAL_BLOCKS, the most one sequence can map"
+    if blocks == 1 and not rest:
+        return "exactly one block"
+    return "whole blocks" + (" and part of another" if rest else "")
+
+
 @scenario_driver
 def init(run):
     mm = run.load("memory_manager")
@@ -70,16 +85,17 @@ def init(run):
         pool = Pool(max(size, 64))
         heap = cmem.snapshot()
         engine = mm.llm_init(pool.addr, size)
+        call = f"llm_init({size} bytes: {pool_class(size)})"
         if engine is None:
-            see(f"llm_init({size} bytes)", None)
-            see(f"heap after llm_init({size} bytes)", _heap(heap))
+            see(call, None)
+            see(f"heap after {call}", _heap(heap))
             continue
-        see(f"llm_init({size} bytes)", [engine.total_local_blocks, engine.free_local_blocks,
-                                        engine.pool_base_ptr == pool.addr])
-        see(f"ref counts after llm_init({size} bytes)", list(engine.ref_count[0:engine.total_local_blocks]))
+        see(call, {"total_local_blocks": engine.total_local_blocks, "free_local_blocks": engine.free_local_blocks,
+                   "pool_base_ptr is pool_addr": engine.pool_base_ptr == pool.addr})
+        see(f"ref counts after {call}", list(engine.ref_count[0:engine.total_local_blocks]))
         head = hw3.addr(engine.active_seqs)
         see("empty list", [cmem.address(engine.active_seqs.next) == head, cmem.address(engine.active_seqs.prev) == head])
-        see(f"heap after llm_init({size} bytes)", _heap(heap))
+        see(f"heap after {call}", _heap(heap))
         hw3.sweep(heap)
 
 

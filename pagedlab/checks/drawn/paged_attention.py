@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from ...lazy import lazy_module
 from ..framework import expect, scenario_driver, see
-from ..paged_attention import ATTN_HINT, RULE_ATTN, TOL, _attention_label, build_batch, see_tokens
+from ..paged_attention import (
+    ATTN_HINT,
+    RULE_ATTN,
+    TOL,
+    _attention_label,
+    build_batch,
+    gather_tokens,
+)
 
 torch = lazy_module("torch")
 poison = lazy_module("pagedlab.checks.poison")
@@ -48,10 +55,8 @@ def gather(run):
         batch = poison.poisoned(build_batch(kwargs))
         tables = batch.block_tables.to(getattr(torch, case["table_dtype"]))
         for s, n in enumerate(batch.seq_lens.tolist()):
-            k, v = pa.gather_kv(batch.k_cache, batch.v_cache, tables[s], n)
             where = f"batch {i} (block_size {kwargs['block_size']}), sequence {s} of {n} tokens"
-            see_tokens(k, batch.k_cache, n, f"gathered k of {where}")
-            see_tokens(v, batch.k_cache, n, f"gathered v of {where}")
+            gather_tokens(pa, batch, tables[s], n, lambda x, w=where: f"gathered {x} of {w}")
 
 
 def attention_batch(case):
