@@ -1,5 +1,5 @@
-"""A fourth mutation battery: the domain classes of issue 43, each graded by the hidden checks
-alone and by the whole grading (pagedlab/spec/domains.py; pagedlab/checks/README.md, "Domains").
+"""A fourth mutation battery: the domain classes the spec names (C-int ids, owners, logit signs,
+sizes at and past the bounds), each graded by the hidden checks alone and by the whole grading (pagedlab/spec/domains.py; pagedlab/checks/README.md, "Domains").
 
 Every mutant below is a student-like bug, an overfit to the sizes the hidden checks used to draw,
 or a bug that only the public checks used to catch. Each is right everywhere but on its class,
@@ -217,7 +217,7 @@ def test_a_mutant_loses_exactly_its_task_under_more_seeds(mutant, server, tmp_pa
     _check(server, mutant, _submission(tmp_path, mutant), seeds, every_task_each_seed=True)
 
 
-def test_the_battery_covers_the_issue_and_every_kind():
+def test_the_battery_has_every_kind_and_each_mutant_won_before():
     """Every mutant kept its task under some seed before the domain tables (BEFORE), a public-only
     one was caught by a public check then, and every kind of mutant and student file is here."""
     assert len({(m.task, m.domain_class) for m in MUTANTS}) == len(MUTANTS)
