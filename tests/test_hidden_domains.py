@@ -51,6 +51,19 @@ def _id_class(v: int) -> str:
     return {0: "0", INT_MIN: "INT_MIN", INT_MAX: "INT_MAX"}.get(v) or ("negative" if v < 0 else "positive")
 
 
+def _c_int(v) -> bool:
+    return type(v) is int and INT_MIN <= v <= INT_MAX
+
+
+def _not_c_int(v) -> str:
+    """The class of a value a C int cannot hold."""
+    if isinstance(v, bool):
+        return "a bool"
+    if isinstance(v, int):
+        return "INT_MAX + 1" if v > INT_MAX else "INT_MIN - 1"
+    return {str: "a string", float: "a float"}.get(type(v), "None")
+
+
 def _owners(n: int) -> str:
     return "one" if n == 1 else "two" if n == 2 else "many"
 
@@ -170,6 +183,10 @@ def task2(sc) -> set:
                 found.add("engine: NULL")
                 continue
             sid = _pick(live, st["live"]) if st.get("live") is not None and live else st["id"]
+            if st["op"] == "create" and not (_c_int(sid) and _c_int(st["length"])):
+                bad = st["length"] if _c_int(sid) else sid
+                found.add(f"not a C int (as seq_id and as initial_kv_len): {_not_c_int(bad)}")
+                continue
             if st["op"] == "create":
                 n, free_before, taken = st["length"], engine.free, []
                 needed = -(-n // 16) if n > 0 else 0
@@ -260,6 +277,9 @@ def _appends(scene, found, kind_of_values=True) -> Engine:
     engine = Engine(scene["blocks"], scene["built"])
     built = {s["id"]: s["layout"] for s in scene["built"]}
     for sid, value in scene["appends"]:
+        if not _c_int(value):
+            found.add(f"not a C int (as kv_data): {_not_c_int(value)}")
+            continue
         free_before = engine.free
         what = engine.append(sid)
         if what is None:

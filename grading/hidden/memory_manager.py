@@ -141,6 +141,9 @@ def _stream_scene(rng, d) -> dict:
     fit = {"1-15", "16", "17", "256", "257", "4096 (256 blocks: the bound)"}
     # Refusals first, while more than 256 blocks are free: 4097 is refused for the bound, not OOM.
     refused = [{"op": "create", "id": ids.draw(), "length": k.draw(rng)} for k in lengths if k.name not in fit]
+    for klass in d.axis("not a C int (as seq_id and as initial_kv_len)"):  # bad input, as either argument
+        refused += [{"op": "create", "id": klass.draw(rng), "length": rng.randrange(1, 64)},
+                    {"op": "create", "id": ids.draw(), "length": klass.draw(rng)}]
     refused += [{"op": "create", "engine": None, "id": ids.draw(), "length": rng.randrange(1, 64)},
                 {"op": "free", "engine": None, "id": rng.choice(built)["id"]},
                 {"op": "create", "id": rng.choice(built)["id"], "length": rng.randrange(1, 40)},  # a live id again
@@ -349,6 +352,8 @@ def append_random(seed):
         sid = rng.choice(ids + [rng.randrange(3 * 10**5, 4 * 10**5)]) if sid is None else sid
         value = (INT_MIN, INT_MAX)[step] if step < 2 else rng.randrange(INT_MIN, INT_MAX + 1)  # int32 extremes first
         appends.append([sid, value])
+    # Bad input: values a C int cannot hold, to live sequences (-1, nothing written).
+    appends += [[rng.choice(ids), k.draw(rng)] for k in d.axis("not a C int (as kv_data)")]
     until_full = [[rng.choice(ids), rng.randrange(INT_MIN, INT_MAX + 1)] for _ in range(total * 16)]
     cow = {"pick": rng.random(), "id": rng.randrange(4 * 10**5, 5 * 10**5), "offset": rng.randrange(1, 16),
            "value": rng.randrange(INT_MIN, INT_MAX + 1)}

@@ -115,6 +115,9 @@ C_INT_IDS = (
     K("0", value=0), K("negative", value=(INT_MIN + 1, -1)), K("INT_MIN", value=INT_MIN), K("INT_MAX", value=INT_MAX),
     K("positive", value=(1, INT_MAX - 1)),
 )
+# What a C int parameter cannot receive (Python would pass it along): None / -1, nothing changed.
+NOT_C_INTS = (K("INT_MAX + 1", value=INT_MAX + 1), K("INT_MIN - 1", value=INT_MIN - 1), K("a string", value=["7"]),
+              K("a float", value=[2.5]), K("a bool", value=[True]), K("None", value=[None]))
 OWNERS = (K("one", value=1), K("two", value=2), K("many", value=(3, 5)))
 NULL_ENGINE = ("engine", "an LLMEngine, or None (NULL): None / -1 before anything else", (K("NULL"),))
 FIRST_FIT = ("first-fit block", "any block of the pool; the pool may hold more blocks than any table an "
@@ -193,6 +196,7 @@ DOMAINS = (
             K("holey L2 tables"), K("NULL L1 entries first"), K("256 blocks (16 full L2 tables)")]),
         axis("errors", "a live id is never created twice; freeing an unknown id is -1", [
             K("a live id created again"), K("an unknown id freed")]),
+        axis("not a C int (as seq_id and as initial_kv_len)", "bad input: None, nothing changed", NOT_C_INTS),
     )),
     Domain("task3", "§4.2 fork_sequence", (
         axis(*NULL_ENGINE),
@@ -224,6 +228,7 @@ DOMAINS = (
             K("one: the L2 table missing (from the heap)")]),
         axis(*FIRST_FIT),
         axis("layout", "any layout the engine can hold", [K("holey L2 tables")]),
+        axis("not a C int (as kv_data)", "bad input: -1, nothing changed", NOT_C_INTS),
     )),
     Domain("task5", "§4.2 llm_destroy", (
         axis("engine", "an LLMEngine, or None: -1", [K("NULL")]),

@@ -109,12 +109,12 @@ def create_free(run):
                 got = mm.free_sequence(target, sid)
                 if got == 0 and sid in live and target is not None:
                     live.remove(sid)
-                see(f"{where}step {step}: free_sequence({'NULL, ' * (target is None)}{sid})", got)
+                see(f"{where}step {step}: free_sequence({'NULL, ' * (target is None)}{sid!r})", got)
             else:
                 got = mm.create_sequence(target, sid, st["length"])
                 if got is not None and target is not None:
                     live.append(sid)
-                see(f"{where}step {step}: create_sequence({'NULL, ' * (target is None)}{sid}, {st['length']}) "
+                see(f"{where}step {step}: create_sequence({'NULL, ' * (target is None)}{sid!r}, {st['length']!r}) "
                     "returned a Sequence", got is not None)
             see(f"{where}step {step}: engine state", _snap(engine))
             see(f"{where}step {step}: pool written", bool(pool.diff(untouched)))
@@ -151,7 +151,7 @@ def fork(run):
 def _append(run, mm, engine, pool, label, sid, value) -> None:
     before = pool.snapshot()
     got = mm.append_kv(engine, sid, value)
-    see(f"{label}: append_kv({sid}, {value})", got)
+    see(f"{label}: append_kv({sid}, {value!r})", got)
     see(f"{label}: pool words written", [[b, w, a] for b, w, _, a in pool.diff(before).words])
     see(f"{label}: engine state", _snap(engine))
 
