@@ -3,10 +3,12 @@
 
 A hidden check's planner (grading/hidden/) draws its scenario in the grader from the grading's
 seed and returns plain data, so what a grading covers can be read off that data without running
-any student code: below, each hidden check has a classifier, written from the domain table and
-independently of the planner, that names the classes a scenario holds. Under 200 seeds every
-scenario must hold every class; a class only some seeds draw would give one submission different
-scores on a regrade.
+any student code: below, each hidden check has a classifier, written from the spec independently
+of the planner (with a small model of the HW3 engine where a class depends on what a call does),
+that names the classes a scenario holds. The classes wanted are the domain table's
+(`pagedlab.spec.domains`, which the planners read too): under 200 seeds every scenario must hold
+every class; a class only some seeds draw would give one submission different scores on a
+regrade, and a class the table lists that no planner draws fails here.
 """
 
 from __future__ import annotations

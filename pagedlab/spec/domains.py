@@ -32,7 +32,6 @@ HARD_CODED = (64, 256, 512, 1024)
 MAX_LOGICAL_BLOCKS = 256  # blocks per sequence: 16 L2 tables of 16
 MAX_RECORDS = MAX_LOGICAL_BLOCKS * 16  # 4096 records per sequence
 MAX_HEAD_SIZE = 256  # the kernel's shared q buffer (§6.2: head_size <= 256)
-MAX_DYNAMIC_SHARED_BYTES = 48 * 1024  # the device limit the host API checks (one fp32 logit per token)
 
 
 @dataclass(frozen=True)
