@@ -84,10 +84,18 @@ def block_layout(seq_lens, block_size: int, shared_blocks: int, spare_blocks: in
     return seq_lens, tables, rows_used
 
 
+def signed_logits(k, q, sign: int):
+    """Keys and queries whose every dot product has the sign `sign` and is at least head_size in
+    size: every key element in [1, ...) and every query element `sign` times one in [1, ...)
+    (random, |x| / 4 + 1), so a row's logits are all positive or all negative. Works on numpy
+    arrays and torch tensors alike; NaN (unused slots) stays NaN."""
+    return abs(k) / 4 + 1, sign * (abs(q) / 4 + 1)
+
+
 def make_kernel_batch(seq_lens, *, num_heads: int = 4, num_kv_heads: int | None = None,
                       head_size: int = 64, block_size: int = 16, shared_blocks: int = 0,
                       spare_blocks: int = 3, extra_table_columns: int = 1, seed: int = 0,
-                      q_scale: float = 1.0) -> KernelBatch:
+                      q_scale: float = 1.0, logit_sign: int = 0) -> KernelBatch:
     """Random float32 sequences in a shuffled paged cache (as `make_paged_batch`).
 
     Physical blocks come in a random order, tables carry `extra_table_columns` of ``-1``, the
@@ -95,6 +103,7 @@ def make_kernel_batch(seq_lens, *, num_heads: int = 4, num_kv_heads: int | None 
     the first maps its first `n` logical blocks to sequence 0's (as after a fork). `q_scale`
     multiplies q (logits large enough that an exp without the max subtracted overflows). The
     values are drawn in cache order, block by block: only the tables put them in token order.
+    `logit_sign` +1 or -1: every logit has that sign (`signed_logits`), none near 0.
     """
     num_kv_heads = num_kv_heads or num_heads
     rng = np.random.default_rng(seed)
@@ -103,8 +112,11 @@ def make_kernel_batch(seq_lens, *, num_heads: int = 4, num_kv_heads: int | None 
     shape = (len(rows_used), block_size, num_kv_heads, head_size)
     k_cache = rng.standard_normal(shape).astype(np.float32)
     v_cache = rng.standard_normal(shape).astype(np.float32)
+    q = rng.standard_normal((len(seq_lens), num_heads, head_size))
+    if logit_sign:
+        k_cache, q = signed_logits(k_cache, q, logit_sign)
     for block, used in enumerate(rows_used):
         k_cache[block, used:] = np.nan
         v_cache[block, used:] = np.nan
-    q = (rng.standard_normal((len(seq_lens), num_heads, head_size)) * q_scale).astype(np.float32)
+    q = (q * q_scale).astype(np.float32)
     return KernelBatch(q, k_cache, v_cache, np.array(tables, dtype=np.int32), np.array(seq_lens, dtype=np.int32))

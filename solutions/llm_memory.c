@@ -141,7 +141,8 @@ Sequence *create_sequence(LLMEngine *engine, int seq_id, int initial_kv_len)
         return NULL;
     if (initial_kv_len <= 0 || find_sequence(engine, seq_id) != NULL)
         return NULL;
-    int needed = (initial_kv_len + KV_PER_BLOCK - 1) / KV_PER_BLOCK;
+    /* ceil(len / 16) without len + 15, which overflows an int near INT_MAX */
+    int needed = initial_kv_len / KV_PER_BLOCK + (initial_kv_len % KV_PER_BLOCK != 0);
     if (needed > MAX_LOGICAL_BLOCKS || needed > engine->free_local_blocks)
         return NULL;
 

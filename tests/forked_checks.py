@@ -6,8 +6,11 @@ planted bug costs to test. A mutation test asks only whether the checks catch th
 server imports all of that once and runs each folder's drivers in a forked child of itself. A
 segfault or a hang in a mutant ends that child only: the check it died in fails, and the checks
 after it run in a fresh fork. Verdicts are the real judge's, given in the server, where no mutant
-code ever ran, against the same trusted records as the real grader (expected.json, or the
-check's computed expectation). What this skips is the sandbox around the child (limits, users,
+code ever ran, against the same trusted records as the real grader (expected.json, the check's
+computed expectation, or for a hidden check the reference solution driven in a fork on the same
+scenario). Hidden checks are planned as the grader plans them (`runner.plan_for`: a grading's
+seed, one more per hidden check), and a request may leave the public checks out, to show that
+the hidden set catches a bug on its own. What this skips is the sandbox around the child (limits, users,
 the record file); that path is graded end to end by tests/test_grading_real.py, and each module
 using the server also compares one mutant's verdicts with the real runner's.
 
@@ -32,23 +35,46 @@ HANG_S = 60.0
 
 # --- the server ---------------------------------------------------------------------------------
 _plans: dict = {}
+HIDDEN = ROOT / "grading" / "hidden"
 
 
-def _plan(task: str) -> list:
-    """[(check, trusted record)] of `task`'s public checks, in the real grader's order."""
-    if task not in _plans:
-        from trusted_records import trusted_record
-
+def _plan(task: str, hidden_seed: int | None = None, public: bool = True) -> list:
+    """[(check, seed)] of `task` in the real grader's order and seeds (`runner.plan_for`): its
+    public checks (seed 0) unless `public` is False, then, with a `hidden_seed`, its hidden ones."""
+    key = (task, hidden_seed, public)
+    if key not in _plans:
         from pagedlab import manifest
         from pagedlab.sandbox.runner import plan_for
 
-        checks, _ = plan_for(manifest.task(task), hidden=False)
-        _plans[task] = [(c, trusted_record(c)) for c in checks]
-    return _plans[task]
+        checks, plan = plan_for(manifest.task(task), hidden=hidden_seed is not None, hidden_seed=hidden_seed,
+                                hidden_from=HIDDEN)
+        _plans[key] = [(c, seed) for c, (_, seed) in zip(checks, plan, strict=True) if public or c.hidden]
+    return _plans[key]
+
+
+_trusted: dict = {}
+
+
+def _trusted_record(c, seed: int):
+    """What the grader judges `c` against: a computed expectation, a committed record, or (a
+    hidden check) the reference solution's record of the same scenario, driven in a fork."""
+    key = (c.key, seed)
+    if key not in _trusted:
+        if c.hidden and c.expected is None:
+            records, problems = _drive_all("solutions", [(c, seed)])
+            if 0 not in records:
+                raise RuntimeError(f"the reference failed on {c.key} (seed {seed}): {problems}")
+            _trusted[key] = records[0]
+        else:
+            from trusted_records import trusted_record
+
+            _trusted[key] = trusted_record(c, seed)
+    return _trusted[key]
 
 
 def _drive_in_fork(folder: str, checks: list, start: int, out: int) -> None:
-    """The forked child: run checks[start:] on `folder`, one begin and one record line each."""
+    """The forked child: run checks[start:] ((check, seed) pairs) on `folder`, one begin and one
+    record line each."""
     from pagedlab.checks import framework
     from pagedlab.guard import audit
 
@@ -62,7 +88,8 @@ def _drive_in_fork(folder: str, checks: list, start: int, out: int) -> None:
     audit.install(folder)  # the student-API guard, as in the real child
     for index in range(start, len(checks)):
         os.write(out, (json.dumps({"begin": index}) + "\n").encode())
-        stream = framework.drive(checks[index], folder, 0)
+        c, seed = checks[index]
+        stream = framework.drive(c, folder, seed)
         os.write(out, (json.dumps({"index": index, "record": stream.to_json()}) + "\n").encode())
     os._exit(0)  # no teardown: a mutant's broken heap must not turn a finished run into a crash
 
@@ -96,12 +123,9 @@ def _read_fork(pid: int, fd: int, start: int, records: dict) -> tuple[int, str]:
     return current, ""
 
 
-def grade(folder: str, tasks: list[str]) -> list[list]:
-    """[[task, check name, passed, message]] for every public check of `tasks` on `folder`."""
-    from pagedlab.checks.judge import judge
-
-    planned = [(task, c, want) for task in tasks for c, want in _plan(task)]
-    checks = [c for _, c, _ in planned]
+def _drive_all(folder: str, checks: list) -> tuple[dict, dict]:
+    """({index: record}, {index: why the fork died there}) of (check, seed) pairs on `folder`, a
+    fresh fork after each crash or hang."""
     records, problems, start = {}, {}, 0
     while start < len(checks):
         read_end, write_end = os.pipe()
@@ -121,21 +145,33 @@ def grade(folder: str, tasks: list[str]) -> list[list]:
         if problem and current not in records:
             problems[current] = problem
         start = current + 1
+    return records, problems
+
+
+def grade(folder: str, tasks: list[str], hidden_seed: int | None = None, public: bool = True) -> list[list]:
+    """[[task, check name, hidden, passed, message]] for the checks of `tasks` on `folder`, judged
+    as the real grader does (runner.run_task, messages and causes included): the public ones
+    unless `public` is False, and with a `hidden_seed` the hidden ones, each under the seed the
+    real grader would give it."""
     from pagedlab.checks.causes import refer_to_causes
-    from pagedlab.checks.judge import refer_to_first_report
+    from pagedlab.checks.judge import judge, refer_to_first_report
     from pagedlab.sandbox.runner import CheckOutcome
 
-    outcomes, shown = [], {}  # judged as the real grader does (runner.run_task), messages included
+    planned = [(task, c, seed) for task in tasks for c, seed in _plan(task, hidden_seed, public)]
+    records, problems = _drive_all(folder, [(c, seed) for _, c, seed in planned])
+    answer, shown = [], {}
     for task in tasks:
-        mine = []
-        for index, (of, c, want) in enumerate(planned):
+        mine, hidden = [], []
+        for index, (of, c, seed) in enumerate(planned):
             if of == task:
-                verdict = judge(want, records.get(index), problem=problems.get(index, ""), rule=c.rule)
+                verdict = judge(_trusted_record(c, seed), records.get(index), problem=problems.get(index, ""),
+                                rule=c.rule)
                 mine.append(CheckOutcome(c.name, verdict.passed, verdict.message, cause=verdict.cause))
+                hidden.append(c.hidden)
         refer_to_first_report(mine)
         refer_to_causes(mine, {c.name: c.follows for of, c, _ in planned if of == task}, shown=shown, label=task)
-        outcomes += [(task, o) for o in mine]
-    return [[task, o.name, o.passed, o.message] for task, o in outcomes]
+        answer += [[task, o.name, h, o.passed, o.message] for o, h in zip(mine, hidden, strict=True)]
+    return answer
 
 
 def serve(with_torch: bool) -> None:
@@ -146,7 +182,8 @@ def serve(with_torch: bool) -> None:
         torch.set_num_threads(1)
     for line in sys.stdin:
         request = json.loads(line)
-        sys.stdout.write(json.dumps(grade(request["folder"], request["tasks"])) + "\n")
+        graded = grade(request["folder"], request["tasks"], request.get("hidden_seed"), request.get("public", True))
+        sys.stdout.write(json.dumps(graded) + "\n")
         sys.stdout.flush()
 
 
@@ -160,12 +197,18 @@ class CheckServer:
                                      text=True, cwd=ROOT, env=env)
 
     def grade(self, folder: Path, tasks: list[str]) -> dict:
-        self.proc.stdin.write(json.dumps({"folder": str(folder), "tasks": tasks}) + "\n")
+        """{(task, check name): (passed, message)} of the public checks of `tasks`."""
+        return {(task, name): (passed, message) for task, name, _, passed, message in self.checks(folder, tasks)}
+
+    def checks(self, folder: Path, tasks: list[str], hidden_seed: int | None = None, public: bool = True) -> list:
+        """[(task, check name, hidden, passed, message)] as the grader would judge them (`grade` above)."""
+        request = {"folder": str(folder), "tasks": tasks, "hidden_seed": hidden_seed, "public": public}
+        self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"the check server died (exit {self.proc.wait()}); its stderr is above")
-        return {(task, name): (passed, message) for task, name, passed, message in json.loads(line)}
+        return [tuple(row) for row in json.loads(line)]
 
     def close(self) -> None:
         self.proc.stdin.close()

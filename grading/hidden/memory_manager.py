@@ -4,8 +4,10 @@ Each planner below runs in the grader: it draws a scenario from the grading's se
 as data (pool sizes, ids, layouts {logical: block} as pairs, op lists). The sandboxed child runs
 the public driver of the same name in `pagedlab.checks.drawn.memory_manager` on that data only,
 and the judge compares the student's record with the reference solution's on the same data.
-Every class of each task's domain (pagedlab/checks/README.md, "Domains") is planned in every
-grading; the seed draws the values inside each class.
+
+What a grading covers is each task's domain (`pagedlab.spec.domains`): every planner walks the
+classes of its task's table and draws each one in every grading; the seed draws only the values
+inside a class (which negative id, which length under a block, which blocks a layout maps).
 """
 
 from __future__ import annotations
@@ -14,9 +16,26 @@ import random
 
 from pagedlab.checks.drawn import memory_manager as drawn
 from pagedlab.checks.framework import hidden_scenario
+from pagedlab.spec.domains import HARD_CODED, INT_MAX, INT_MIN, domain
 
 RULE = "the same rules as the public checks, on scenarios drawn at grading time"
-INT_MIN, INT_MAX = -2**31, 2**31 - 1
+# First-fit past every size an implementation could hard-code: the pool has this many blocks.
+BIG_POOL = max(HARD_CODED) + 1
+
+
+class Ids:
+    """Sequence ids of one engine, drawn from the domain's id classes, never one twice."""
+
+    def __init__(self, rng):
+        self.rng, self.taken = rng, set()
+
+    def draw(self, klass=None) -> int:
+        for _ in range(1000):
+            value = klass.draw(self.rng) if klass is not None else self.rng.randrange(1, 10**6)
+            if value not in self.taken:
+                self.taken.add(value)
+                return value
+        raise ValueError(f"no unused id left in class {klass}")
 
 
 def _blocks(rng, total, used, count) -> list[int]:
@@ -59,103 +78,263 @@ def _seq(sid, kv, layout) -> dict:
     return {"id": sid, "kv": kv, "layout": layout}
 
 
+def _fillers(rng, ids, blocks, kv=None, sizes=(200, 256)) -> list[dict]:
+    """Harness-built sequences that map every block of `blocks` (`sizes` blocks each, at most
+    256, drawn order); `kv(layout)` their kv counts (default: the last block partly or exactly full)."""
+    blocks = list(blocks)
+    rng.shuffle(blocks)
+    built = []
+    while blocks:
+        n = min(len(blocks), rng.randint(*sizes))
+        layout = [[i, b] for i, b in enumerate(blocks[:n])]
+        blocks = blocks[n:]
+        built.append(_seq(ids.draw(), (kv or (lambda lay: _kv_for(rng, lay)))(layout), layout))
+    return built
+
+
+def _hard_coded_holes(rng, extra: int = 0) -> set:
+    """The blocks at and just past each hard-coded size (63, 64, 255, 256, ...), plus `extra`
+    drawn ones below the largest: left free in a pool whose other low blocks are all taken, so
+    first-fit has to reach every one of them."""
+    holes = {k.draw(rng) for k in domain("task2").axis("first-fit block")}
+    while len(holes) < 8 + extra:
+        holes.add(rng.randrange(max(HARD_CODED)))
+    return holes
+
+
 @hidden_scenario("task1", "llm_init on pool sizes drawn at grading time", rule=RULE, driver=drawn.init)
 def init_random(seed):
     rng = random.Random(seed)
-    # Every class: empty, under one block, exactly one block, a multiple of 64, a multiple plus a
-    # remainder, and more blocks than one sequence can map (256).
-    sizes = [0, rng.randrange(1, 64), 64, 64 * rng.randrange(2, 200), 64 * rng.randrange(1, 200) + rng.randrange(1, 64),
-             64 * rng.randrange(257, 400) + rng.randrange(64)]
+    d = domain("task1")
+    # Every class of pool_size (0 bytes, under a block, one block, multiples with and without a
+    # remainder, and 64/65, 256/257, 512/513, 1024/1025 blocks) on a pool, and a NULL pool_addr.
+    sizes = []
+    for klass in d.axis("pool_size"):
+        v = klass.draws(rng)
+        sizes.append(v["blocks"] * 64 + v["rest"])
     rng.shuffle(sizes)
-    return {"sizes": sizes}
+    calls = {"the pool": sizes, "NULL": [64 * rng.randrange(1, 300) + rng.randrange(64)]}
+    return {{"the pool": "sizes", "NULL": "null"}[k.name]: calls[k.name] for k in d.axis("pool_addr")}
+
+
+def _stream_scene(rng, d) -> dict:
+    """Task 2's stream: the sequences the table frees (holey, NULL L1 first, 256 blocks, and
+    groups of one, two and many owners), the refusals while the pool has room for 257 blocks,
+    creates of every fitting length under every id class, then those ids freed and a drawn stream."""
+    ids = Ids(rng)
+    total = 820 + rng.randrange(60)
+    used: set = set()
+    built, frees = [], []
+    layouts = {"holey L2 tables": lambda: holey_layout(rng, total, used),
+               "NULL L1 entries first": lambda: _layout(rng, total, rng.randrange(2, 40), used, holes="always"),
+               "256 blocks (16 full L2 tables)": lambda: _layout(rng, total, 256, used, holes=False)}
+    for klass in d.axis("the sequence freed"):
+        layout = layouts[klass.name]()
+        built.append(_seq(ids.draw(), _kv_for(rng, layout), layout))
+        frees.append({"op": "free", "id": built[-1]["id"]})
+    for klass in d.axis("owners of the blocks freed"):
+        layout = _layout(rng, total, rng.randrange(1, 20), used, holes=False)
+        group = [_seq(ids.draw(), _kv_for(rng, layout), layout) for _ in range(klass.draw(rng))]
+        built += group
+        frees.append({"op": "free", "id": rng.choice(group)["id"]})  # the others keep the blocks
+    lengths = d.axis("initial_kv_len")
+    fit = {"1-15", "16", "17", "256", "257", "4096 (256 blocks: the bound)"}
+    # Refusals first, while more than 256 blocks are free: 4097 is refused for the bound, not OOM.
+    refused = [{"op": "create", "id": ids.draw(), "length": k.draw(rng)} for k in lengths if k.name not in fit]
+    for klass in d.axis("not a C int (as seq_id and as initial_kv_len)"):  # bad input, as either argument
+        refused += [{"op": "create", "id": klass.draw(rng), "length": rng.randrange(1, 64)},
+                    {"op": "create", "id": ids.draw(), "length": klass.draw(rng)}]
+    refused += [{"op": "create", "engine": None, "id": ids.draw(), "length": rng.randrange(1, 64)},
+                {"op": "free", "engine": None, "id": rng.choice(built)["id"]},
+                {"op": "create", "id": rng.choice(built)["id"], "length": rng.randrange(1, 40)},  # a live id again
+                {"op": "free", "id": ids.draw()}]  # an unknown id
+    rng.shuffle(refused)
+    # Every fitting length, under every id class (0, negative, INT_MIN, INT_MAX, positive).
+    classes = list(d.axis("seq_id"))
+    creates = [{"op": "create", "id": ids.draw(classes[i] if i < len(classes) else None), "length": k.draw(rng)}
+               for i, k in enumerate(rng.sample([k for k in lengths if k.name in fit], len(fit)))]
+    fitting = creates + frees
+    rng.shuffle(fitting)
+    # Then each of those freed (created, then freed, under every id class), then a drawn stream.
+    freed = [{"op": "free", "id": c["id"]} for c in creates]
+    rng.shuffle(freed)
+    drawn_steps = []
+    for _ in range(24):
+        if rng.random() < 0.5:
+            drawn_steps.append({"op": "create", "id": ids.draw(), "length": rng.randrange(1, 300)})
+        else:
+            drawn_steps.append({"op": "free", "id": ids.draw(), "live": rng.random()})
+    return {"blocks": total, "built": built, "steps": refused + fitting + freed + drawn_steps}
+
+
+def _first_fit_scene(rng, d) -> dict:
+    """Task 2's first-fit: a pool past the largest hard-coded size whose low blocks are all taken
+    but the holes at and past 64, 256, 512 and 1024; creates (under every id class) take them in
+    order; then a create one block short of fitting (OOM) and one that takes exactly every free block."""
+    ids = Ids(rng)
+    extra = rng.randrange(3, 40)
+    total = BIG_POOL + extra
+    holes = _hard_coded_holes(rng, extra=rng.randrange(0, 3))
+    built = _fillers(rng, ids, [b for b in range(BIG_POOL) if b not in holes])
+    # Creates of drawn sizes that together take exactly the holes.
+    steps, left = [], len(holes)
+    classes = list(d.axis("seq_id"))
+    rng.shuffle(classes)
+    while left:
+        n = min(left, rng.randint(1, 4))
+        steps.append({"op": "create", "id": ids.draw(classes.pop() if classes else None), "length": 16 * n - rng.randrange(16)})
+        left -= n
+    free = total - BIG_POOL  # what is left: the blocks past the holes
+    steps.append({"op": "create", "id": ids.draw(), "length": 16 * (free + 1) - rng.randrange(16)})  # one short: OOM
+    steps.append({"op": "create", "id": ids.draw(), "length": 16 * free - rng.randrange(16)})  # exactly the free blocks
+    steps.append({"op": "free", "id": rng.choice(built)["id"]})
+    steps.append({"op": "create", "id": ids.draw(), "length": rng.randrange(1, 400)})
+    return {"blocks": total, "built": built, "steps": steps}
 
 
 @hidden_scenario("task2", "create_sequence / free_sequence on a random stream", rule=RULE, driver=drawn.create_free)
 def create_free_random(seed):
     rng = random.Random(seed)
-    blocks = rng.randrange(100, 160)
-    used: set = set()
-    # Two sequences with L2 tables full of holes, freed by the stream.
-    built = [_seq(sid, _kv_for(rng, layout), layout)
-             for sid in rng.sample(range(1, 10**6), 2) for layout in [holey_layout(rng, blocks, used)]]
-    # Each class once, then drawn steps, in a drawn order: lengths 0, negative, within a block, one
-    # block exactly, one past, one L2 table exactly (256) and one past, the 4096 maximum and one
-    # past; a live id created again; unknown ids freed; the sequences with holes freed.
-    lengths = [0, -rng.randrange(1, 9), rng.randrange(1, 16), 16, 17, 256, 257, 4096, 4097]
-    kinds = ([("create", n) for n in lengths] + [("create again", None), ("free unknown", None)] * 2
-             + [("free built", s["id"]) for s in built])
-    kinds += [rng.choice([("create drawn", rng.randrange(1, 300)), ("free", None)]) for _ in range(42 - len(kinds))]
-    rng.shuffle(kinds)
-    # The creates at the L2 table's edges (16, 17, 256, 257) come before the drawn creates, so the
-    # pool always has room for them: each maps its blocks in every grading, none is refused.
-    edges = [i for i, (op, n) in enumerate(kinds) if op == "create drawn" or (op == "create" and n in (16, 17, 256, 257))]
-    for i, kind in zip(edges, sorted((kinds[i] for i in edges), key=lambda k: k[0] == "create drawn"), strict=True):
-        kinds[i] = kind
-    steps = []
-    for op, arg in kinds:
-        if op in ("create", "create drawn"):
-            steps.append({"op": "create", "id": rng.randrange(1, 10**6), "length": arg})
-        elif op == "create again":
-            steps.append({"op": "create", "id": rng.randrange(1, 10**6), "length": rng.randrange(1, 40),
-                          "again": rng.random()})
-        elif op == "free":
-            steps.append({"op": "free", "id": rng.randrange(10**6, 2 * 10**6), "live": rng.random()})
-        elif op == "free unknown":
-            steps.append({"op": "free", "id": rng.randrange(10**6, 2 * 10**6)})
-        else:
-            steps.append({"op": "free", "id": arg})
-    return {"blocks": blocks, "built": built, "steps": steps}
+    d = domain("task2")
+    return {"scenes": [_stream_scene(rng, d), _first_fit_scene(rng, d)]}
 
 
 @hidden_scenario("task3", "fork_sequence of random parents, valid and invalid ids", rule=RULE, driver=drawn.fork)
 def fork_random(seed):
     rng = random.Random(seed)
-    total = rng.randrange(100, 300)
-    used: set = set()
-    ids = rng.sample(range(1, 10**5), 5)
-    # Parents of every class: one block, one full L2 table (16), more than one L2 table, one whose
-    # first L1 entries are NULL, and one whose L2 tables have holes.
-    built = []
-    for sid, (count, holes) in zip(ids, ((1, False), (16, False), (rng.randrange(17, 60), False),
-                                         (rng.randrange(2, 15), "always"), (None, None)), strict=True):
-        layout = holey_layout(rng, total, used) if count is None else _layout(rng, total, count, used, holes)
-        built.append(_seq(sid, _kv_for(rng, layout), layout))
-    # Each parent forked, then a fork of a fork, an unknown parent, a new id already in use.
-    forks = [{"parent": sid} for sid in ids] + [{"parent": "last"}, {"parent": rng.randrange(10**5, 2 * 10**5)},
-                                                {"parent": None, "pick_new": rng.random()}]
-    forks += [{"parent": None} for _ in range(3)]
-    for f in forks:
-        f.setdefault("pick", rng.random())
-        f["new"] = rng.randrange(2 * 10**5, 3 * 10**5)
+    d = domain("task3")
+    total = BIG_POOL + rng.randrange(60)
+    ids = Ids(rng)
+    at_and_past = {k.draw(rng) for k in d.axis("block ids")}  # the 256-block parent maps these
+    used = set(at_and_past)
+    shapes = {
+        "one block": lambda: _layout(rng, total, 1, used, holes=False),
+        "one full L2 table (16 blocks)": lambda: _layout(rng, total, 16, used, holes=False),
+        "several L2 tables": lambda: _layout(rng, total, d.axis("parent")["several L2 tables"].draw(rng), used,
+                                             holes=False),
+        "256 blocks (the bound)": lambda: _big_parent(rng, total, used, at_and_past),
+        "NULL L1 entries first": lambda: _layout(rng, total, rng.randrange(2, 15), used, holes="always"),
+        "holey L2 tables": lambda: holey_layout(rng, total, used),
+        "a fork (a fork of a fork)": None,  # forked below: "last"
+    }
+    # An id is one value per engine: a boundary id (0, INT_MIN, INT_MAX) is first a fork's new id,
+    # then the parent of a later fork; drawn ids (negative, positive) are parents' ids from the start.
+    parent_classes = [k for k in d.axis("parent_id") if not k.boundary]
+    rng.shuffle(parent_classes)
+    parents = []
+    for klass in d.axis("parent"):
+        if shapes[klass.name] is not None:
+            layout = shapes[klass.name]()
+            parents.append(_seq(ids.draw(parent_classes.pop() if parent_classes else None), _kv_for(rng, layout), layout))
+    built = list(parents)
+    # Blocks already shared before the fork: one owner, two (a twin), many (2-4 twins).
+    for parent, klass in zip(rng.sample(parents, 3), d.axis("owners of the parent's blocks"), strict=True):
+        built += [_seq(ids.draw(), parent["kv"], parent["layout"]) for _ in range(klass.draw(rng) - 1)]
+    new_classes = list(d.axis("new_id"))
+    rng.shuffle(new_classes)
+    forks = [{"parent": p["id"], "new": ids.draw(new_classes.pop() if new_classes else None)} for p in parents]
+    rng.shuffle(forks)
+    boundary = [f["new"] for f in forks if any(k.boundary and f["new"] == k.draw(rng) for k in d.axis("parent_id"))]
+    rng.shuffle(boundary)
+    forks += [{"parent": sid, "new": ids.draw()} for sid in boundary]  # the boundary ids as parents
+    forks += [{"parent": "last", "new": ids.draw()},  # a fork of a fork
+              {"parent": ids.draw(), "new": ids.draw()},  # an unknown parent
+              {"parent": parents[0]["id"], "new": parents[1]["id"]},  # a new id in use
+              {"parent": (p := rng.choice(parents)["id"]), "new": p},  # the new id is the parent's
+              {"parent": rng.choice(parents)["id"], "new": ids.draw(), "engine": None}]
+    forks += [{"parent": None, "pick": rng.random(), "new": ids.draw()} for _ in range(3)]
     return {"blocks": total, "built": built, "forks": forks}
 
 
+def _big_parent(rng, total, used, fixed) -> list:
+    """256 logical blocks: the `fixed` ones (every block at and past a hard-coded size) and the
+    rest drawn, in a drawn order."""
+    used.update(fixed)
+    blocks = list(fixed) + _blocks(rng, total, used, 256 - len(fixed))
+    rng.shuffle(blocks)
+    return [[i, b] for i, b in enumerate(blocks)]
+
+
 def _one_free_block(rng) -> dict:
-    """An engine with exactly one free block and a sequence of whole L2 tables (256*k tokens): its
-    next append needs a new L2 table (heap) and one block (the free one), then a sequence whose
-    last block is full asks for a block there is none of."""
-    k = rng.randrange(1, 4)
+    """An engine with exactly one free block and two sequences of whole L2 tables (256*k tokens):
+    the first's next append needs a new L2 table (heap) and one block (the free one); then a
+    sequence whose last block is full asks for a block there is none of, and the second whole
+    one for an L2 table and a block (none: -1, no L2 table allocated)."""
+    k, k2 = rng.randrange(1, 4), rng.randrange(1, 3)
     extra = rng.randrange(1, 12)
-    total = 16 * k + extra + 1
+    total = 16 * (k + k2) + extra + 1
     order = list(range(total))
     rng.shuffle(order)
-    whole, filler = rng.sample(range(1, 10**5), 2)
+    whole, filler, whole2 = rng.sample(range(1, 10**5), 3)
     built = [_seq(whole, 256 * k, [[i, b] for i, b in enumerate(order[:16 * k])]),
-             _seq(filler, 16 * extra, [[i, b] for i, b in enumerate(order[16 * k:16 * k + extra])])]
+             _seq(filler, 16 * extra, [[i, b] for i, b in enumerate(order[16 * k:16 * k + extra])]),
+             _seq(whole2, 256 * k2, [[i, b] for i, b in enumerate(order[16 * k + extra:16 * (k + k2) + extra])])]
     value = lambda: rng.randrange(INT_MIN, INT_MAX + 1)  # noqa: E731
     return {"blocks": total, "built": built,
-            "appends": [[whole, value()], [whole, value()], [filler, value()], [whole, value()]]}
+            "appends": [[whole, value()], [whole, value()], [filler, value()], [whole2, value()], [whole, value()]]}
+
+
+def _big_append_scene(rng, d) -> dict:
+    """Task 4 on a pool past every hard-coded size: the low blocks all taken but the holes at and
+    past 64, 256, 512, 1024, which the appends needing a block take in order. The sequences hold
+    every kv_count class and every id class; their last blocks have one, two and many owners."""
+    ids = Ids(rng)
+    holes = _hard_coded_holes(rng)
+    taken = [b for b in range(BIG_POOL) if b not in holes]
+    rng.shuffle(taken)
+    id_classes = [k for k in d.axis("seq_id") if k.name != "unknown"]
+    rng.shuffle(id_classes)
+
+    def seq(blocks, kv, shortfall=0):
+        layout = [[i, taken.pop()] for i in range(blocks)]
+        return _seq(ids.draw(id_classes.pop() if id_classes else None), kv or 16 * blocks - shortfall, layout)
+
+    kv = d.axis("kv_count")
+    # 4095 records: the next append writes the last one, the one after is refused (4096).
+    last = seq(256, kv["4095 (the last record)"].draw(rng))
+    # 253-255: appends fill the L2 table's last block, then the next one needs a new L2 table.
+    cross = seq(16, kv["253-255 (the next record ends an L2 table's blocks)"].draw(rng))
+    page = seq(rng.randrange(1, 9), 0)  # a multiple of 16: a new page
+    alone = seq(rng.randrange(1, 9), 0, shortfall=rng.randrange(1, 16))  # 1-15 past: written in place
+    built = [last, cross, page, alone]
+    appends = [last["id"], last["id"], page["id"], alone["id"]] + [cross["id"]] * (256 - cross["kv"] + 1)
+    new_pages = 2  # page, and the next L2 table of `cross`
+    for klass in d.axis("owners of the last block"):  # `alone` is the one-owner class
+        if klass.name == "one":
+            continue
+        full = klass.name == "two, the block full (a new page: no copy)"
+        n = 2 if klass.name.startswith("two") else klass.draw(rng)
+        first = seq(rng.randrange(1, 5), 0, shortfall=0 if full else rng.randrange(1, 16))
+        built += [first] + [_seq(ids.draw(), first["kv"], first["layout"]) for _ in range(n - 1)]
+        appends.append(first["id"])  # the id of its class; its last block is shared all the same
+        new_pages += 1  # a new page, or the copy of a shared block
+    # The rest of the low blocks: sequences whose last block is full, each appended once (a new
+    # page each): more blocks are asked for than there are holes, so first-fit reaches them all.
+    size = min(256, max(1, len(taken) // max(1, len(holes) + 2 - new_pages)))
+    fill = _fillers(rng, ids, taken, kv=lambda layout: 16 * len(layout), sizes=(max(1, size // 2), size))
+    built += fill
+    appends += [s["id"] for s in fill] + [ids.draw()]  # and an unknown id
+    rng.shuffle(appends)
+    total = BIG_POOL + len(appends) + rng.randrange(3, 10)  # room past the holes for every append
+    # The appended values: drawn, and every kv_data class on appends that write (not to the
+    # unknown id, nor to `last`, whose second append is refused).
+    values = [rng.randrange(INT_MIN, INT_MAX + 1) for _ in appends]
+    writes = [i for i, sid in enumerate(appends) if sid in {s["id"] for s in built} and sid != last["id"]]
+    for i, klass in zip(writes, d.axis("kv_data")):
+        values[i] = klass.draw(rng)
+    return {"blocks": total, "built": built, "appends": [list(p) for p in zip(appends, values, strict=True)]}
 
 
 @hidden_scenario("task4", "append_kv with random values over forks, CoW and full pools", rule=RULE, driver=drawn.append)
 def append_random(seed):
     rng = random.Random(seed)
+    d = domain("task4")
     total = rng.randrange(36, 60)
     used: set = set()
-    # Every class: a last block partly full (shared with a twin, so the next append copies on
-    # write), a last block exactly full (the next append maps a new block), a sequence 1-3
-    # appends short of 256 tokens (the next L2 table), a sequence whose L2 tables have holes, then
-    # an unknown id, then appends until the pool is full.
+    # A last block partly full (shared with a twin, so the next append copies on write), a last
+    # block exactly full (the next append maps a new block), a sequence 1-3 appends short of 256
+    # tokens (the next L2 table), a sequence whose L2 tables have holes, then an unknown id, then
+    # appends until the pool is full.
     partly, full, long, holey = rng.sample(range(1, 10**5), 4)
     built = []
     for sid, count, kv_short in ((partly, rng.randrange(1, 4), rng.randrange(1, 16)), (full, rng.randrange(1, 4), 0),
@@ -173,32 +352,49 @@ def append_random(seed):
         sid = rng.choice(ids + [rng.randrange(3 * 10**5, 4 * 10**5)]) if sid is None else sid
         value = (INT_MIN, INT_MAX)[step] if step < 2 else rng.randrange(INT_MIN, INT_MAX + 1)  # int32 extremes first
         appends.append([sid, value])
+    # Bad input: values a C int cannot hold, to live sequences (-1, nothing written).
+    appends += [[rng.choice(ids), k.draw(rng)] for k in d.axis("not a C int (as kv_data)")]
     until_full = [[rng.choice(ids), rng.randrange(INT_MIN, INT_MAX + 1)] for _ in range(total * 16)]
     cow = {"pick": rng.random(), "id": rng.randrange(4 * 10**5, 5 * 10**5), "offset": rng.randrange(1, 16),
            "value": rng.randrange(INT_MIN, INT_MAX + 1)}
     return {"blocks": total, "built": built, "appends": appends, "until_full": until_full, "cow_when_full": cow,
-            "one_free": _one_free_block(rng)}
+            "one_free": _one_free_block(rng), "big": _big_append_scene(rng, d),
+            "null": rng.randrange(INT_MIN, INT_MAX + 1)}
+
+
+def _destroy_engine(rng, ids, count) -> dict:
+    """An engine of `count` sequences: a few layouts ("bases", [kv, layout]), sequence i mapping
+    base i % len(bases): with one or two sequences each owns its blocks, with more most blocks
+    have many owners (forks), so a large count needs a small pool (and a small scenario)."""
+    total = rng.randrange(20, 60)
+    used: set = set()
+    bases = []
+    for _ in range(min(count, 3)):
+        layout = _layout(rng, total, rng.randrange(1, 4), used, holes=rng.random() < 0.5)
+        bases.append([_kv_for(rng, layout), layout])
+    return {"blocks": total, "bases": bases, "ids": [ids.draw() for _ in range(count)]}
 
 
 @hidden_scenario("task5", "llm_destroy of a random engine leaves nothing behind", rule=RULE, driver=drawn.destroy)
 def destroy_random(seed):
     rng = random.Random(seed)
-    total = rng.randrange(60, 200)
+    d = domain("task5")
+    total = rng.randrange(300, 400)
     used: set = set()
-    sids = rng.sample(range(1, 10**5), rng.randrange(3, 7))
+    ids = Ids(rng)
     built = []
-    for n, sid in enumerate(sids):
-        # The first sequence always starts past NULL L1 entries, the second has L2 tables with
-        # holes: a teardown that stops at the first NULL or unmapped entry leaks in every grading.
-        if n == 1:
-            layout = holey_layout(rng, total, used)
-        else:
-            layout = _layout(rng, total, rng.randrange(1, max(2, min(40, total - len(used)))), used,
-                             holes="always" if n == 0 else True)
-        if not layout:  # the pool is full
-            break
-        built.append(_seq(sid, _kv_for(rng, layout), layout))
-        if n == 0 or rng.random() < 0.5:  # shared blocks: always at least one fork
-            built.append(_seq(sid + 10**5, _kv_for(rng, layout), layout))
-    # An engine with no sequence is always destroyed too.
-    return {"empty_blocks": rng.randrange(1, 40), "blocks": total, "built": built}
+    # The layouts of the table, each a sequence of one engine: NULL L1 entries first (forked:
+    # two owners), holey L2 tables, 256 blocks; then drawn ones, forked or not (many owners).
+    for klass in d.axis("layout"):
+        layout = {"NULL L1 entries first": lambda: _layout(rng, total, rng.randrange(1, 40), used, holes="always"),
+                  "holey L2 tables": lambda: holey_layout(rng, total, used),
+                  "256 blocks (16 full L2 tables)": lambda: _layout(rng, total, 256, used, holes=False)}[klass.name]()
+        built.append(_seq(ids.draw(), _kv_for(rng, layout), layout))
+    built.append(_seq(ids.draw(), built[0]["kv"], built[0]["layout"]))  # two owners
+    layout = _layout(rng, total, rng.randrange(1, 8), used)
+    built += [_seq(ids.draw(), _kv_for(rng, layout), layout) for _ in range(d.axis("owners of a block")["many"].draw(rng))]
+    rng.shuffle(built)
+    # One engine per count of sequences: 1, 2, and at and past 64, 256, 512, 1024.
+    counts = [k.draw(rng) for k in d.axis("sequences") if k.name != "none"]
+    return {"empty_blocks": rng.randrange(1, 40), "blocks": total, "built": built,
+            "counts": [_destroy_engine(rng, ids, n) for n in counts]}

@@ -9,30 +9,48 @@ import random
 from pagedlab.checks.drawn import paged_attention_v2_cu as drawn
 from pagedlab.checks.framework import hidden_scenario
 from pagedlab.checks.paged_attention_v2_cu import HINT, RULE, WHEN, expected_v2
+from pagedlab.spec.domains import domain, logits_context, logits_kwargs
 
 
 def v2_cases(seed: int) -> dict:
-    """Partitions of one block, of several blocks and the default 512; block sizes 8, 16, 32 (in
-    a drawn order); MHA, GQA and MQA; lengths 1, one partition, k*P-1, k*P, k*P+1 and past 64
-    blocks. The seed draws values only."""
+    """Every class of Task 14's domain (`pagedlab.spec.domains`, "task14") in each grading: one
+    case per partition class (one block, 2-8 blocks, the default 512, and 1024, past 512), the
+    first three one per block size 8, 16, 32 (in a drawn order) and per heads class (MHA, GQA,
+    MQA); lengths 1, within one partition, k*P-1, k*P, k*P+1 and (the third) past 64 blocks;
+    shared blocks and a custom scale in the second; the logits classes in drawn cases. The seed
+    draws values only."""
     rng = random.Random(seed)
-    block_sizes = [8, 16, 32]
+    d = domain("task14")
+    block_sizes = [k.draw(rng) for k in d.axis("block_size")]
     rng.shuffle(block_sizes)
-    heads = [(rng.choice([2, 4]), 1), (rng.choice([2, 4]), rng.choice([2, 3])), (1, rng.choice([2, 4, 8]))]
+    heads = {"MHA": lambda: (rng.choice([2, 4]), 1), "GQA": lambda: (rng.choice([2, 4]), rng.choice([2, 3])),
+             "MQA": lambda: (1, rng.choice([2, 4, 8]))}
+    kinds = [k.name for k in d.axis("heads")]
+    partitions = {"one block": lambda bs: bs, "2-8 blocks": lambda bs: bs * rng.choice([2, 4, 8]),
+                  "512 (the default)": lambda bs: 512, "1024 (past 512)": lambda bs: 1024}
+    logits = list(d.axis("logits"))
+    rng.shuffle(logits)
     cases = []
-    for i, (bs, (kv, group)) in enumerate(zip(block_sizes, heads, strict=True)):
-        partition = (bs, bs * rng.choice([2, 4, 8]), 512)[i]
-        k = rng.randrange(1, 4)
+    for i, klass in enumerate(d.axis("partition_size")):
+        bs = block_sizes[i] if i < 3 else rng.choice(block_sizes)
+        kv, group = heads[kinds[i] if i < 3 else rng.choice(kinds)]()
+        partition = partitions[klass.name](bs)
+        k = rng.randrange(1, 4) if partition < 1024 else 1
         lens = [1, rng.randrange(1, partition + 1), k * partition - 1 or 1, k * partition, k * partition + 1]
         if i == 2:
             lens.append(bs * rng.randrange(65, 70) + rng.randrange(bs))  # past 64 blocks
+        shared = 1 if i == 1 else 0
+        if shared:
+            lens = [max(lens) + bs] + lens  # sequence 0 fills the block the others share
         hs = rng.choice([16, 48, 64, 128])
         scale = round(rng.uniform(0.01, 0.5), 3) if i == 1 else None
+        batch = {"seq_lens": lens, "num_heads": kv * group, "num_kv_heads": kv, "head_size": hs, "block_size": bs,
+                 "seed": rng.randrange(2**31), **logits_kwargs(logits[i], rng, hs, scale)}
+        if shared:
+            batch["shared_blocks"] = shared
         cases.append({"context": f"case {i}: {kv * group}/{kv} heads, head_size {hs}, block_size {bs}, partition_size "
-                                 f"{partition}, lengths {lens}, scale {scale}",
-                      "batch": {"seq_lens": lens, "num_heads": kv * group, "num_kv_heads": kv, "head_size": hs,
-                                "block_size": bs, "seed": rng.randrange(2**31)},
-                      "scale": scale, "partition_size": partition})
+                                 f"{partition}, lengths {lens}, scale {scale}" + logits_context(batch),
+                      "batch": batch, "scale": scale, "partition_size": partition})
     return {"cases": cases, "schedules": ["round_robin", f"random:{rng.randrange(1000)}"]}
 
 

@@ -9,28 +9,9 @@ import random
 from pagedlab.checks.drawn import swap as drawn
 from pagedlab.checks.framework import hidden_scenario
 from pagedlab.checks.swap import R_COPY, R_FAIL, R_MOVE
+from pagedlab.spec.domains import domain
 
 RULE = f"{R_MOVE}; {R_FAIL.split(': ', 1)[1]}"
-
-
-def _random_group_layouts(rng, gpu_blocks):
-    """{seq_id: [blocks]}: sequences with scattered blocks; sequence 3 and, from the fourth on,
-    about a third share a random subset of an earlier one's blocks (forks after copy-on-write),
-    which also makes chains of siblings. Sequences 1 and 2 own their blocks and sequence 3 shares
-    sequence 1's: there are always two groups, one of them forked."""
-    free = list(range(gpu_blocks))
-    rng.shuffle(free)
-    layouts = {}
-    for seq_id in range(1, rng.randint(4, 9)):
-        if seq_id == 3 or (seq_id > 3 and rng.random() < 0.35):
-            parent = layouts[1 if seq_id == 3 else rng.choice(sorted(layouts))]
-            blocks = rng.sample(parent, rng.randint(1, min(3, len(parent)))) + [free.pop() for _ in range(rng.randint(0, 2)) if free]
-        else:
-            blocks = [free.pop() for _ in range(min(len(free), rng.randint(1, 20)))]
-        if not blocks:
-            break
-        layouts[seq_id] = blocks
-    return layouts
 
 
 def groups(layouts: dict) -> list[tuple[set, set]]:
@@ -45,47 +26,126 @@ def groups(layouts: dict) -> list[tuple[set, set]]:
     return found
 
 
+def _group(rng, kind: str, free: list, ids) -> list[tuple[int, list]]:
+    """[(id, blocks)] of one group: a lone sequence, two sharing blocks, or a chain of three
+    (A shares with B, B with C, A and C share nothing). `ids` draws each member's id."""
+    take = lambda n: [free.pop() for _ in range(n)]  # noqa: E731
+    if kind == "one sequence":
+        return [(ids(), take(rng.randint(1, 12)))]
+    a = take(rng.randint(2, 8))
+    if kind == "two sequences":
+        return [(ids(), a), (ids(), rng.sample(a, rng.randint(1, len(a))) + take(rng.randint(0, 3)))]
+    b_own = take(rng.randint(1, 4))
+    b = rng.sample(a, rng.randint(1, len(a) - 1)) + b_own
+    c = rng.sample(b_own, rng.randint(1, len(b_own))) + take(rng.randint(0, 3))
+    return [(ids(), a), (ids(), b), (ids(), c)]
+
+
+def _kv(rng, blocks) -> int:
+    return 16 * (len(blocks) - 1) + rng.randint(1, 16)
+
+
+def _groups_rig(rng, d) -> dict:
+    """Every group class and a clash on one GPU engine; the swap space partly taken but big
+    enough for every group that may move; every id class is the argument of a swap_out that
+    succeeds (the first member of each group, then, after the swaps back in, two others)."""
+    gpu_blocks = rng.randint(48, 96)
+    free = list(range(gpu_blocks))
+    rng.shuffle(free)
+    used_ids: set = set()
+
+    def positive():
+        while (v := rng.randrange(1, 10**6)) in used_ids:
+            pass
+        used_ids.add(v)
+        return v
+
+    built = {k.name: _group(rng, k.name, free, positive) for k in d.axis("group")}
+    clash = _group(rng, "one sequence", free, positive)
+    # The id classes: the first members of the three groups, then two more members (the pair's
+    # second, the chain's middle) after the groups came back.
+    chain = next(name for name in built if name.startswith("a chain of three"))
+    arguments = [built[name][0][0] for name in built] + [built["two sequences"][1][0], built[chain][1][0]]
+    classes = list(d.axis("seq_id"))
+    rng.shuffle(classes)
+    rename = {}
+    for old, klass in zip(arguments, classes, strict=True):
+        while (new := klass.draw(rng)) in used_ids:
+            pass
+        used_ids.add(new)
+        rename[old] = new
+    layouts = [(rename.get(sid, sid), blocks) for name in built for sid, blocks in built[name]] + clash
+    rng.shuffle(layouts)
+    # The chain's far end C before its middle B: a group walk from A has to pass over the list twice.
+    b, c = (next(i for i, (sid, _) in enumerate(layouts) if sid == rename.get(m[0], m[0])) for m in built[chain][1:])
+    if c > b:
+        layouts[b], layouts[c] = layouts[c], layouts[b]
+    need = sum(len({b for _, blocks in built[name] for b in blocks}) for name in built)
+    cpu_blocks = need + rng.randint(8, 24)
+    taken = rng.sample(range(cpu_blocks), rng.randint(1, cpu_blocks - need))  # partly taken swap space
+    firsts = [rename[a] for a in arguments[:3]]
+    moves = ([["swap_out", sid] for sid in firsts] + [["swap_out", clash[0][0]]] + [["swap_in", sid] for sid in firsts]
+             + [["swap_out", rename[a]] for a in arguments[3:]])
+    return {"gpu_blocks": gpu_blocks, "cpu_blocks": cpu_blocks, "pool_fill": rng.randrange(2**31),
+            "gpu": [[sid, _kv(rng, blocks), blocks] for sid, blocks in layouts],
+            "cpu": [[clash[0][0], 16 * len(taken), taken]], "moves": moves}
+
+
+def _capacity_rig(rng) -> dict:
+    """The swap space's free blocks at the bound: a group of one block more than there is room
+    for (refused), then one of exactly the room (moves)."""
+    gpu_blocks = rng.randint(48, 96)
+    free = list(range(gpu_blocks))
+    rng.shuffle(free)
+    room = rng.randint(2, 12)
+    exact = [free.pop() for _ in range(room)]
+    over = [free.pop() for _ in range(room + 1)]
+    a, b, c = rng.sample(range(1, 10**6), 3)
+    taken = rng.randint(1, 20)
+    layouts = [(a, exact[:room // 2 + 1]), (b, exact[room // 2:]), (c, over)]  # a two-sequence group, fitting exactly
+    return {"gpu_blocks": gpu_blocks, "cpu_blocks": room + taken, "pool_fill": rng.randrange(2**31),
+            "gpu": [[sid, _kv(rng, blocks), blocks] for sid, blocks in layouts],
+            "cpu": [[rng.randrange(10**6, 2 * 10**6), 16 * taken, list(range(taken))]],
+            "moves": [["swap_out", c], ["swap_out", rng.choice([a, b])]]}
+
+
 @hidden_scenario("task13", "swap out and back in on engines drawn at grading time", rule=RULE, driver=drawn.moves)
 def swap_random(seed):
     rng = random.Random(seed)
-    gpu_blocks = rng.randint(48, 96)
-    layouts = _random_group_layouts(rng, gpu_blocks)
-    # Always a member of the forked group that fits in the CPU's free blocks, swapped out first or
-    # second; always a CPU sequence under the id of a GPU sequence of another group: its group
-    # cannot swap out.
-    found = groups(layouts)
-    forked, need = next((ids, len(blocks)) for ids, blocks in found if 1 in ids)
-    fits = rng.choice(sorted(forked))
-    clash = rng.choice(sorted(s for s in layouts if s not in forked))
-    cpu_blocks = max(rng.randint(8, 64), -(-3 * need // 2) + 1)
-    taken = rng.sample(range(cpu_blocks), rng.randint(1, cpu_blocks // 3))  # partly taken swap space
-    order = [s for s in sorted(layouts) if s not in (clash, fits)]
-    rng.shuffle(order)
-    order = [fits] + order
-    order.insert(rng.randrange(2), clash)
-    gpu = [[s, 16 * (len(blocks) - 1) + rng.randint(1, 16), blocks] for s, blocks in layouts.items()]
-    return {"gpu_blocks": gpu_blocks, "cpu_blocks": cpu_blocks, "pool_fill": rng.randrange(2**31), "gpu": gpu,
-            "cpu": [[clash, 16 * len(taken), taken]], "order": order[:3]}
+    d = domain("task13/swap")
+    return {"rigs": [_groups_rig(rng, d), _capacity_rig(rng)]}
 
 
 @hidden_scenario("task13", "copy_blocks on pair lists drawn at grading time", rule=R_COPY, driver=drawn.copy)
 def copy_random(seed):
     rng = random.Random(seed)
+    d = domain("task13/copy")
+    total = 1026 + rng.randrange(60)  # its last block past 1024
+    ids = d.axis("block id")
+    special = {"0": 0, "the last block": total - 1, "total (one past the last)": total}
+    value = lambda k: special[k.name] if k.name in special else k.draw(rng)  # noqa: E731
+    valid = [value(k) for k in ids if k.name not in ("-1", "other negatives", "INT_MIN", "total (one past the last)",
+                                                     "INT_MAX")]
     lists = []
-    for n in range(6):
-        if n == 0:  # always a valid copy from and to blocks >= 16 (past a 4-bit id)
-            high = rng.sample(range(16, 32), 2)
-            rest = rng.sample([b for b in range(32) if b not in high], 6)
-            blocks = [high[0], *rest[:3], high[1], *rest[3:]]
-            pairs = [(blocks[i], blocks[4 + i]) for i in range(rng.randint(1, 4))]
-        else:
-            blocks = rng.sample(range(32), 8)
-            pairs = [(blocks[i], blocks[4 + i]) for i in range(rng.randint(1 if n < 3 else 0, 4))]
-            # Always a broken list of each kind: a destination repeated, a destination also a source.
-            if n == 1 or (n > 2 and rng.random() < 0.4):
-                pairs.append((blocks[7], pairs[0][1]) if pairs else (blocks[7], blocks[6]))
-            elif n == 2:
-                pairs.append((blocks[7], pairs[0][0]))
-        lists.append([list(p) for p in pairs])
+    # Every valid id class in copies: sources and destinations apart.
+    rng.shuffle(valid)
+    half = len(valid) // 2
+    lists.append([[s, t] for s, t in zip(valid[:half], valid[half:2 * half], strict=True)])
+    others = [b for b in range(total) if b not in valid]
+    fresh = lambda n: rng.sample(others, n)  # noqa: E731
+    # Every invalid id class alone in a list of valid pairs, as a source or a destination.
+    for k in ids:
+        if k.name in ("-1", "other negatives", "INT_MIN", "total (one past the last)", "INT_MAX"):
+            s, t, u, v = fresh(4)
+            bad = [value(k), t] if rng.random() < 0.5 else [s, value(k)]
+            pairs = [[u, v], bad]
+            rng.shuffle(pairs)
+            lists.append(pairs)
+    shapes = {"none": lambda: [],
+              "one source to several destinations": lambda: (lambda s, *ds: [[s, t] for t in ds])(*fresh(rng.randint(3, 5))),
+              "a destination repeated": lambda: (lambda s, t, u: [[s, t], [u, t]])(*fresh(3)),
+              "a destination that is also a source": lambda: (lambda s, t, u: [[s, t], [t, u]])(*fresh(3))}
+    for k in d.axis("pairs"):
+        lists.append(shapes[k.name]())
     rng.shuffle(lists)
-    return {"pool_fill": rng.randrange(2**31), "lists": lists}
+    return {"gpu_blocks": total, "pool_fill": rng.randrange(2**31), "lists": lists}

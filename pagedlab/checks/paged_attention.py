@@ -31,9 +31,11 @@ def attention_tol(batch: dict) -> float:
     """The relative tolerance of one case's output: q's dtype's `TOL` (the output is computed in
     q's dtype), times the case's `q_scale`: large logits carry rounding in proportion to their
     size, which a softmax passes on (as Task 10's `output_tol`; the float32 reference reached 0.8
-    of the unscaled tolerance with q scaled 60-100)."""
+    of the unscaled tolerance with q scaled 60-100); logits all of one sign (`logit_sign`, 105-200
+    in size) 20 times the base tolerance, as Task 10."""
     dtype = str(batch.get("q_dtype", batch.get("dtype", "torch.float32")))
-    return TOL[dtype if dtype.startswith("torch.") else f"torch.{dtype}"] * max(1.0, float(batch.get("q_scale", 1)))
+    factor = max(1.0, float(batch.get("q_scale", 1)), 20.0 * bool(batch.get("logit_sign")))
+    return TOL[dtype if dtype.startswith("torch.") else f"torch.{dtype}"] * factor
 
 
 LENGTHS = lambda bs: [1, bs - 1, bs, bs + 1, 511]  # noqa: E731 - the edge cases of a block
@@ -257,12 +259,18 @@ def _attention_label(context: str) -> str:
 
 def build_batch(kwargs):
     """`make_paged_batch(**kwargs)`; `q_scale` multiplies q (large logits: a softmax without
-    its max subtracted overflows)."""
+    its max subtracted overflows); `logit_sign` +1 or -1 gives every logit that sign
+    (`kernel_batch.signed_logits`)."""
+    from ..kernel_batch import signed_logits
+
     kwargs = dict(kwargs)
     q_scale = kwargs.pop("q_scale", 1)
+    sign = kwargs.pop("logit_sign", 0)
     if isinstance(kwargs.get("dtype"), str):  # "torch.float64" in the module's case lists
         kwargs["dtype"] = getattr(torch, kwargs["dtype"].removeprefix("torch."))
     batch = batches.make_paged_batch(**kwargs)
+    if sign:
+        batch.k_cache, batch.q = signed_logits(batch.k_cache, batch.q, sign)
     batch.q = batch.q * q_scale
     return batch
 

@@ -25,13 +25,17 @@ RULE = "notebook 08, Task 10 · the kernel: paged_attention_v1 equals dense atte
 TOL = OUTPUT_TOL
 
 
+SIGNED_LOGITS_SCALE = 20.0  # the tolerance factor of a case whose logits all have one sign (105-200 in size)
+
+
 def output_tol(batch: dict) -> float:
     """The relative tolerance of one case's output: `TOL`, times the case's `q_scale`. A float32
     logit is rounded in proportion to its size and a softmax passes a logit error d on as an
     output error of about d, so logits scaled 40-60x need a tolerance as much wider (the reference
     reached up to 3.3e-5 against 2e-5 on about one drawn batch in a hundred); a softmax that overflows still gives
-    inf or NaN, which no tolerance passes."""
-    return TOL * max(1.0, float(batch.get("q_scale", 1)))
+    inf or NaN, which no tolerance passes. Logits all of one sign (`logit_sign`) are 105-200 in
+    size: 20 times the base tolerance (the reference stays within a tenth of that)."""
+    return TOL * max(1.0, float(batch.get("q_scale", 1)), SIGNED_LOGITS_SCALE * bool(batch.get("logit_sign")))
 LAUNCH_TIMEOUT = 20.0  # seconds per launch (a correct one takes well under 1 s)
 TIMEOUT_ENV = "PAGEDLAB_CHECK_LAUNCH_TIMEOUT"  # overrides LAUNCH_TIMEOUT in the checks child (tests)
 

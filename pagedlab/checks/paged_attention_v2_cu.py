@@ -108,7 +108,9 @@ def unwritten_past_the_end(exc, seq_lens, partition_size) -> str:
     return ""
 
 
-def drive_v2(run, cases, schedules=None) -> None:
+def drive_v2(run, cases, schedules=None, *, temporaries: bool = False) -> None:
+    """Every case under every schedule. `temporaries`: also, on the first schedule, every
+    partition past a sequence's end (a shorter sequence next to a longer one) stays unwritten."""
     untouched_stub(run.kernel_source(V2_KERNEL_FILE), V2_KERNEL_FILE)
     schedules = schedules or check_schedules()
     for context, kwargs, scale, partition_size in cases:
@@ -120,7 +122,21 @@ def drive_v2(run, cases, schedules=None) -> None:
             if out is None:
                 run.see(_label(context, schedule), "failed to run", shown=ws)
                 continue
+            if temporaries and schedule == schedules[0]:
+                past_the_end_unwritten(ws, kwargs["seq_lens"], partition_size, context)
             run.see_array(_label(context, schedule), out, tol=TOL, hint=HINT)
+
+
+def past_the_end_unwritten(ws, seq_lens, partition_size, context) -> None:
+    """The temporaries of the partitions past each sequence's last one hold the unwritten NaN."""
+    for s, n in enumerate(seq_lens):
+        parts = -(-n // partition_size)
+        for name in ("max_logits", "exp_sums", "tmp_out"):
+            past = getattr(ws, name)[s, :, parts:]
+            expect(unwritten(past).all(), f"{name}[{s}, :, {parts}:] stay unwritten ({context}): sequence {s} has "
+                                          f"only {parts} partition{'s' * (parts > 1)}", rule=R_TEMP,
+                   actual=f"{int((~unwritten(past)).sum())} elements written",
+                   hint="a block whose partition starts at or past its sequence's end returns at once")
 
 
 def expected_v2(cases, schedules=None) -> Expected:

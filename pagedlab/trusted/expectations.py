@@ -145,9 +145,9 @@ def kernel_outputs(cases, schedules=None):
 
 
 def v2_outputs(cases, schedules=None):
-    """Task 14: the v2 kernels' output, as Task 10's, for every case and schedule."""
-    from ..checks.paged_attention_cu import check_schedules
-    from ..checks.paged_attention_v2_cu import TOL, _label
+    """Task 14: the v2 kernels' output, as Task 10's (the same tolerance), for every case and schedule."""
+    from ..checks.paged_attention_cu import check_schedules, output_tol
+    from ..checks.paged_attention_v2_cu import _label
     from ..kernel_batch import make_kernel_batch
 
     def expected(run):
@@ -155,7 +155,7 @@ def v2_outputs(cases, schedules=None):
         for context, kwargs, scale, partition_size in cases:
             batch = make_kernel_batch(**kwargs)
             want, bugs = batch.expected(scale), v2_bug_hints(batch, scale, partition_size)
-            found += [(_label(context, s), want, TOL, bugs) for s in schedules or check_schedules()]
+            found += [(_label(context, s), want, output_tol(kwargs), bugs) for s in schedules or check_schedules()]
         return found
     return expected
 

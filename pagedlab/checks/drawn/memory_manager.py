@@ -80,7 +80,13 @@ def pool_class(size: int) -> str:
 
 @scenario_driver
 def init(run):
+    """Sizes on a pool, then sizes with a NULL pool_addr (None and 0)."""
     mm = run.load("memory_manager")
+    for size in run.scenario.get("null", []):
+        for null in (None, 0):
+            heap = cmem.snapshot()
+            see(f"llm_init({null}, {size} bytes)", mm.llm_init(null, size) is None)
+            see(f"heap after llm_init({null}, {size} bytes)", _heap(heap))
     for size in run.scenario["sizes"]:
         pool = Pool(max(size, 64))
         heap = cmem.snapshot()
@@ -101,37 +107,41 @@ def init(run):
 
 @scenario_driver
 def create_free(run):
-    """Steps: {"op": "create", "id", "length", "again": pick} | {"op": "free", "id", "live": pick};
-    a pick (a fraction) chooses a live id instead of "id" when some sequence is live."""
+    """Scenes [{"blocks", "built", "steps"}], each on an engine of its own. Steps: {"op":
+    "create", "id", "length"} | {"op": "free", "id", "live": pick}; a pick (a fraction) chooses
+    a live id instead of "id" when some sequence is live; "engine": None calls with NULL."""
     mm = run.load("memory_manager")
-    sc = run.scenario
-    start = cmem.snapshot()
-    pool, engine = _engine(sc["blocks"], sc["built"])
-    heap = cmem.snapshot()
-    untouched = pool.snapshot()
-    live = [s["id"] for s in sc["built"]]
-    for step, st in enumerate(sc["steps"]):
-        pick = st.get("live" if st["op"] == "free" else "again")
-        sid = _pick(live, pick) if pick is not None and live else st["id"]
-        if st["op"] == "free":
-            got = mm.free_sequence(engine, sid)
-            if got == 0 and sid in live:
-                live.remove(sid)
-            see(f"step {step}: free_sequence({sid})", got)
-        else:
-            got = mm.create_sequence(engine, sid, st["length"])
-            if got is not None:
-                live.append(sid)
-            see(f"step {step}: create_sequence({sid}, {st['length']}) returned a Sequence", got is not None)
-        see(f"step {step}: engine state", _snap(engine))
-        see(f"step {step}: pool written", bool(pool.diff(untouched)))
-        see(f"step {step}: live heap blocks", _heap(heap)[:2])
-    hw3.sweep(start)
+    for n, sc in enumerate(run.scenario["scenes"]):
+        where = f"engine {n}, " if n else ""
+        start = cmem.snapshot()
+        pool, engine = _engine(sc["blocks"], sc["built"])
+        heap = cmem.snapshot()
+        untouched = pool.snapshot()
+        live = [s["id"] for s in sc["built"]]
+        for step, st in enumerate(sc["steps"]):
+            target = None if "engine" in st else engine
+            sid = _pick(live, st["live"]) if st.get("live") is not None and live else st["id"]
+            if st["op"] == "free":
+                got = mm.free_sequence(target, sid)
+                if got == 0 and sid in live and target is not None:
+                    live.remove(sid)
+                see(f"{where}step {step}: free_sequence({'NULL, ' * (target is None)}{sid!r})", got)
+            else:
+                got = mm.create_sequence(target, sid, st["length"])
+                if got is not None and target is not None:
+                    live.append(sid)
+                see(f"{where}step {step}: create_sequence({'NULL, ' * (target is None)}{sid!r}, {st['length']!r}) "
+                    "returned a Sequence", got is not None)
+            see(f"{where}step {step}: engine state", _snap(engine))
+            see(f"{where}step {step}: pool written", bool(pool.diff(untouched)))
+            see(f"{where}step {step}: live heap blocks", _heap(heap)[:2])
+        hw3.sweep(start)
 
 
 @scenario_driver
 def fork(run):
-    """Forks: {"parent": id | "last" (the newest fork) | None with "pick" (any sequence), "new"}."""
+    """Forks: {"parent": id | "last" (the newest fork) | None with "pick" (any sequence), "new"
+    (or "pick_new": a live id)}; "engine": None calls with NULL."""
     mm = run.load("memory_manager")
     sc = run.scenario
     start = cmem.snapshot()
@@ -143,10 +153,12 @@ def fork(run):
         if parent is None:
             parent = _pick(ids, st["pick"])
         new = _pick(ids, st["pick_new"]) if st.get("pick_new") is not None else st["new"]
-        got = mm.fork_sequence(engine, parent, new)
-        if got is not None:
+        target = None if "engine" in st else engine
+        got = mm.fork_sequence(target, parent, new)
+        if got is not None and target is not None:
             ids.append(new)
-        see(f"step {step}: fork_sequence({parent}, {new}) returned a Sequence", got is not None)
+        see(f"step {step}: fork_sequence({'NULL, ' * (target is None)}{parent}, {new}) returned a Sequence",
+            got is not None)
         see(f"step {step}: engine state", _snap(engine))
         see(f"step {step}: heap", _heap(heap))
     hw3.sweep(start)
@@ -155,7 +167,7 @@ def fork(run):
 def _append(run, mm, engine, pool, label, sid, value) -> None:
     before = pool.snapshot()
     got = mm.append_kv(engine, sid, value)
-    see(f"{label}: append_kv({sid}, {value})", got)
+    see(f"{label}: append_kv({sid}, {value!r})", got)
     see(f"{label}: pool words written", [[b, w, a] for b, w, _, a in pool.diff(before).words])
     see(f"{label}: engine state", _snap(engine))
 
@@ -193,7 +205,18 @@ def append(run):
     see("one free block: engine state before", _snap(engine))
     for step, (sid, value) in enumerate(one["appends"]):
         _append(run, mm, engine, pool, f"one free block, step {step}", sid, value)
+        see(f"one free block, step {step}: heap blocks", _heap(start)[:2])
     hw3.sweep(start)
+    # A pool past every hard-coded size: first-fit reaches the blocks at and past 64, 256, 512, 1024.
+    big = sc.get("big")
+    if big:
+        start = cmem.snapshot()
+        pool, engine = _engine(big["blocks"], big["built"])
+        for step, (sid, value) in enumerate(big["appends"]):
+            _append(run, mm, engine, pool, f"large pool, step {step}", sid, value)
+        hw3.sweep(start)
+    if "null" in sc:
+        see(f"append_kv(NULL, {sc['null']})", mm.append_kv(None, 1, sc["null"]))
 
 
 @scenario_driver
@@ -217,3 +240,17 @@ def destroy(run):
     see("heap: memory the engine does not own is still allocated after llm_destroy", cmem.is_live(bystander))
     if cmem.is_live(bystander):
         cmem.free(bystander)
+    if "counts" in sc:
+        see("llm_destroy(NULL)", mm.llm_destroy(None))
+    # Engines of 1, 2 and at and past 64, 256, 512, 1024 sequences (forks sharing a few blocks).
+    for many in sc.get("counts", []):
+        bases, n = many["bases"], len(many["ids"])
+        built = [{"id": sid, "kv": bases[i % len(bases)][0], "layout": bases[i % len(bases)][1]}
+                 for i, sid in enumerate(many["ids"])]
+        heap = cmem.snapshot()
+        pool, engine = _engine(many["blocks"], built)
+        before = pool.snapshot()
+        see(f"llm_destroy(an engine of {n} sequences)", mm.llm_destroy(engine))
+        see(f"heap blocks left after llm_destroy of the engine of {n} sequences", _heap(heap)[:2])
+        see(f"pool written by llm_destroy of the engine of {n} sequences", bool(pool.diff(before)))
+        hw3.sweep(heap)

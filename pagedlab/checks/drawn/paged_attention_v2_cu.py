@@ -14,4 +14,4 @@ def v2_cases(scenario) -> list:
 
 @scenario_driver
 def v2(run):
-    drive_v2(run, v2_cases(run.scenario), tuple(run.scenario["schedules"]))
+    drive_v2(run, v2_cases(run.scenario), tuple(run.scenario["schedules"]), temporaries=True)

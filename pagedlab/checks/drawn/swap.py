@@ -10,25 +10,25 @@ from ..swap import Rig, run_move
 
 @scenario_driver
 def moves(run):
-    """A GPU engine of harness-built sequences, a CPU engine whose sequence clashes with a GPU id,
-    then swap_out of each planned sequence and swap_in of each back."""
+    """Rigs [{"gpu_blocks", "cpu_blocks", "pool_fill", "gpu", "cpu": [[id, kv_count, blocks]],
+    "moves": [["swap_out" | "swap_in", id]]}]: a GPU and a CPU engine of harness-built sequences,
+    then each planned move."""
     sw = run.load("swap")
-    sc = run.scenario
-    with Rig(sc["gpu_blocks"], sc["cpu_blocks"], seed=sc["pool_fill"]) as rig:
-        for seq_id, kv, blocks in sc["gpu"]:
-            rig.add("gpu", seq_id, kv, blocks)
-        for seq_id, kv, blocks in sc["cpu"]:
-            rig.add("cpu", seq_id, kv, blocks)
-        for seq_id in sc["order"]:
-            run_move(rig, sw, "swap_out", seq_id, f"(drawn engine, sequence {seq_id})")
-        for seq_id in sc["order"]:
-            run_move(rig, sw, "swap_in", seq_id, f"(drawn engine, sequence {seq_id} back)")
+    for n, sc in enumerate(run.scenario["rigs"]):
+        with Rig(sc["gpu_blocks"], sc["cpu_blocks"], seed=sc["pool_fill"]) as rig:
+            for seq_id, kv, blocks in sc["gpu"]:
+                rig.add("gpu", seq_id, kv, blocks)
+            for seq_id, kv, blocks in sc["cpu"]:
+                rig.add("cpu", seq_id, kv, blocks)
+            for fn, seq_id in sc["moves"]:
+                run_move(rig, sw, fn, seq_id, f"(drawn engines {n}, sequence {seq_id})")
 
 
 @scenario_driver
 def copy(run):
+    """Pair lists copied on a GPU engine of `gpu_blocks` blocks (32 unless given)."""
     sw = run.load("swap")
-    with Rig(32, 1, seed=run.scenario["pool_fill"]) as rig:
+    with Rig(run.scenario.get("gpu_blocks", 32), 1, seed=run.scenario["pool_fill"]) as rig:
         for drawn in run.scenario["lists"]:
             pairs = [(src, dst) for src, dst in drawn]
             before = rig.gpu_pool.snapshot()
