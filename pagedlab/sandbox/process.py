@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..cputime import tree_cpu
-from . import cgroups
+from . import cgroups, ipc
 from .trusted_builds import CHILD_ENV as TRUSTED_ENV
 from .users import Sandbox
 from .workspace import Workspace, read_back
@@ -70,6 +70,17 @@ def no_network() -> bool:
 
 
 @lru_cache(maxsize=1)
+def ipc_namespace() -> bool:
+    """Whether this machine lets root give a child an IPC namespace of its own: the System V
+    objects and POSIX message queues it makes die with it (they belong to no process, so the kill
+    step would leave them, readable by the user's next job)."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(["unshare", "--ipc", "true"], capture_output=True, timeout=30, check=False)
+    return probe.returncode == 0
+
+
+@lru_cache(maxsize=1)
 def pid_namespace() -> bool:
     """Whether this machine lets root start a child in a PID namespace of its own."""
     if os.geteuid() != 0 or not shutil.which("unshare"):
@@ -81,13 +92,17 @@ def pid_namespace() -> bool:
 
 def isolation_note() -> str:
     if private_namespace():
-        kinds = "PID, mount and network" if net_namespace() else "PID and mount"
+        kinds = ", ".join(k for k, on in (("PID", True), ("mount", True), ("IPC", ipc_namespace()),
+                                          ("network", net_namespace())) if on)
+        kinds = " and ".join(kinds.rsplit(", ", 1))
         return (f"each task in {kinds} namespaces of its own, with private /tmp, /var/tmp and "
                 f"/dev/shm, and {cgroups.note()}; root then sweeps the user's processes")
-    if pid_namespace() and shutil.which("setpriv"):
-        return "each task in a PID namespace of its own; root then sweeps the user's processes and their files in /tmp"
+    if _unshared():
+        ipc = "" if ipc_namespace() else ", IPC objects"
+        return (f"each task in a PID namespace of its own; root then sweeps the user's processes and "
+                f"their files in /tmp{ipc}")
     return ("this machine allows no PID namespace (and no cgroup kill is used): the kill step is "
-            "root's sweep of /proc, and of the user's files in /tmp")
+            "root's sweep of /proc, and of the user's files in /tmp and IPC objects")
 
 
 def minimal_env(env: dict, home: Path) -> dict:
@@ -138,8 +153,10 @@ def _as_user(cmd: list[str], sandbox: Sandbox, home: Path, keep: list[str],
     wrap = ["--pid", "--fork", "--kill-child", "--mount-proc"]
     if no_network() or net_namespace():
         wrap.append("--net")
+    if ipc_namespace():
+        wrap.append("--ipc")
     if not private_namespace():
-        if pid_namespace() and shutil.which("setpriv"):  # the PID namespace at least
+        if _unshared():  # the PID namespace at least
             return (["unshare", *wrap, "--", "setpriv", f"--reuid={sandbox.uid}", f"--regid={sandbox.gid}",
                      "--clear-groups", "--no-new-privs", "--", *cmd], {})
         return cmd, {"user": sandbox.uid, "group": sandbox.gid, "extra_groups": []}
@@ -148,8 +165,16 @@ def _as_user(cmd: list[str], sandbox: Sandbox, home: Path, keep: list[str],
                 "cgroups": group.procs if group else []}
     if net_namespace():  # a check child's loopback stays down: it may open no Internet socket
         settings["loopback"] = loopback
+    if ipc_namespace():  # its own message queues at /dev/mqueue, if the machine mounts one there
+        settings["mqueue"] = True
     return (["unshare", *wrap, "--", sys.executable, "-I", "-S", str(ENTER), json.dumps(settings), "--",
              *cmd], {})
+
+
+def _unshared() -> bool:
+    """Whether a sandboxed child starts under `unshare` (namespaces of its own), not as a plain
+    process of the user."""
+    return private_namespace() or (pid_namespace() and bool(shutil.which("setpriv")))
 
 
 @lru_cache(maxsize=1)
@@ -349,6 +374,7 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
                 sandbox.kill_all()
                 if not private_namespace():
                     _private_dirs_sweep(sandbox.uid)
+                ipc.sweep(sandbox.uid, queues=not (ipc_namespace() and _unshared()))
         tail, size = read_back(out_fd, TAIL_BYTES, tail=True)
         output = ("…" if size > TAIL_BYTES else "") + tail.decode("utf-8", "replace").strip()
         record, record_size = read_back(record_fd, record_cap) if record_cap else (b"", 0)
