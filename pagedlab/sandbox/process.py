@@ -266,7 +266,52 @@ class Finished:
     record_size: int = 0  # the record's real size, to tell a flood from a record
     cpu_seconds: float = 0.0  # CPU time of the whole process tree
     wall_out: bool = False  # killed at the wall-clock limit before it used its CPU time
-    starved: bool = False  # ...while it mostly waited for a CPU (a loaded machine: the grader's problem)
+    starved: bool = False  # ...while the machine had no CPU to give it (root's probe: the grader's problem)
+
+
+# Starvation is judged from outside the task: by what a process of root's own that always wants a
+# CPU gets now, in a cgroup like a task's (the same weight) where the machine has them. The task's
+# own run delay says nothing: its processes, pinned to one CPU and woken together, wait behind each
+# other while the machine idles (tests/test_redteam_root.py). A task that got at least half the
+# share the probe gets was competing for the CPU like it (a busy machine slowed both); one that got
+# less slept, or starved itself: its own timeout.
+PROBE_SECONDS = 0.5
+_SPIN = ("import sys, time\nsys.stdin.read(1)\nt, c = time.monotonic(), time.process_time()\n"
+         "while time.monotonic() - t < float(sys.argv[1]):\n    pass\n"
+         "print((time.process_time() - c) / (time.monotonic() - t))\n")
+
+
+def cpu_share_now(seconds: float = PROBE_SECONDS, *, like_a_task: bool = True) -> float:
+    """The share of one CPU (0 to 1) that a process always ready to run gets on this machine now:
+    root's own, spinning for `seconds`, in a cgroup beside the children's when `like_a_task` and
+    the machine has them. 0.0 when it cannot be measured (the task then gets the doubt)."""
+    group = cgroups.create(f"probe-{os.getpid()}-{time.monotonic_ns()}", memory_bytes=256 << 20, pids=4) \
+        if like_a_task else None
+    try:
+        proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _SPIN, str(seconds)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            for procs in group.procs if group else []:
+                with open(procs, "w") as f:
+                    f.write(str(proc.pid))
+            out, _ = proc.communicate("x", timeout=seconds * 20 + 30)
+            return min(max(float(out), 0.0), 1.0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return 0.0
+    finally:
+        if group is not None:
+            group.remove()
+
+
+def _competing(cpu: float, wall: float, group) -> bool:
+    """Whether a task that used `cpu` seconds in `wall` was competing for a CPU: it used half of
+    one, or at least half of what root's probe gets on the machine now."""
+    share = cpu / wall if wall > 0 else 1.0
+    return share >= 0.5 or share >= 0.5 * cpu_share_now(like_a_task=group is not None)
 
 
 def _ended_within(proc: subprocess.Popen, watch: int | None, seconds: float) -> bool:
@@ -340,21 +385,23 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
                 wall_factor = 1.0
             watch = os.pidfd_open(proc.pid) if hasattr(os, "pidfd_open") else None
             try:
+                competing = None  # decided once the clock passes the CPU limit
                 while not _ended_within(proc, watch, POLL):
-                    cpu, waited = tree_cpu(proc.pid, sandbox.uid if sandbox else None)
+                    cpu, _ = tree_cpu(proc.pid, sandbox.uid if sandbox else None, hidden_too=group is None)
                     if group is not None:
                         cpu = max(cpu, group.cpu_seconds())
                     wall = time.perf_counter() - began
                     if cpu > timeout:
                         timed_out = True
                         break
-                    # Past the CPU limit on the clock, a child that mostly slept (neither ran nor
-                    # waited for a CPU) is ended now; one starved by a busy machine gets the
-                    # generous wall limit.
-                    busy = cpu + waited >= 0.5 * wall
-                    if wall > timeout * (wall_factor if busy else 1.0):
+                    # Past the CPU limit on the clock, a child that mostly slept (or starved itself)
+                    # is ended now; one competing for a CPU on a busy machine gets the generous wall
+                    # limit, and is the machine's problem if it still had no CPU there.
+                    if wall > timeout and competing is None:
+                        competing = _competing(cpu, wall, group)
+                    if wall > timeout * (wall_factor if competing else 1.0):
                         timed_out = wall_out = True
-                        starved = busy
+                        starved = bool(competing) and _competing(cpu, time.perf_counter() - began, group)
                         break
             finally:
                 if watch is not None:
