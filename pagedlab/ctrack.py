@@ -405,12 +405,15 @@ def runner_name() -> str:
     return f"pl-runner-{digest.hexdigest()[:20]}"
 
 
+# Root's folder of pagedlab's own builds, handed to a grading child (sandbox.trusted_builds.CHILD_ENV,
+# cuda.compiler.TRUSTED_ENV: the same name).
+TRUSTED_ENV = "PAGEDLAB_TRUSTED_BUILDS"
+
+
 def _trusted_runner(name: str) -> Path | None:
     """Root's build of the runner, when the grader handed this process its folder of trusted
     builds (sandbox.trusted_builds: root's own, nobody else's to write)."""
-    from .sandbox.trusted_builds import CHILD_ENV
-
-    folder = os.environ.get(CHILD_ENV)
+    folder = os.environ.get(TRUSTED_ENV)
     path = Path(folder) / name if folder else None
     return path if path is not None and os.access(path, os.X_OK) else None
 

@@ -20,8 +20,10 @@ from pagedlab.sandbox import trusted_builds
 KERNEL = 'extern "C" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }\n'
 
 
-def test_the_child_and_the_compiler_name_the_same_variable():
-    assert trusted_builds.CHILD_ENV == compiler.TRUSTED_ENV
+def test_the_child_and_the_compilers_name_the_same_variable():
+    from pagedlab import ctrack
+
+    assert trusted_builds.CHILD_ENV == compiler.TRUSTED_ENV == ctrack.TRUSTED_ENV
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="ownership by root and by others needs root to set up")
