@@ -35,19 +35,21 @@ _plans: dict = {}
 
 
 def _plan(task: str) -> list:
-    """[(check, trusted record)] of `task`'s public checks, in the real grader's order."""
+    """[(check, trusted record, its request)] of `task`'s public checks, in the real grader's
+    order; the request holds the empty engines' bytes the grader sends (the child writes none)."""
     if task not in _plans:
         from trusted_records import trusted_record
 
         from pagedlab import manifest
-        from pagedlab.sandbox.runner import plan_for
+        from pagedlab.sandbox.runner import plan_for, requests_for
 
-        checks, _ = plan_for(manifest.task(task), hidden=False)
-        _plans[task] = [(c, trusted_record(c)) for c in checks]
+        checks, plan = plan_for(manifest.task(task), hidden=False)
+        _plans[task] = [(c, trusted_record(c), request)
+                        for c, request in zip(checks, requests_for(checks, plan), strict=True)]
     return _plans[task]
 
 
-def _drive_in_fork(folder: str, checks: list, start: int, out: int) -> None:
+def _drive_in_fork(folder: str, checks: list, requests: list, start: int, out: int) -> None:
     """The forked child: run checks[start:] on `folder`, one begin and one record line each."""
     from pagedlab.checks import framework
     from pagedlab.guard import audit
@@ -62,7 +64,7 @@ def _drive_in_fork(folder: str, checks: list, start: int, out: int) -> None:
     audit.install(folder)  # the student-API guard, as in the real child
     for index in range(start, len(checks)):
         os.write(out, (json.dumps({"begin": index}) + "\n").encode())
-        stream = framework.drive(checks[index], folder, 0)
+        stream = framework.drive(checks[index], folder, 0, engines=requests[index]["engines"])
         os.write(out, (json.dumps({"index": index, "record": stream.to_json()}) + "\n").encode())
     os._exit(0)  # no teardown: a mutant's broken heap must not turn a finished run into a crash
 
@@ -100,8 +102,8 @@ def grade(folder: str, tasks: list[str]) -> list[list]:
     """[[task, check name, passed, message]] for every public check of `tasks` on `folder`."""
     from pagedlab.checks.judge import judge
 
-    planned = [(task, c, want) for task in tasks for c, want in _plan(task)]
-    checks = [c for _, c, _ in planned]
+    planned = [(task, c, want, request) for task in tasks for c, want, request in _plan(task)]
+    checks, requests = [c for _, c, _, _ in planned], [r for *_, r in planned]
     records, problems, start = {}, {}, 0
     while start < len(checks):
         read_end, write_end = os.pipe()
@@ -110,7 +112,7 @@ def grade(folder: str, tasks: list[str]) -> list[list]:
         if pid == 0:
             os.close(read_end)
             try:
-                _drive_in_fork(folder, checks, start, write_end)
+                _drive_in_fork(folder, checks, requests, start, write_end)
             finally:
                 os._exit(70)
         os.close(write_end)
@@ -122,7 +124,7 @@ def grade(folder: str, tasks: list[str]) -> list[list]:
             problems[current] = problem
         start = current + 1
     answer = []
-    for index, (task, c, want) in enumerate(planned):
+    for index, (task, c, want, _) in enumerate(planned):
         verdict = judge(want, records.get(index), problem=problems.get(index, ""))
         answer.append([task, c.name, verdict.passed, verdict.message])
     return answer
