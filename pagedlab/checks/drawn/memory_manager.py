@@ -196,9 +196,9 @@ def destroy(run):
     empty_pool = Pool(sc["empty_blocks"] * hw3.BLOCK_SIZE)
     done = public.destroy_one_of_twins(mm, scenes.engine(empty_pool), empty_pool)
     see("llm_destroy(an engine with no sequences)", done.returned)
-    see("heap blocks left after llm_destroy of the empty engine", done.left)
     see("heap: memory the engine does not own is still allocated after llm_destroy of the empty engine",
         done.others_freed == 0 and done.twin_intact)
+    see("heap blocks left after llm_destroy of the empty engine", done.left)
     # Memory the engine does not own, allocated before it: llm_destroy frees the engine's memory
     # only (freeing every live allocation would pass a count of what is left).
     cmem.malloc(24)
@@ -206,8 +206,8 @@ def destroy(run):
     see("engine state before llm_destroy", _snap(engine))
     done = public.destroy_one_of_twins(mm, engine, pool)
     see("llm_destroy(engine)", done.returned)
-    see("heap blocks left after llm_destroy", done.left)
-    see("pool written by llm_destroy", done.pool_written)
     see("heap: memory the engine does not own is still allocated after llm_destroy",
         done.others_freed == 0 and done.twin_intact)
+    see("heap blocks left after llm_destroy", done.left)
+    see("pool written by llm_destroy", done.pool_written)
     hw3.sweep(start)
