@@ -426,14 +426,15 @@ def test_the_sandbox_user_can_read_or_import_no_answer(sealed):
 @pytest.mark.integration
 @pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
 def test_sandboxed_submissions_that_take_answers_from_the_child_earn_nothing(sealed, tmp_path):
-    """Guard off: the harness steal (Task 1 from what builds the engines of Tasks 2-5 too), the
-    expectation replay and a plain import of the answer models, each graded as on Gradescope,
-    hidden checks included."""
+    """Guard off: the harness steal (Task 1 from what builds the engines of Tasks 2-5 too), Task 5
+    from the heap's ledger, the expectation replay and a plain import of the answer models, each
+    graded as on Gradescope, hidden checks included."""
     plain_buddy = FORGED_BUDDY.replace(_forged_import("pagedlab.harness.answers.buddy", "Buddy"),
                                        "from pagedlab.harness.answers.buddy import Buddy\n_ns = {'Buddy': Buddy}\n")
     for name, (filename, extra, tasks) in {
             "harness": ("memory_manager.py", HARNESS_STEAL, ["1", "3", "5"]),
             "harness init": ("memory_manager.py", HARNESS_INIT, ["1"]),
+            "ledger": ("memory_manager.py", LEDGER_DESTROY, ["5"]),
             "replay": ("paged_attention.py", EXPECTED_REPLAY, ["9"]),
             "model": ("buddy.py", plain_buddy, ["12"])}.items():
         results = _grade(_submission(tmp_path / name, filename, extra), tasks)
