@@ -87,17 +87,23 @@ def _remove_queues(uid: int, folder: Path) -> None:
             pass
 
 
+_unlistable = []  # a mount of root's own was refused once: it will be every time
+
+
 def queues_swept(uid: int) -> bool:
     """Remove the POSIX message queues of `uid` (in root's IPC namespace); False when there is no
     way to list them here (no mqueue file system mounted, and none may be)."""
     if _mqueue_mounted():
         _remove_queues(uid, MQUEUE)
         return True
+    if _unlistable:
+        return False
     where = tempfile.mkdtemp(prefix="pagedlab-mqueue-")
     try:
         mounted = subprocess.run(["mount", "-t", "mqueue", "-o", "nosuid,nodev,noexec", "none", where],
                                  capture_output=True, timeout=30, check=False).returncode == 0
         if not mounted:
+            _unlistable.append(True)
             return False
         try:
             _remove_queues(uid, Path(where))
