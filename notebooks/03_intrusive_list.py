@@ -38,6 +38,7 @@ import matplotlib.pyplot as plt
 
 import pagedlab
 from pagedlab import cmem, viz
+from pagedlab.checks import scenes
 from pagedlab.harness import hw3
 from pagedlab.hw3 import ListNode, LLMEngine, Sequence
 
@@ -88,7 +89,8 @@ pool = pagedlab.pool.Pool(16 * hw3.BLOCK_SIZE)
 # The engine as data: 16 blocks, three in use; sequence 11 maps blocks 0 and 1 in the L2 table
 # at L1 slot 0, sequence 12 maps block 2. The harness writes exactly this into memory.
 UNMAPPED = [hw3.UNMAPPED] * 14
-engine = hw3.engine_from(pool.addr, hw3.EngineLayout(
+heap = cmem.snapshot()  # the harness frees what it built at the end
+engine = scenes.build(pool, hw3.EngineLayout(
     total=16, free=13, refs=(1, 1, 1) + (0,) * 13,
     seqs=(hw3.SeqLayout(11, 20, tables=((0, (0, 1, *UNMAPPED)),)),
           hw3.SeqLayout(12, 5, tables=((0, (2, -1, *UNMAPPED)),)))))
@@ -205,7 +207,7 @@ for question, value in truth.items():
 # The harness built this engine, so the harness frees it:
 
 # %%
-hw3.release(engine)
+hw3.sweep(heap)
 print("live heap bytes after teardown:", cmem.live_bytes())
 
 # %% [markdown]

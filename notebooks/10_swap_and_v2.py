@@ -265,7 +265,7 @@ draw_both("after swap_out(gpu, cpu, 4)")
 
 # %%
 pagedlab.graded.require("task13")
-gpu = scenes.with_sequence(gpu, 7, 40, [1, 3, 6], release=False)  # a new request takes some freed blocks
+gpu = scenes.with_sequence(gpu, 7, 40, [1, 3, 6])  # a new request takes some freed blocks
 back = swap.swap_in(cpu, gpu, 1)
 print("mapping (cpu block -> gpu block):", back)
 records_ok = all(gpu_pool.words(g) == cpu_pool.words(c) for c, g in back)
@@ -280,8 +280,8 @@ draw_both("after a new request took blocks 1, 3, 6 and swap_in(cpu, gpu, 1)")
 # %%
 pagedlab.graded.require("task13")
 room = cpu.free_local_blocks
-cpu = scenes.with_sequence(cpu, 200, 16 * (room - 8), list(range(cpu.total_local_blocks - (room - 8), cpu.total_local_blocks)),
-                           release=False)
+cpu = scenes.with_sequence(cpu, 200, 16 * (room - 8),
+                           list(range(cpu.total_local_blocks - (room - 8), cpu.total_local_blocks)))
 before = (hw3.state(gpu), hw3.state(cpu), gpu_pool.snapshot(), cpu_pool.snapshot())
 print("CPU free blocks:", cpu.free_local_blocks, "- swap_out(gpu, cpu, 1) returns", swap.swap_out(gpu, cpu, 1))
 print("unchanged:", (hw3.state(gpu), hw3.state(cpu)) == before[:2],

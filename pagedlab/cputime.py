@@ -21,10 +21,23 @@ def _stat_fields(pid: str) -> list[str] | None:
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def tree_cpu(session: int, uid: int | None) -> tuple[float, float]:
+def _real_uid(pid: str) -> int | None:
+    """The real uid of `pid` from its status (root reads it whatever the process's dumpable flag)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    except (OSError, IndexError, ValueError):
+        pass
+    return None
+
+
+def tree_cpu(session: int, uid: int | None, *, hidden_too: bool = False) -> tuple[float, float]:
     """(CPU seconds, seconds spent waiting for a CPU) of the live processes of `session` or owned
-    by `uid`, their reaped children's CPU time included. A process that left the session and hid
-    from /proc's owner is not counted: its CPU time is then the machine's load, not the task's."""
+    by `uid`, their reaped children's CPU time included. A non-dumpable process's /proc folder is
+    root's: one that also left the session is counted only with `hidden_too` (root reads each
+    root-owned process's real uid then: a few ms a look, for a machine with no cgroup to count it)."""
     cpu = waited = 0.0
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
@@ -37,9 +50,10 @@ def tree_cpu(session: int, uid: int | None) -> tuple[float, float]:
         mine = fields[3] == str(session)
         if not mine and uid is not None:
             try:
-                mine = os.stat(f"/proc/{pid}").st_uid == uid
+                owner = os.stat(f"/proc/{pid}").st_uid
             except OSError:
                 continue
+            mine = owner == uid or (hidden_too and owner == 0 and _real_uid(pid) == uid)
         if not mine:
             continue
         cpu += sum(int(x) for x in fields[11:15]) / TICK

@@ -54,9 +54,15 @@ _ARCH = {
                                  add_key=217, request_key=218, keyctl=219, pidfd_getfd=438,
                                  process_madvise=440, clone=220, clone3=435)),
 }
-_DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter",
+DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter",
            "io_uring_register", "bpf", "perf_event_open", "userfaultfd", "unshare", "setns",
            "add_key", "request_key", "keyctl", "pidfd_getfd", "process_madvise")
+# Refused by every sealed process, this filter's and the runners' (pagedlab/cuda/pl_seal.h): each
+# filter must hold on its own (a runner's parent is not always sealed). clone3 says ENOSYS.
+ALWAYS_DENIED = DENIED + ("clone3",)
+# The runners' own on top (no program, no process, no socket of any family): a check child needs
+# them for the compilers, and AF_UNIX sockets.
+RUNNER_ONLY = frozenset({"execve", "execveat", "fork", "vfork", "socket", "socketpair"})
 
 
 def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
@@ -74,7 +80,7 @@ def program(machine: str | None = None, *, inet: bool = False) -> bytes:
            _insn(_LD_W_ABS, 0, 0, 0)]  # seccomp_data.nr
     if arch == 0xC000003E:  # the x32 ABI's numbers would bypass every rule below
         out += [_insn(_JGE_K, 0, 1, 0x40000000), _insn(_RET_K, 0, 0, _RET_ERRNO | _EPERM)]
-    for name in _DENIED:
+    for name in DENIED:
         out += [_insn(_JEQ_K, 0, 1, nr[name]), _insn(_RET_K, 0, 0, _RET_ERRNO | _EPERM)]
     # clone3's flags live in memory a filter cannot read: ENOSYS makes libc fall back to clone.
     out += [_insn(_JEQ_K, 0, 1, nr["clone3"]), _insn(_RET_K, 0, 0, _RET_ERRNO | _ENOSYS)]

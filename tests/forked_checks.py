@@ -39,29 +39,33 @@ HIDDEN = ROOT / "grading" / "hidden"
 
 
 def _plan(task: str, hidden_seed: int | None = None, public: bool = True) -> list:
-    """[(check, seed)] of `task` in the real grader's order and seeds (`runner.plan_for`): its
-    public checks (seed 0) unless `public` is False, then, with a `hidden_seed`, its hidden ones."""
+    """[(check, seed, engines)] of `task` in the real grader's order and seeds (`runner.plan_for`):
+    its public checks (seed 0) unless `public` is False, then, with a `hidden_seed`, its hidden
+    ones; `engines` are the empty engines' bytes the grader sends with the request."""
     key = (task, hidden_seed, public)
     if key not in _plans:
         from pagedlab import manifest
-        from pagedlab.sandbox.runner import plan_for
+        from pagedlab.sandbox.runner import plan_for, requests_for
 
         checks, plan = plan_for(manifest.task(task), hidden=hidden_seed is not None, hidden_seed=hidden_seed,
                                 hidden_from=HIDDEN)
-        _plans[key] = [(c, seed) for c, (_, seed) in zip(checks, plan, strict=True) if public or c.hidden]
+        # the empty engines' bytes the grader sends with each request (the child writes none)
+        _plans[key] = [(c, seed, request["engines"])
+                       for c, (_, seed), request in zip(checks, plan, requests_for(checks, plan), strict=True)
+                       if public or c.hidden]
     return _plans[key]
 
 
 _trusted: dict = {}
 
 
-def _trusted_record(c, seed: int):
+def _trusted_record(c, seed: int, engines):
     """What the grader judges `c` against: a computed expectation, a committed record, or (a
     hidden check) the reference solution's record of the same scenario, driven in a fork."""
     key = (c.key, seed)
     if key not in _trusted:
         if c.hidden and c.expected is None:
-            records, problems = _drive_all("solutions", [(c, seed)])
+            records, problems = _drive_all("solutions", [(c, seed, engines)])
             if 0 not in records:
                 raise RuntimeError(f"the reference failed on {c.key} (seed {seed}): {problems}")
             _trusted[key] = records[0]
@@ -73,7 +77,7 @@ def _trusted_record(c, seed: int):
 
 
 def _drive_in_fork(folder: str, checks: list, start: int, out: int) -> None:
-    """The forked child: run checks[start:] ((check, seed) pairs) on `folder`, one begin and one
+    """The forked child: run checks[start:] ((check, seed, engines)) on `folder`, one begin and one
     record line each."""
     from pagedlab.checks import framework
     from pagedlab.guard import audit
@@ -88,8 +92,8 @@ def _drive_in_fork(folder: str, checks: list, start: int, out: int) -> None:
     audit.install(folder)  # the student-API guard, as in the real child
     for index in range(start, len(checks)):
         os.write(out, (json.dumps({"begin": index}) + "\n").encode())
-        c, seed = checks[index]
-        stream = framework.drive(c, folder, seed)
+        c, seed, engines = checks[index]
+        stream = framework.drive(c, folder, seed, engines=engines)
         os.write(out, (json.dumps({"index": index, "record": stream.to_json()}) + "\n").encode())
     os._exit(0)  # no teardown: a mutant's broken heap must not turn a finished run into a crash
 
@@ -124,7 +128,7 @@ def _read_fork(pid: int, fd: int, start: int, records: dict) -> tuple[int, str]:
 
 
 def _drive_all(folder: str, checks: list) -> tuple[dict, dict]:
-    """({index: record}, {index: why the fork died there}) of (check, seed) pairs on `folder`, a
+    """({index: record}, {index: why the fork died there}) of (check, seed, engines) on `folder`, a
     fresh fork after each crash or hang."""
     records, problems, start = {}, {}, 0
     while start < len(checks):
@@ -134,7 +138,7 @@ def _drive_all(folder: str, checks: list) -> tuple[dict, dict]:
         if pid == 0:
             os.close(read_end)
             try:
-                _drive_in_fork(folder, checks, start, write_end)
+                _drive_in_fork(folder, checks, requests, start, write_end)
             finally:
                 os._exit(70)
         os.close(write_end)
@@ -157,19 +161,19 @@ def grade(folder: str, tasks: list[str], hidden_seed: int | None = None, public:
     from pagedlab.checks.judge import judge, refer_to_first_report
     from pagedlab.sandbox.runner import CheckOutcome
 
-    planned = [(task, c, seed) for task in tasks for c, seed in _plan(task, hidden_seed, public)]
-    records, problems = _drive_all(folder, [(c, seed) for _, c, seed in planned])
+    planned = [(task, c, seed, engines) for task in tasks for c, seed, engines in _plan(task, hidden_seed, public)]
+    records, problems = _drive_all(folder, [(c, seed, engines) for _, c, seed, engines in planned])
     answer, shown = [], {}
     for task in tasks:
         mine, hidden = [], []
-        for index, (of, c, seed) in enumerate(planned):
+        for index, (of, c, seed, engines) in enumerate(planned):
             if of == task:
-                verdict = judge(_trusted_record(c, seed), records.get(index), problem=problems.get(index, ""),
+                verdict = judge(_trusted_record(c, seed, engines), records.get(index), problem=problems.get(index, ""),
                                 rule=c.rule)
                 mine.append(CheckOutcome(c.name, verdict.passed, verdict.message, cause=verdict.cause))
                 hidden.append(c.hidden)
         refer_to_first_report(mine)
-        refer_to_causes(mine, {c.name: c.follows for of, c, _ in planned if of == task}, shown=shown, label=task)
+        refer_to_causes(mine, {c.name: c.follows for of, c, *_ in planned if of == task}, shown=shown, label=task)
         answer += [[task, o.name, h, o.passed, o.message] for o, h in zip(mine, hidden, strict=True)]
     return answer
 

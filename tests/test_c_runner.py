@@ -8,6 +8,8 @@ and compare with the in-process mode notebooks keep.
 
 from __future__ import annotations
 
+import ctypes
+import json
 import sys
 from pathlib import Path
 
@@ -17,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import c_mutants  # noqa: E402
 
 from pagedlab import carena, cmem, ctrack  # noqa: E402
+from pagedlab.checks import scenes  # noqa: E402
 from pagedlab.harness import hw3  # noqa: E402
 from pagedlab.pool import Pool  # noqa: E402
 
@@ -52,26 +55,43 @@ PROBE = c_mutants.SOLUTION.read_text().replace(
     "        if (f) { found |= 2; fclose(f); }\n"
     "        if (socket(AF_INET, SOCK_STREAM, 0) >= 0) found |= 4;\n"
     "        if (dlopen(\"libz.so.1\", RTLD_NOW)) found |= 8;\n"
+    "        if (truncate(TRUNCATE_ME, 0) == 0) found |= 16;\n"
     "        return found;\n"
     "    }\n"
     "    if (seq_id == 66) kill(getpid(), 9);\n"
     "    if (seq_id == 67) _exit(7);\n", 1).replace("#include <stdlib.h>", "#define _GNU_SOURCE\n#include <signal.h>\n#include <stdlib.h>", 1)
 
 
+def _probe(tmp_path: Path) -> str:
+    """PROBE with a file of ten bytes the library may try to truncate by its path."""
+    victim = tmp_path / "ten-bytes"
+    victim.write_bytes(b"0123456789")
+    return PROBE.replace("TRUNCATE_ME", json.dumps(str(victim)))
+
+
+def _landlock_abi() -> int:
+    return ctypes.CDLL(None, use_errno=True).syscall(444, None, 0, 1)  # landlock_create_ruleset: version
+
+
 def test_in_process_the_library_finds_python(tmp_path):
-    """The probe is real: loaded into this Python process, it finds the interpreter's API."""
-    mm = _load(tmp_path, PROBE)
-    assert mm.free_sequence(None, 55) & 1
+    """The probe is real: loaded into this Python process, it finds the interpreter's API and may
+    truncate a file."""
+    mm = _load(tmp_path, _probe(tmp_path))
+    assert mm.free_sequence(None, 55) & (1 | 16) == 1 | 16
 
 
 def test_in_the_runner_the_library_finds_no_python_no_files_no_network(tmp_path, runner):
-    mm = _load(tmp_path, PROBE)
+    mm = _load(tmp_path, _probe(tmp_path))
     found = mm.free_sequence(None, 55)
     assert not found & 1, "PyRun_SimpleString was found in the runner"
     assert not found & 4, "the runner opened a socket"
     runner_obj = mm._runner
-    if runner_obj.locked[1]:  # Landlock where the kernel has it: no file but the library
+    abi = _landlock_abi()
+    assert bool(runner_obj.locked[1]) == (abi >= 1), (runner_obj.locked, abi)
+    if abi >= 1:  # Landlock where the kernel has it: no file but the library
         assert not found & 2 and not found & 8, found
+    if abi >= 3:  # and no truncating one by its path (Landlock's third version)
+        assert not found & 16 and (tmp_path / "ten-bytes").stat().st_size == 10, found
 
 
 def test_the_engine_lives_in_shared_memory_and_the_checks_read_it(tmp_path, runner):
@@ -88,16 +108,17 @@ def test_the_engine_lives_in_shared_memory_and_the_checks_read_it(tmp_path, runn
     assert mm.append_kv(engine, 2, 0x1234) == 0 and pool.words(3)[8] == 0x1234
     where = {a.where for a in cmem.changes_since(heap).allocated}
     assert "llm_memory.c:74 in llm_init" in where, where
-    # An engine the harness built here is one the C code reads and frees there.
-    built = hw3.engine_from(pool.addr, hw3.snapshot(engine))
+    # An engine the harness built here (from root's bytes, as in the check child) is one the C code
+    # reads and frees there.
+    built = scenes.build(pool, hw3.snapshot(engine))
     assert mm.free_sequence(built, 2) == 0 and hw3.find(built, 2) is None
     assert mm.llm_destroy(built) == 0 and mm.llm_destroy(engine) == 0
-    assert not cmem.changes_since(heap).allocated
+    hw3.sweep(heap)  # the empty engine `built` was derived from: the harness's own
 
 
 @pytest.mark.parametrize(("seq_id", "how"), [(66, "killed by SIGKILL"), (67, "exited with status 7")])
 def test_a_library_that_ends_its_runner_fails_that_call_and_the_next_gets_a_fresh_one(tmp_path, runner, seq_id, how):
-    mm = _load(tmp_path, PROBE)
+    mm = _load(tmp_path, _probe(tmp_path))
     pool = Pool(64 * 8)
     engine = mm.llm_init(pool.addr, pool.size)
     first = mm._runner.pid

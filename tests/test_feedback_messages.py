@@ -264,12 +264,13 @@ def test_pool_legends_side_by_side_stay_clear_of_the_next_panel():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from pagedlab import viz
+    from pagedlab import cmem, viz
     from pagedlab.checks import scenes
     from pagedlab.harness import hw3
     from pagedlab.pool import Pool
 
     pools = Pool(32 * hw3.BLOCK_SIZE), Pool(24 * hw3.BLOCK_SIZE)
+    heap = cmem.snapshot()
     gpu = scenes.engine(pools[0], [(1, 50, [3, 6, 1, 8]), (2, 20, [0]), (3, 51, [3, 6, 1, 10]),
                                    (4, 60, [3, 6, 11, 12]), (5, 70, [13, 14, 15, 16, 17]), (6, 33, [12, 20, 21])])
     cpu = scenes.engine(pools[1], [(100, 40, [1, 3, 4])])
@@ -286,8 +287,7 @@ def test_pool_legends_side_by_side_stay_clear_of_the_next_panel():
     labels = [t.get_text() for t in left.get_legend().get_texts()]
     assert "seq 2 (20 rec)" in labels
     plt.close(fig)
-    for engine in (gpu, cpu):
-        hw3.release(engine)
+    hw3.sweep(heap)
 
 
 # ---------------------------------------------------------------- demo cells

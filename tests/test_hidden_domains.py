@@ -751,11 +751,14 @@ def test_the_classifiers_see_a_missing_class():
 def test_the_child_is_sent_scenarios_as_data_never_a_seed():
     from pagedlab.sandbox.runner import plan_for, requests_for
 
-    for task in ("task2", "task10", "task13"):
+    for task in ("task1", "task2", "task10", "task13"):
         checks, plan = plan_for(manifest.task(task), hidden=True, hidden_seed=1234567, hidden_from=HIDDEN)
         requests = requests_for(checks, plan)
         for c, request in zip(checks, requests, strict=True):
             assert "seed" not in request
+            # the bytes of the empty engines its scenes start from: none for Task 1 (its answer)
+            # nor for a task that builds no engine
+            assert bool(request.pop("engines")) == (task in ("task2", "task13"))
             if c.hidden:
                 assert set(request) == {"key", "driver", "scenario"}
                 assert framework.find_scenario_driver(request["driver"]).__module__.startswith("pagedlab.checks.")

@@ -69,6 +69,33 @@ def llm_destroy(engine):
     return 0
 '''
 
+# Task 1 from what the child holds to build the engines of Tasks 2-5, each way tried in turn: the
+# harness's engine writer (an empty engine's data is Task 1's answer), the checks' scene builder
+# over a stand-in for the check's pool, and the root side's engine bytes loaded by the harness.
+HARNESS_INIT = _MODULES + '''
+import importlib as _il
+
+def llm_init(pool_addr, pool_size):
+    if not pool_addr or pool_size < BLOCK_SIZE:
+        return None
+    n = pool_size // BLOCK_SIZE
+    h = _il.import_module("pagedlab.harness.hw3")
+    tried = []
+    if hasattr(h, "engine_from"):
+        return h.engine_from(pool_addr, h.EngineLayout(n, n, (0,) * n, ()))
+    class _Pool:
+        addr, size = pool_addr, pool_size
+    try:
+        return _il.import_module("pagedlab.checks.scenes").engine(_Pool())
+    except Exception as exc:
+        tried.append(f"scenes: {type(exc).__name__}: {exc}")
+    try:
+        return h.load(pool_addr, _il.import_module("pagedlab.trusted.engines").empty(n))
+    except Exception as exc:
+        tried.append(f"trusted: {type(exc).__name__}: {exc}")
+    raise NotImplementedError("; ".join(tried))
+'''
+
 # Task 9 with paged_attention unwritten: the driver's own check objects replay the judge's
 # expectation (`framework.expected_stream`) for the case on the caller's stack, with the run's seed.
 EXPECTED_REPLAY = _MODULES + '''
@@ -191,6 +218,43 @@ def test_taking_tasks_1_3_5_from_the_harness_in_the_child_earns_nothing(tmp_path
     assert results["score"] == 0, _scores(results)
 
 
+# Task 5 from the heap's ledger, with the student API's own `cmem` (guard on): an llm_destroy that
+# reads no table. The ledger says where each live block was allocated; what the check built is
+# not the submission's file, so free all of it. (The check's other memory, allocated in its own
+# module, is spared: the ledger names that file memory_manager.py too.)
+LEDGER_DESTROY = '''
+def llm_destroy(engine):
+    if engine is None:
+        return -1
+    for block in cmem.live_allocations():
+        if "memory_manager.py" not in block.where:
+            cmem.free(block.address)
+    return 0
+'''
+
+# The same without the labels: the engine's memory is what the check allocated last, so free every
+# block from the engine's own address up (allocation order, read off the addresses).
+LEDGER_DESTROY_BY_ADDRESS = '''
+def llm_destroy(engine):
+    if engine is None:
+        return -1
+    for block in cmem.live_allocations():
+        if block.address >= addr(engine):
+            cmem.free(block.address)
+    return 0
+'''
+
+
+@pytest.mark.parametrize("attack", [LEDGER_DESTROY, LEDGER_DESTROY_BY_ADDRESS], ids=["labels", "addresses"])
+def test_task_5_from_the_heaps_ledger_earns_nothing(tmp_path, attack):
+    """Guard on, hidden checks included: the check's other engines (its twin of the same shape,
+    built in the same shuffled burst, and the engines it was derived from) are live memory of the
+    harness's own that a correct llm_destroy leaves alone, and the ledger cannot tell them apart."""
+    results = _grade(_submission(tmp_path / "sub", "memory_manager.py", attack), ["5"])
+    assert results["score"] == 0, _scores(results)
+    assert "refused by the student API" not in results["tests"][0]["output"]  # it ran, and lost
+
+
 def test_replaying_the_expected_stream_of_task_9_earns_nothing(tmp_path):
     results = _grade(_submission(tmp_path / "sub", "paged_attention.py", EXPECTED_REPLAY), ["9"], hidden=False)
     assert results["score"] == 0, _scores(results)
@@ -286,7 +350,8 @@ def test_the_child_holds_no_answer_code():
         from pagedlab.harness import hw3
         print(sorted(m for m in sys.modules if m.startswith("pagedlab.") and
                      m.split(".")[1] in ("reference", "trusted") or m.startswith("pagedlab.harness.answers")))
-        print([name for name in ("new_engine", "build_sequence", "teardown") if hasattr(hw3, name)])
+        print([name for name in ("new_engine", "build_sequence", "teardown", "engine_from", "release")
+               if hasattr(hw3, name)])
     ''')
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, "PAGEDLAB_GRADE_GPU": "0"}, timeout=300)
@@ -369,12 +434,15 @@ def test_the_sandbox_user_can_read_or_import_no_answer(sealed):
 @pytest.mark.integration
 @pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
 def test_sandboxed_submissions_that_take_answers_from_the_child_earn_nothing(sealed, tmp_path):
-    """Guard off: the harness steal, the expectation replay and a plain import of the answer
-    models, each graded as on Gradescope, hidden checks included."""
+    """Guard off: the harness steal (Task 1 from what builds the engines of Tasks 2-5 too), Task 5
+    from the heap's ledger, the expectation replay and a plain import of the answer models, each
+    graded as on Gradescope, hidden checks included."""
     plain_buddy = FORGED_BUDDY.replace(_forged_import("pagedlab.harness.answers.buddy", "Buddy"),
                                        "from pagedlab.harness.answers.buddy import Buddy\n_ns = {'Buddy': Buddy}\n")
     for name, (filename, extra, tasks) in {
             "harness": ("memory_manager.py", HARNESS_STEAL, ["1", "3", "5"]),
+            "harness init": ("memory_manager.py", HARNESS_INIT, ["1"]),
+            "ledger": ("memory_manager.py", LEDGER_DESTROY, ["5"]),
             "replay": ("paged_attention.py", EXPECTED_REPLAY, ["9"]),
             "model": ("buddy.py", plain_buddy, ["12"])}.items():
         results = _grade(_submission(tmp_path / name, filename, extra), tasks)

@@ -548,3 +548,203 @@ def test_without_namespaces_a_notebook_run_is_still_sealed_and_says_it_has_the_n
     assert "tcp-127.0.0.1" in won and connected >= 1  # what the output below owns up to
     assert any("allows no network namespace: the notebook's code can reach the network" in line
                for line in lines), lines
+
+
+# ------------------------------------------------------------------ leftovers that outlive a grading
+# A C track library whose constructor (it runs in the runner, before any call) leaves System V
+# shared memory (4 x 64 MB, mode 0666, a message written in it), a message queue, a semaphore set
+# and a POSIX message queue behind: none belongs to a process, so killing the user's processes
+# and sweeping /tmp leaves them all, readable by that pool user's next job.
+IPC_LEFT_BEHIND = r'''
+#include <fcntl.h>
+#include <mqueue.h>
+#include <string.h>
+#include <sys/ipc.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
+__attribute__((constructor)) static void pl_leave_ipc(void)
+{
+    for (int i = 0; i < 4; i++) {
+        int id = shmget(0x504c4100 + i, 64 << 20, IPC_CREAT | 0666);
+        char *p = id >= 0 ? shmat(id, 0, 0) : (char *)-1;
+        if (p != (char *)-1) {
+            strcpy(p, "left behind by a grading");
+            shmdt(p);
+        }
+    }
+    msgget(0x504c4200, IPC_CREAT | 0666);
+    semget(0x504c4300, 1, IPC_CREAT | 0666);
+    mqd_t q = mq_open("/pagedlab-left-behind", O_CREAT | O_RDWR, 0666, NULL);
+    if (q != (mqd_t)-1)
+        mq_close(q);
+}
+'''
+
+
+def _c_submission(folder: Path, extra: str) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "llm_memory.c").write_text("#define _GNU_SOURCE\n" + (EXERCISES / "llm_memory.c").read_text() + extra)
+    return folder
+
+
+def _ipc_of(uid: int) -> list[str]:
+    """System V objects (shared memory, message queues, semaphore sets) owned or made by `uid`."""
+    found = []
+    for kind in ("shm", "msg", "sem"):
+        lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        head = lines[0].split()
+        for line in lines[1:]:
+            row = dict(zip(head, line.split()))
+            if uid in (int(row["uid"]), int(row["cuid"])):
+                found.append(f"{kind} {row['key']} (id {row.get('shmid') or row.get('msqid') or row.get('semid')})")
+    return found
+
+
+def _posix_queues(uid: int) -> list[str]:
+    """POSIX message queues of `uid`, listed through an mqueue file system of root's own."""
+    where = Path(tempfile.mkdtemp(prefix="pagedlab-mq-"))
+    try:
+        subprocess.run(["mount", "-t", "mqueue", "none", str(where)], check=True)
+        try:
+            return sorted(e.name for e in os.scandir(where) if e.stat().st_uid == uid)
+        finally:
+            subprocess.run(["umount", str(where)], check=True)
+    finally:
+        where.rmdir()
+
+
+def _remove_ipc_of(uid: int) -> None:
+    for entry in _ipc_of(uid):
+        kind, _, rest = entry.partition(" ")
+        ident = rest.split("id ")[1].rstrip(")")
+        subprocess.run(["ipcrm", {"shm": "-m", "msg": "-q", "sem": "-s"}[kind], ident], check=False)
+    subprocess.run(["sh", "-c", "mkdir -p /tmp/pagedlab-mq-clean && mount -t mqueue none /tmp/pagedlab-mq-clean"
+                    " && rm -f /tmp/pagedlab-mq-clean/pagedlab-left-behind; umount /tmp/pagedlab-mq-clean;"
+                    " rmdir /tmp/pagedlab-mq-clean"], check=False)
+
+
+@sandboxed
+@pytest.mark.parametrize("namespaces", ["allowed", "refused"])
+def test_ipc_objects_a_task_makes_are_gone_after_its_child(sandbox, users, tmp_path, monkeypatch, namespaces):
+    """With namespaces each child has an IPC namespace of its own (its objects die with it);
+    where the machine refuses them (no CAP_SYS_ADMIN: a default Docker container), root removes
+    the user's System V objects and POSIX message queues after each child, as it sweeps /tmp."""
+    from pagedlab.sandbox import process
+
+    if namespaces == "refused":
+        for probe in ("pid_namespace", "private_namespace", "net_namespace", "ipc_namespace"):
+            monkeypatch.setattr(process, probe, lambda: False, raising=False)
+    uid = pwd.getpwnam(USER).pw_uid
+    _remove_ipc_of(uid)  # an earlier run's
+    try:
+        results = _grade(_c_submission(tmp_path / "sub", IPC_LEFT_BEHIND), ["1", "2"])
+        outputs = [t["output"] for t in results["tests"]]
+        assert not any("CCompileError" in o or "could not start" in o for o in outputs), outputs
+        assert _ipc_of(uid) == [] and _posix_queues(uid) == [], (_ipc_of(uid), _posix_queues(uid))
+    finally:
+        _remove_ipc_of(uid)
+
+
+# Code the job's user runs before a C task (here a grading plugin the child imports; on a grader
+# without Landlock, the library's own constructor in an earlier runner; a notebook's kernel)
+# writes a program of its own where the check child looks for pagedlab's C runner, in the job's
+# cache: the child then runs it, unsealed, as the runner of every C call. It proves it ran by
+# answering the runner's first record with an error of its own.
+PLANT_RUNNER = '''
+import os
+from pathlib import Path
+if os.getuid() != 0 and os.environ.get("PAGEDLAB_CACHE"):
+    from pagedlab import ctrack
+    planted = Path(os.environ["PAGEDLAB_CACHE"]) / "c" / ctrack.runner_name()
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    planted.write_text("#!/bin/sh\\nexec PYTHON -S -c 'import os, struct; os.write(5, (struct.pack(\\"<IiiiQQQ\\", 2, "
+                       "0, 0, 0, 0, 0, 0) + b\\"a planted runner ran, unsealed, as uid %d\\" % os.getuid())"
+                       ".ljust(1280, bytes(1)))'\\n")
+    planted.chmod(0o755)
+'''
+
+
+@sandboxed
+def test_a_runner_planted_in_the_jobs_cache_is_never_run(sandbox, users, tmp_path, drop, monkeypatch):
+    plugin = drop / "plant.py"  # where the sandbox user may read it
+    plugin.write_text(PLANT_RUNNER.replace("PYTHON", os.path.realpath(sys.executable)))
+    plugin.chmod(0o644)
+    monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(plugin))
+    attack = _grade(_c_submission(tmp_path / "attack", ""), ["1"])
+    assert not any("planted runner ran" in t["output"] for t in attack["tests"]), attack["tests"][0]["output"][-1500:]
+    honest = tmp_path / "honest"
+    honest.mkdir()
+    shutil.copyfile(SOLUTIONS / "llm_memory.c", honest / "llm_memory.c")
+    assert _grade(honest, ["1"])["score"] == 8  # root's runner, the plant in the cache or not
+
+
+# Each seccomp filter on its own: the check child's (pagedlab.seal) and the runners'
+# (pagedlab/cuda/pl_seal.h). A runner is started by a sealed child, whose filter it inherits, but
+# not only: a runner of the reference's run, a notebook's, or a grade without a sandbox user has
+# its own filter alone, and so would any runner started from a filter that missed a call. Every
+# call one filter refuses must be refused by the other (but for what a runner alone refuses: it
+# runs no program and starts no process); each probe below calls them all under one filter.
+def _refused_by_the_child_filter() -> dict:
+    from pagedlab import seal
+
+    code = textwrap.dedent(f"""
+        import ctypes, json, os, platform
+        from pagedlab import seal
+        nr = seal._ARCH[platform.machine()][1]
+        libc = ctypes.CDLL(None, use_errno=True)
+        seal.seal()
+        got = {{}}
+        for name in {sorted(seal.ALWAYS_DENIED)!r}:
+            ctypes.set_errno(0)
+            libc.syscall(nr[name], 0, 0, 0, 0, 0)
+            got[name] = ctypes.get_errno()
+        print(json.dumps(got))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+def _refused_by_the_runner_filter(tmp_path: Path) -> dict:
+    from pagedlab import seal
+
+    calls = []
+    for name in sorted(seal.ALWAYS_DENIED):
+        calls.append(f'    errno = 0; syscall(__NR_{name}, 0, 0, 0, 0, 0); '
+                     f'printf("%s\\"{name}\\": %d", first ? "" : ", ", errno); first = 0;')
+    probe = tmp_path / "probe.c"
+    probe.write_text("\n".join(["#define _GNU_SOURCE", "#include <stdio.h>", '#include "pl_seal.h"',
+                                "int main(void) {", "    int first = 1;", "    if (!lock_down()) return 2;",
+                                '    printf("{");', *calls, '    printf("}\\n");', "    return 0;", "}", ""]))
+    header = ROOT / "pagedlab" / "cuda"
+    subprocess.run(["cc", "-O1", "-I", str(header), str(probe), "-o", str(tmp_path / "probe")], check=True, timeout=120)
+    out = subprocess.run([str(tmp_path / "probe")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, (out.returncode, out.stderr)
+    return json.loads(out.stdout)
+
+
+@pytest.mark.skipif(sys.platform != "linux" or shutil.which("cc") is None, reason="seccomp is Linux's; a C compiler")
+def test_each_filter_refuses_every_call_the_other_refuses(tmp_path):
+    """add_key and request_key (a user's keyring outlives all its processes: bytes left there
+    reach the pool user's next job) were refused by the child's filter only."""
+    from pagedlab import seal
+
+    expected = {name: 38 if name == "clone3" else 1 for name in seal.ALWAYS_DENIED}  # ENOSYS, EPERM
+    assert _refused_by_the_child_filter() == expected
+    assert _refused_by_the_runner_filter(tmp_path) == expected
+
+
+def test_the_two_filters_list_the_same_calls():
+    """The runner's header and the child's filter name the same calls (the header's extras are
+    the runner's own: no program, no process, no socket of any family)."""
+    from pagedlab import seal
+
+    header = (ROOT / "pagedlab" / "cuda" / "pl_seal.h").read_text()
+    import re
+
+    in_header = set(re.findall(r"PL_DENY\(__NR_(\w+),", header))
+    assert in_header - seal.RUNNER_ONLY == set(seal.ALWAYS_DENIED)
+    assert "PL_DENY(__NR_clone3, ENOSYS)" in header and "clone3" not in seal.DENIED  # libc's fallback
+    assert in_header >= seal.RUNNER_ONLY

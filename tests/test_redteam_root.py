@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import zipfile
 from pathlib import Path
 
@@ -28,7 +29,8 @@ from pagedlab.checks.judge import judge, refer_to_first_report
 from pagedlab.grading import class_report, classroom, intake, submission
 from pagedlab.grading.cli import grade
 from pagedlab.sandbox import record
-from pagedlab.sandbox.runner import CheckOutcome
+from pagedlab.sandbox.process import WALL_FACTOR
+from pagedlab.sandbox.runner import GRACE, CheckOutcome
 
 API_OFF = Path(__file__).parent / "submissions" / "student_api_off.py"
 # The bytes an attacker would like an instructor's terminal to obey: erase the line, go to its
@@ -432,3 +434,89 @@ def test_root_refuses_a_reference_others_can_change(tmp_path, monkeypatch):
     outcome = run_task(manifest.task("task1"), str(ROOT / "solutions"), ROOT / "solutions", hidden=True,
                        hidden_seed=1)
     assert outcome.grader_error and "not run" in outcome.problem and outcome.score == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The verdict path: "the machine was too busy" is judged from outside the submission
+# ---------------------------------------------------------------------------------------------
+# Sixty processes pinned to one CPU, each waiting for a signal, woken together every quarter second
+# for a fifth of a millisecond each: they use a few percent of a CPU, but each waits behind the
+# others, so their summed run delay (what /proc/<pid>/schedstat says they waited for a CPU) is
+# seconds per second. The check itself never returns.
+SELF_STARVED = '''
+def llm_init(pool_addr, pool_size):
+    import os, signal, time
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    pids = []
+    for _ in range(60):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            while True:
+                signal.sigwait({signal.SIGUSR1})
+                end = time.perf_counter() + 0.0002
+                while time.perf_counter() < end:
+                    pass
+        pids.append(pid)
+    while True:
+        for pid in pids:
+            os.kill(pid, signal.SIGUSR1)
+        time.sleep(0.25)
+'''
+
+
+# On a machine with no cgroups (a default Docker container) the probe shares the CPUs with every
+# process of the task: a hundred spinners in sessions of their own leave root's probe a few
+# percent of a CPU, and the check itself, busy a few percent of the time, would pass for a task
+# the busy machine starved, if root did not count the spinners as the task's, which ends it at its
+# CPU limit. They make themselves non-dumpable too: where the kernel then shows their /proc
+# folders as root's, root counts them by the real uid in their status (cputime.tree_cpu).
+HIDDEN_SPINNERS = '''
+def llm_init(pool_addr, pool_size):
+    import ctypes, os, time
+    for _ in range(100):
+        try:
+            if os.fork() == 0:
+                os.setsid()
+                ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+                while True:
+                    pass
+        except OSError:
+            break
+    while True:
+        end = time.perf_counter() + 0.002
+        while time.perf_counter() < end:
+            pass
+        time.sleep(0.1)
+'''
+
+
+@pytest.mark.integration
+@pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
+@pytest.mark.parametrize("attack, cgroups", [(SELF_STARVED, True), (HIDDEN_SPINNERS, False)],
+                         ids=["pinned-and-woken-together", "hidden-spinners-without-cgroups"])
+def test_a_task_that_starves_itself_is_its_own_timeout_not_the_graders(sandbox, tmp_path, monkeypatch, attack,  # noqa: F811
+                                                                      cgroups):
+    """It waited for a CPU only behind its own processes: the machine had CPU to give (a probe of
+    root's own got it), so the clock ends it at its limit as any sleeper, it scores 0 as its own
+    timeout, and no "autograder problem" is raised. Before: run twice to four times its limit on
+    the clock (65 s here), then flagged as the grader's problem ("the machine was too busy")."""
+    from pagedlab.sandbox import process
+
+    if not cgroups:
+        monkeypatch.setattr(process.cgroups, "create", lambda *a, **k: None)
+    monkeypatch.setenv("PAGEDLAB_GRADE_TIME_SCALE", "0.1")  # Task 1's 30 s limit becomes 3 s
+    sub = _submission(tmp_path, textwrap.dedent(attack), files=("memory_manager.py",))
+    began = time.monotonic()
+    results = grade(str(sub), tasks=["1"], hidden=False, echo=lambda *a: None)
+    took = time.monotonic() - began
+    test = results["tests"][0]
+    assert "extra_data" not in test, test.get("extra_data")
+    assert test["score"] == 0
+    assert "timed out" in test["output"], test["output"][-1500:]
+    # one run, ended at its limit: well before the four times longer wall-clock limit of a
+    # starved task, let alone two of them
+    assert took < (3 + GRACE) * WALL_FACTOR, took

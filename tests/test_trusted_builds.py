@@ -20,8 +20,10 @@ from pagedlab.sandbox import trusted_builds
 KERNEL = 'extern "C" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }\n'
 
 
-def test_the_child_and_the_compiler_name_the_same_variable():
-    assert trusted_builds.CHILD_ENV == compiler.TRUSTED_ENV
+def test_the_child_and_the_compilers_name_the_same_variable():
+    from pagedlab import ctrack
+
+    assert trusted_builds.CHILD_ENV == compiler.TRUSTED_ENV == ctrack.TRUSTED_ENV
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="ownership by root and by others needs root to set up")
@@ -66,3 +68,22 @@ def test_a_kernel_built_in_a_fresh_cache_runs_on_the_trusted_runtime(tmp_path, m
     assert np.array_equal(x, 2 * np.arange(32, dtype=np.float32))
     built = sorted(p.name for p in compiler.cache_dir().iterdir())
     assert len(built) == 1 and built[0].startswith("k_"), built
+
+
+def test_the_c_runner_comes_from_the_trusted_folder_whatever_the_cache_holds(tmp_path, monkeypatch):
+    """A C-only submission's child runs root's build of pl_runner.c, never a file of the same name
+    in its job's cache (the sandbox user's to write: tests/test_redteam_os.py plants one there)."""
+    from pagedlab import ctrack
+
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    made = trusted_builds._fill_c(trusted)
+    assert [p.name for p in made] == [ctrack.runner_name()] and os.access(made[0], os.X_OK)
+    monkeypatch.setenv("PAGEDLAB_CACHE", str(tmp_path / "cache"))
+    planted = ctrack.cache_dir() / ctrack.runner_name()
+    planted.write_text("#!/bin/sh\nexit 3\n")
+    planted.chmod(0o755)
+    assert ctrack.runner_program() == planted  # no trusted folder: the cache's, as before
+    monkeypatch.setenv(trusted_builds.CHILD_ENV, str(trusted))
+    assert ctrack.runner_program() == made[0]
+    assert trusted_builds.needed([__import__("pagedlab.manifest").manifest.task("task3")])

@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from pagedlab import viz  # noqa: E402
+from pagedlab import cmem, viz  # noqa: E402
 from pagedlab.checks import scenes  # noqa: E402
 from pagedlab.harness import hw3  # noqa: E402
 from pagedlab.pool import Pool  # noqa: E402
@@ -17,11 +17,12 @@ from pagedlab.pool import Pool  # noqa: E402
 @pytest.fixture
 def engine():
     pool = Pool(32 * hw3.BLOCK_SIZE)
+    heap = cmem.snapshot()
     eng = scenes.engine(pool, [(7, 40, [4, 1, 9]),                  # scattered blocks
                                (3, 20 * 16, {0: 2, 17: 11}),        # an L1 hole: slot 1 only
                                (8, 40, [4, 1, 9])])                 # shares seq 7's blocks
     yield eng
-    hw3.release(eng)
+    hw3.sweep(heap)
     plt.close("all")
 
 

@@ -89,14 +89,16 @@ def _dump_stack_at(seconds: float, real_exit, began: float) -> None:
 
 
 def _wanted(framework, task: str, item: dict):
-    """(check, scenario data) for one planned check: a drawn scenario's driver is looked up by
-    name in the public drivers; a public check among the task's public checks only."""
+    """(check, scenario data, engines) for one planned check: a drawn scenario's driver is looked
+    up by name in the public drivers; a public check among the task's public checks only. The
+    engines are the bytes of the empty engines the grader wrote for it (never made here)."""
+    engines = item.get("engines") if isinstance(item.get("engines"), dict) else {}
     if "driver" in item:
         driver = framework.find_scenario_driver(item["driver"])
-        return framework.Check(task, str(item["key"]), driver, hidden=True), item.get("scenario")
+        return framework.Check(task, str(item["key"]), driver, hidden=True), item.get("scenario"), engines
     for c in framework.checks_of(task, hidden=False):
         if c.key == item["key"]:
-            return c, None
+            return c, None, engines
     raise KeyError(f"no public check {item['key']!r} in {task}")
 
 
@@ -148,9 +150,9 @@ def main() -> int:
         print(f"loading the checks failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 3
     _emit(out, event="start")
-    for index, (c, scenario) in enumerate(wanted):
+    for index, (c, scenario, engines) in enumerate(wanted):
         _emit(out, event="begin", index=index)
-        stream = framework.drive(c, impl, 0) if scenario is None else framework.drive(c, impl, 0, scenario=scenario)
+        stream = framework.drive(c, impl, 0, scenario=scenario, engines=engines)
         _emit(out, event="record", index=index, record=stream.to_json())
     _emit(out, event="done")
     out.close()

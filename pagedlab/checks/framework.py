@@ -179,6 +179,34 @@ def find_scenario_driver(name: str) -> Callable:
 MAX_SCENARIO_BYTES = 4 * 2**20  # what the grader sends the child for one check
 
 
+def engine_totals(c: Check, scenario=None) -> list[int]:
+    """The block counts of the empty engines `c`'s driver builds its scenes from (`scenes`): the
+    grader writes each one's bytes (`pagedlab.trusted.engines`) and sends them with the check,
+    so that the child holds no code that makes an engine. A checks module whose drivers build
+    engines says which with `engine_totals(task, scenario)`; no other check gets any (Task 1's
+    never do: an empty engine is its answer)."""
+    module = sys.modules.get(getattr(c.driver, "__module__", ""))
+    totals = getattr(module, "engine_totals", None)
+    return sorted({int(t) for t in totals(c.task, scenario)}) if callable(totals) else []
+
+
+def block_counts(data) -> list[int]:
+    """Every int under a key ending in "blocks" anywhere in scenario `data` (the pools' block
+    counts of a drawn HW3 or swap scenario: "blocks", "empty_blocks", "gpu_blocks"...)."""
+    found, stack = [], [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if str(key).endswith("blocks") and isinstance(value, int) and not isinstance(value, bool):
+                    found.append(value)
+                else:
+                    stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
 def scenario_data(c: Check, seed: int):
     """The scenario of `c` for `seed` as the child receives it: drawn here, through JSON."""
     if c.scenario is None:
@@ -394,10 +422,13 @@ class Stream:
 class Run:
     """What a driver works with: the implementation, the scenario's seed, and the record."""
 
-    def __init__(self, impl=None, seed: int = 0, params: dict | None = None, scenario=None):
+    def __init__(self, impl=None, seed: int = 0, params: dict | None = None, scenario=None, engines=None):
         self.impl = impl
         self.seed = int(seed)
         self.scenario = scenario  # a drawn scenario's data (hidden checks); the seed is then 0
+        # The empty engines the grader wrote for this check ({str(blocks): image}, `scenes`): in a
+        # check child always a dict (maybe empty), None where the judge's code may write them.
+        self.engines = engines
         self.params = dict(params or {})
         self.rng = random.Random(self.seed)
         self._np_rng = None
@@ -518,15 +549,16 @@ def expect_equal(actual, expected, what: str, *, rule: str = "", hint: str = "",
 # ---------------------------------------------------------------------------------------------
 # Running a driver (in whatever process calls this)
 # ---------------------------------------------------------------------------------------------
-def drive(c: Check, impl=None, seed: int = 0, scenario=None) -> Stream:
+def drive(c: Check, impl=None, seed: int = 0, scenario=None, engines=None) -> Stream:
     """Run the driver of `c` against `impl` and return its record; never raises for student bugs.
     A check with a scenario runs on `scenario` (the data the grader drew), or, in a trusted
-    process (tests, the instructor's tools), on the one drawn here from `seed`."""
+    process (tests, the instructor's tools), on the one drawn here from `seed`. `engines`: the
+    empty engines' bytes the grader sent (the check child passes its request's, always)."""
     global _current
     if c.scenario is not None:
-        run = Run(impl, 0, scenario=scenario_data(c, seed) if scenario is None else scenario)
+        run = Run(impl, 0, scenario=scenario_data(c, seed) if scenario is None else scenario, engines=engines)
     else:
-        run = Run(impl, seed, scenario=scenario)
+        run = Run(impl, seed, scenario=scenario, engines=engines)
     previous, _current = _current, run
     try:
         c.driver(run)

@@ -10,6 +10,7 @@ the pool" are checked byte for byte, and every teardown ends with a leak report.
 from __future__ import annotations
 
 import ctypes
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -46,6 +47,16 @@ R_LIST = "notebook 03, The intrusive registry: active_seqs is a circular doubly 
 
 def _mm(run):
     return run.load("memory_manager")
+
+
+# The pools' block counts this module's scenes use: the grader sends the bytes of each one's empty
+# engine with every check of Tasks 2-5 (framework.engine_totals), and none with Task 1's, whose
+# answer an empty engine is.
+BENCH_BLOCKS = (2, 4, 8, 10, 16, 20, 32, 40, 48, 64, 260, 300)
+
+
+def engine_totals(task: str, scenario=None) -> tuple:
+    return () if task == "task1" else BENCH_BLOCKS
 
 
 @dataclass
@@ -863,29 +874,77 @@ def _populated(b: Bench) -> None:
     b.add(4, 1, [24])
 
 
+@dataclass
+class Destroyed:
+    """What llm_destroy did to one of two twin engines (`destroy_one_of_twins`)."""
+
+    returned: object
+    left: list           # [blocks, bytes] of the destroyed engine's memory still allocated after it
+    others_freed: int    # blocks the check held before the twins that it freed
+    twin_intact: bool    # the other twin still allocated, readable and as it was
+    pool_written: bool
+    left_sizes: str      # what is left, by size (for a message)
+
+
+def destroy_one_of_twins(mm, engine, pool) -> Destroyed:
+    """llm_destroy on one of two new engines holding `engine`'s state, their blocks allocated
+    together in a shuffled order (`scenes.twins`): nothing in the heap's ledger tells them apart,
+    so only a destroy that walks its engine's list and tables frees exactly its own. The other
+    twin, `engine` itself (and the engines it was derived from) are the check's memory, to be left
+    alone. The destroyed engine's memory is what the twins' blocks were beyond the other twin's,
+    so the check needs no list of its blocks: after a correct destroy, of the blocks allocated
+    since just before the twins, exactly the other twin's are live."""
+    mark = cmem.snapshot()
+    target, twin = scenes.twins(engine)
+    burst = cmem.changes_since(mark).allocated
+    twin_state, pool_before = hw3.snapshot(twin), pool.snapshot()
+    returned = mm.llm_destroy(target)
+    changes = cmem.changes_since(mark)
+    try:
+        intact = cmem.is_live(twin) and hw3.snapshot(twin) == twin_state
+    except (hw3.CorruptEngine, cmem.HeapError):
+        intact = False
+    twin_sizes = Counter({size: n // 2 for size, n in Counter(b.size for b in burst).items()})
+    left = Counter(b.size for b in changes.allocated)
+    left.subtract(twin_sizes)
+    sizes = ", ".join(f"{n} of {size} bytes" for size, n in sorted(left.items()) if n > 0)
+    return Destroyed(returned, [len(changes.allocated) - sum(twin_sizes.values()),
+                                sum(b.size for b in changes.allocated) - sum(s * n for s, n in twin_sizes.items())],
+                     len(changes.freed), intact, bool(pool.diff(pool_before)), sizes or "none")
+
+
+SIZES = "an LLMEngine and a Sequence are 40 bytes, an L1 table 128, an L2 table 64, the ref array 4 per block"
+
+
+def _expect_destroyed(b: Bench, call: str, hint: str) -> None:
+    d = destroy_one_of_twins(b.mm, b.engine, b.pool)
+    expect_equal(d.returned, 0, call, rule=R_DESTROY)
+    expect(d.others_freed == 0 and d.twin_intact, f"{call} freed or changed memory that is not its engine's",
+           rule=R_DESTROY + ": free what the engine you were given holds, nothing else",
+           expected="the check's other engines (one holds the very same sequences) untouched",
+           actual=(f"{d.others_freed} blocks of the check's earlier engines freed" if d.others_freed else
+                   "the other engine of the same sequences was freed or changed"),
+           hint="walk the engine's own list and tables: every block you free must be reached from it")
+    expect(d.left == [0, 0], f"memory of the engine is still allocated after {call}", rule=R_LEAK,
+           expected="All heap blocks were freed (0 bytes lost)",
+           actual=f"{d.left[0]} blocks ({d.left[1]} bytes) still allocated: {d.left_sizes} ({SIZES})", hint=hint)
+    expect(not d.pool_written, f"{call} wrote the pool", rule=R_POOL)
+
+
 @check("task5", "llm_destroy frees every sequence, the ref array and the engine: 0 bytes lost", rule=R_LEAK)
 def _destroy_no_leak(run):
-    b = Bench(run, 32)
-    _populated(b)
-    before_pool = b.pool.snapshot()
-    got = b.mm.llm_destroy(b.engine)
-    expect_equal(got, 0, "llm_destroy(engine)", rule=R_DESTROY)
-    changes = cmem.changes_since(b.heap_at_start)
-    expect(not changes.allocated, "memory is still allocated after llm_destroy", rule=R_LEAK,
-           expected="All heap blocks were freed (0 bytes lost)", actual=cmem.leak_report(b.heap_at_start),
-           hint="free every L2 (all 16 L1 slots), each L1, each Sequence, the ref array and the engine")
-    diff = b.pool.diff(before_pool)
-    expect(not diff, "llm_destroy wrote the pool", rule=R_POOL, actual=str(diff))
+    with Bench(run, 32) as b:
+        _populated(b)
+        _expect_destroyed(b, "llm_destroy(engine)",
+                          "free every L2 (all 16 L1 slots), each L1, each Sequence, the ref array and the engine")
 
 
 @check("task5", "llm_destroy on an engine with no sequences, and on None", rule=R_DESTROY)
 def _destroy_empty(run):
-    b = Bench(run, 4)
-    expect_equal(b.mm.llm_destroy(None), -1, "llm_destroy(None)", rule=R_NULL)
-    expect_equal(b.mm.llm_destroy(b.engine), 0, "llm_destroy of an empty engine", rule=R_DESTROY)
-    changes = cmem.changes_since(b.heap_at_start)
-    expect(not changes.allocated, "memory is still allocated after llm_destroy of an empty engine", rule=R_LEAK,
-           actual=cmem.leak_report(b.heap_at_start), hint="free the ref_count array and the engine, never the dummy head")
+    with Bench(run, 4) as b:
+        expect_equal(b.mm.llm_destroy(None), -1, "llm_destroy(None)", rule=R_NULL)
+        _expect_destroyed(b, "llm_destroy of an empty engine",
+                          "free the ref_count array and the engine, never the dummy head")
 
 
 @check("task5", "a whole session with your own functions ends with 0 bytes lost", rule=R_LEAK)

@@ -2,15 +2,23 @@
 
 A scenario names its sequences as (id, kv_count, blocks), `blocks` a list (logical i -> block)
 or a dict {logical: block} for L1 holes. `layout` turns that into an `hw3.EngineLayout` (which
-L1 and L2 slot each block sits at, the ref counts the scenario implies) and `hw3.engine_from`
-writes it into new memory. Adding a sequence later builds a new engine from the old one's
-snapshot, so no code here changes an engine in place (a student's code cannot borrow it to do
-a task's work on its own engine).
+L1 and L2 slot each block sits at, the ref counts the scenario implies).
+
+Every engine starts as the empty engine of the pool's block count, bytes the grader wrote where
+no student code runs (`pagedlab.trusted.engines`) and sent with the check's request: the child
+holds nothing that makes an engine from a pool's size (Task 1), and a check the grader sent no
+engine of that size fails loudly. A process where no submission runs (the notebooks, the tests,
+the instructor's tools: no check child's request in force) writes them itself. Sequences, and
+every later change of a scenario, come by deriving a new engine from one (`hw3.derive`: the old
+one's bytes copied, the layout written), so no code here changes an engine in place (a student's
+code cannot borrow it to do a task's work on its own engine) and no engine is ever freed here:
+each one a scenario went through stays live, memory of the check's own beside the one under test.
 """
 
 from __future__ import annotations
 
 from ..harness import hw3
+from . import framework
 
 
 def tables(blocks) -> tuple:
@@ -42,17 +50,41 @@ def layout(total: int, seqs=()) -> hw3.EngineLayout:
     return _added(hw3.EngineLayout(total, total, (0,) * total, ()), seqs)
 
 
+def empty_image(total: int) -> dict:
+    """The bytes of the empty engine of `total` blocks: from the running check's request in a
+    check child (never written there), else written here by the judge side's code."""
+    run = framework._current
+    if run is not None and run.engines is not None:
+        image = run.engines.get(str(total))
+        if image is None:
+            raise LookupError(f"the grader sent no engine of {total} blocks for this check (its checks "
+                              f"module's engine_totals names the block counts its scenes use)")
+        return image
+    from ..trusted import engines  # no check child's request in force: a trusted process
+
+    return engines.empty(total)
+
+
 def engine(pool, seqs=()):
     """A harness-built engine over `pool` (a `Pool`) holding `seqs`."""
-    return hw3.engine_from(pool.addr, layout(pool.size // hw3.BLOCK_SIZE, seqs))
+    total = pool.size // hw3.BLOCK_SIZE
+    empty = hw3.load(pool.addr, empty_image(total))
+    return hw3.derive(empty, layout(total, seqs)) if seqs else empty
 
 
-def with_sequence(engine, seq_id: int, kv_count: int, blocks, *, release: bool = True):
-    """A new engine: `engine`'s snapshot plus one sequence at the tail. `release`: free what the
-    harness built for the old one (not when code under test may have moved those parts into
-    another engine, as a swap does: then the check's sweep frees them); what other code added to
-    it stays allocated until the check's sweep."""
-    grown = hw3.engine_from(engine.pool_base_ptr, _added(hw3.snapshot(engine), [(seq_id, kv_count, blocks)]))
-    if release:
-        hw3.release(engine)
-    return grown
+def build(pool, data: hw3.EngineLayout):
+    """A harness-built engine over `pool` holding exactly `data` (an `hw3.EngineLayout` written
+    out by hand: fields, ref counts, tables, list order)."""
+    return hw3.derive(hw3.load(pool.addr, empty_image(data.total)), data)
+
+
+def with_sequence(engine, seq_id: int, kv_count: int, blocks):
+    """A new engine: `engine`'s snapshot plus one sequence at the tail. `engine` stays as it was,
+    and allocated, until the check's sweep."""
+    return hw3.derive(engine, _added(hw3.snapshot(engine), [(seq_id, kv_count, blocks)]))
+
+
+def twins(engine) -> tuple:
+    """Two new engines holding `engine`'s snapshot, their blocks allocated together in a shuffled
+    order (`hw3.twins`): a destroy check destroys one and keeps the other."""
+    return hw3.twins(engine, hw3.snapshot(engine))

@@ -1,7 +1,7 @@
 """Graded checks for Task 13: swapping a sequence group between a "GPU" and a "CPU" engine, and
 the batched block copy (notebook 10).
 
-Every scenario is built by the harness from data (`scenes`, `hw3.engine_from`), so Task 13 is
+Every scenario is built by the harness from data (`scenes`, `hw3.derive`), so Task 13 is
 graded on its own, whatever the state of the student's memory manager. Both pools are filled
 with random words first, so a block that was not copied, or copied from the wrong block, shows.
 What a move returned and left behind is recorded and judged against the reference solution's
@@ -31,6 +31,13 @@ R_COPY = "notebook 10, Task 13 · copy_blocks: 64 bytes per (src, dst) pair, eve
 
 
 # --- the rig: two engines over two pools, built by the harness --------------------------------
+# The pools' block counts of the rigs here and in the drawn scenarios' copy driver: the grader
+# sends the bytes of each one's empty engine (framework.engine_totals).
+RIG_BLOCKS = (1, 8, 12, 16, 24, 32, 40, 48)
+
+
+def engine_totals(task: str, scenario=None) -> tuple:
+    return RIG_BLOCKS
 
 
 class Rig:
@@ -54,7 +61,7 @@ class Rig:
     def add(self, side: str, seq_id: int, kv_count: int, blocks):
         """That side's engine with one more sequence at the tail, rebuilt from data by the harness
         (the old one stays allocated until the sweep: a swap may have moved its sequences)."""
-        setattr(self, side, scenes.with_sequence(self.engine(side), seq_id, kv_count, blocks, release=False))
+        setattr(self, side, scenes.with_sequence(self.engine(side), seq_id, kv_count, blocks))
         return hw3.find(self.engine(side), seq_id)
 
     def engine(self, side: str):

@@ -31,13 +31,20 @@
 #else
 #define PL_AUDIT_ARCH AUDIT_ARCH_AARCH64
 #endif
+/* clone() flags that make a namespace (CLONE_NEWNS ... CLONE_NEWNET, CLONE_NEWTIME): seal.py's */
+#define PL_CLONE_NEW_ANY 0x7E020080u
 #define PL_DENY(nr, err) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), \
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (err))
 
 /* execve/execveat, fork/vfork and clone without CLONE_THREAD fail with EPERM; clone3 says ENOSYS
- * so glibc's pthread_create falls back to clone, whose flags a filter can read. ptrace,
- * process_vm_* and pidfd_getfd would reach the parent (which is non-dumpable too, so
- * /proc/<ppid>/mem is closed); sockets would reach out. */
+ * so glibc's pthread_create falls back to clone, whose flags a filter can read (a thread that asks
+ * for a namespace is refused too). ptrace, process_vm_* and pidfd_getfd would reach the parent
+ * (which is non-dumpable too, so /proc/<ppid>/mem is closed); sockets would reach out.
+ *
+ * Complete on its own: every call the check child's filter refuses (pagedlab/seal.py's
+ * ALWAYS_DENIED) is refused here as well, whether or not the parent was sealed (a runner of the
+ * reference's run, or a notebook's, has this filter alone); tests/test_redteam_os.py compares the
+ * two lists and calls each one under each filter. */
 static bool lock_down(void) {
     struct sock_filter prog[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
@@ -61,15 +68,22 @@ static bool lock_down(void) {
         PL_DENY(__NR_socket, EPERM),
         PL_DENY(__NR_socketpair, EPERM),
         PL_DENY(__NR_io_uring_setup, EPERM),
+        PL_DENY(__NR_io_uring_enter, EPERM),
+        PL_DENY(__NR_io_uring_register, EPERM),
         PL_DENY(__NR_unshare, EPERM),
         PL_DENY(__NR_setns, EPERM),
         PL_DENY(__NR_bpf, EPERM),
         PL_DENY(__NR_perf_event_open, EPERM),
         PL_DENY(__NR_userfaultfd, EPERM),
+        /* A user's keyrings outlive all of its processes: bytes left there would reach the
+         * pool user's next job. */
+        PL_DENY(__NR_add_key, EPERM),
+        PL_DENY(__NR_request_key, EPERM),
         PL_DENY(__NR_keyctl, EPERM),
         PL_DENY(__NR_clone3, ENOSYS),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 4),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PL_CLONE_NEW_ANY, 1, 0),  /* a namespace: refused */
         BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 1, 0),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
@@ -96,15 +110,22 @@ static bool lock_down(void) { return false; }  /* no seccomp here: the runner st
 #define __NR_landlock_restrict_self 446
 #endif
 /* Nothing on disk but the library from here on (Landlock, after no_new_privs): a library that
- * would dlopen libpython to run an interpreter here, or read any file, finds nothing. Best
- * effort: a kernel without Landlock runs without it (the seccomp filter still holds). */
+ * would dlopen libpython to run an interpreter here, or read any file, finds nothing. Every right
+ * the kernel's Landlock knows is handled (and so refused), not only the first version's: from
+ * version 2 linking or renaming across folders, 3 truncating a file by its path, 5 device ioctls.
+ * Best effort: a kernel without Landlock runs without it (the seccomp filter still holds). */
 static bool confine_files(const char *library) {
     struct landlock_ruleset_attr attr;
     struct landlock_path_beneath_attr rule;
     memset(&attr, 0, sizeof attr);
     memset(&rule, 0, sizeof rule);
+    long abi = syscall(__NR_landlock_create_ruleset, NULL, 0, 1 /* LANDLOCK_CREATE_RULESET_VERSION */);
+    if (abi < 1) return false;
     attr.handled_access_fs = (1ULL << 13) - 1;  /* every right of Landlock's first ABI */
-    int rs = (int)syscall(__NR_landlock_create_ruleset, &attr, sizeof attr, 0);
+    if (abi >= 2) attr.handled_access_fs |= 1ULL << 13;  /* REFER */
+    if (abi >= 3) attr.handled_access_fs |= 1ULL << 14;  /* TRUNCATE */
+    if (abi >= 5) attr.handled_access_fs |= 1ULL << 15;  /* IOCTL_DEV */
+    int rs = (int)syscall(__NR_landlock_create_ruleset, &attr, sizeof attr.handled_access_fs, 0);
     if (rs < 0) return false;
     rule.allowed_access = LANDLOCK_ACCESS_FS_READ_FILE;
     rule.parent_fd = open(library, O_PATH | O_CLOEXEC);

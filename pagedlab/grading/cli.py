@@ -91,7 +91,8 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
             cache.mkdir(mode=0o700)
             sandbox.own(cache)
             # pagedlab's own programs come built from root's folder; the student's go in `cache`.
-            trusted = trusted_builds.prepare() if notebooks or trusted_builds.needed(rows) else None
+            trusted = (trusted_builds.prepare(None if notebooks else rows)
+                       if notebooks or trusted_builds.needed(rows) else None)
             sandbox = dataclasses.replace(sandbox, cache=cache, trusted=trusted)
         impl_arg, folder, found = _resolve_impl(impl, Path(workdir), sandbox, track_choice)
         found = printable(found)  # the upload's file names, shown in the output

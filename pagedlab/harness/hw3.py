@@ -1,17 +1,22 @@
-"""Harness side of HW3: read-only walks of an engine, and engines built from data.
+"""Harness side of HW3: read-only walks of an engine, and engines built from bytes and data.
 
-A check sets up its scenario as data (`EngineLayout`: the fields, the ref counts, which block
-each sequence maps at which L1 and L2 slot, the list order) and `engine_from` writes exactly that
-into new memory; `snapshot` reads an engine back as such data; `sweep` frees what a check
-allocated. Nothing here computes what a task computes (no ref counting, no first-fit, no walk
-that frees an engine), so nothing here answers a task even if a student's code calls it. The
-student API (`pagedlab.student`) does not include this module all the same. The struct names are
-re-exported so the harness reads `hw3.Sequence` as before.
+Nothing here makes an engine from a block count: that is Task 1. Every engine a check starts from
+is bytes the grader wrote where no student code runs (`pagedlab.trusted.engines`), copied into
+heap blocks by `load`; every other engine of a scenario is `derive`d from one, its struct's bytes
+copied (the pool, the block count) and the rest written as data says (`EngineLayout`: the ref
+counts, the free count, which block each sequence maps at which L1 and L2 slot, the list order).
+`snapshot` reads an engine back as such data; `sweep` frees what a check allocated. Nothing here
+computes what a task computes (no ref counting, no first-fit, no walk that frees an engine), and
+the harness keeps no record of which blocks make up which engine: the heap's ledger labels every
+block it allocates alike (`BUILT_BY`), the engine under test, its twin (`twins`) and the engines
+it was derived from. The student API (`pagedlab.student`) does not include this module all the
+same. The struct names are re-exported so the harness reads `hw3.Sequence` as before.
 """
 
 from __future__ import annotations
 
 import ctypes
+import random
 from dataclasses import dataclass
 
 from ..student import cmem
@@ -173,57 +178,108 @@ def snapshot(engine) -> EngineLayout:
     return EngineLayout(engine.total_local_blocks, engine.free_local_blocks, tuple(ref_counts(engine)), tuple(seqs))
 
 
-# Addresses of what `engine_from` allocated, by engine address (for `release`).
-_BUILT: dict[int, list[int]] = {}
+# Every block the harness allocates carries this label in the heap's ledger (`cmem`): the ledger
+# a student's code may read tells no engine of a check from another.
+BUILT_BY = "the harness (a check's scenario, built from data)"
+_IMAGE_BLOCKS, _IMAGE_BYTES = 8, 1 << 20
+_POINTER = ctypes.sizeof(ctypes.c_void_p)
 
 
-def engine_from(pool_addr: int, layout: EngineLayout):
-    """A new engine over the pool at `pool_addr` holding exactly `layout`: the fields, the ref
-    counts, each sequence's L1 and L2 tables and the list order are written as given; nothing is
-    computed from them (a layout that breaks an invariant is built broken). The checks and the
-    notebooks build their scenarios with it, so a task is checked without the student's other
-    tasks; it never changes an engine it did not just create."""
-    built = []
+def _slot(blocks, block, offset) -> None:
+    """A pointer-sized slot inside block `block` of an image, or ValueError."""
+    if not (isinstance(block, int) and isinstance(offset, int) and 0 <= block < len(blocks)
+            and 0 <= offset <= blocks[block][0] - _POINTER and offset % _POINTER == 0):
+        raise ValueError(f"an engine image names a pointer slot outside its blocks: {block}, {offset}")
 
-    def keep(ptr):
-        built.append(cmem.address(ptr))
-        return ptr
 
-    engine = keep(cmem.new(LLMEngine))
-    engine.pool_base_ptr = pool_addr
-    engine.total_local_blocks, engine.free_local_blocks = layout.total, layout.free
-    engine.ref_count = keep(cmem.calloc_array(layout.total, ctypes.c_int))
-    for block, count in enumerate(layout.refs):
-        engine.ref_count[block] = count
-    head = ListNodePtr.from_address_value(ctypes.addressof(engine.active_seqs))
-    engine.active_seqs.prev = engine.active_seqs.next = head
+def load(pool_addr: int, image: dict):
+    """The engine in `image` (root's bytes: `pagedlab.trusted.engines`), copied into new heap
+    blocks: block 0 is the engine; each "pointers" entry [block, offset, target, target offset]
+    sets a pointer slot to another block's address plus an offset, each "pool" entry [block,
+    offset] to `pool_addr`. A copy, nothing computed: what the bytes say is what it holds."""
+    blocks = image["blocks"]
+    if not 1 <= len(blocks) <= _IMAGE_BLOCKS or sum(size for size, _ in blocks) > _IMAGE_BYTES:
+        raise ValueError("an engine image is 1 to 8 blocks, at most 1 MB")
+    raw = [bytes.fromhex(data) for _, data in blocks]
+    if any(data and len(data) != size for (size, _), data in zip(blocks, raw, strict=True)) or \
+            blocks[0][0] < ctypes.sizeof(LLMEngine):
+        raise ValueError("an engine image's bytes do not fill its blocks (block 0 is an LLMEngine)")
+    addresses = []
+    for (size, _), data in zip(blocks, raw, strict=True):
+        addresses.append(cmem.malloc(size, where=BUILT_BY) if data else cmem.calloc(1, size, where=BUILT_BY))
+        if data:
+            ctypes.memmove(addresses[-1], data, size)
+    for block, offset, target, target_offset in image.get("pointers", ()):
+        _slot(blocks, block, offset)
+        if not (isinstance(target, int) and 0 <= target < len(blocks) and 0 <= target_offset < blocks[target][0]):
+            raise ValueError(f"an engine image points outside its blocks: {target}, {target_offset}")
+        ctypes.c_size_t.from_address(addresses[block] + offset).value = addresses[target] + target_offset
+    for block, offset in image.get("pool", ()):
+        _slot(blocks, block, offset)
+        ctypes.c_size_t.from_address(addresses[block] + offset).value = pool_addr
+    return LLMEngine.from_address(addresses[0])
+
+
+def derive(engine, layout: EngineLayout):
+    """A new engine copied from `engine` (its struct's bytes: the pool, the block count) that
+    holds `layout`: the ref counts, the free count and each sequence's L1 and L2 tables written as
+    given, the sequences linked in list order; nothing computed from them (a layout that breaks an
+    invariant is built broken). `engine` is left as it was: it never changes an engine in place."""
+    return _derived(engine, layout, 1)[0]
+
+
+def twins(engine, layout: EngineLayout) -> tuple:
+    """Two engines as `derive` makes them, their blocks allocated together in a shuffled order:
+    neither their labels, sizes, addresses nor allocation order tell one from the other. A
+    destroy check hands one to llm_destroy and expects the other untouched."""
+    return tuple(_derived(engine, layout, 2))
+
+
+def _derived(source, layout: EngineLayout, copies: int) -> list:
+    total = source.total_local_blocks
+    if layout.total != total or len(layout.refs) != total:
+        raise ValueError(f"a layout of {layout.total} blocks ({len(layout.refs)} ref counts) for an engine of {total}")
     for entry in layout.seqs:
-        seq = keep(cmem.new(Sequence))
-        seq.seq_id, seq.kv_count = entry.seq_id, entry.kv_count
-        seq.block_table = keep(cmem.calloc_array(L1_PT_SIZE, IntPtr))
-        for slot, entries in entry.tables:
-            l2 = keep(cmem.malloc_array(L2_PT_SIZE, ctypes.c_int))
-            for j, block in enumerate(entries):
-                l2[j] = block
-            seq.block_table[slot] = l2
-        last = engine.active_seqs.prev.contents
-        me = ListNodePtr.from_address_value(ctypes.addressof(seq.node))
-        seq.node.prev = cmem.ref(last)
-        seq.node.next = head
-        last.next = me
-        engine.active_seqs.prev = me
-    _BUILT[built[0]] = built
-    return engine
-
-
-def release(engine) -> None:
-    """Free what `engine_from` allocated for `engine` and is still live (it walks nothing: what
-    other code added to the engine stays allocated; `sweep` frees that)."""
-    if engine is None:
-        return
-    for where in _BUILT.pop(cmem.address(engine), []):
-        if cmem.is_live(where):
-            cmem.free(where)
+        slots = [slot for slot, _ in entry.tables]
+        if len(set(slots)) != len(slots) or not all(0 <= slot < L1_PT_SIZE for slot in slots) or \
+                not all(len(entries) == L2_PT_SIZE for _, entries in entry.tables):
+            raise ValueError(f"sequence {entry.seq_id}: each L2 table sits at its own L1 slot and holds 16 entries")
+    fields = ctypes.string_at(ctypes.addressof(source), ctypes.sizeof(LLMEngine))
+    plan = []  # (copy, what, which, size): every block of every copy, allocated in a shuffled order
+    for copy in range(copies):
+        plan += [(copy, "engine", 0, ctypes.sizeof(LLMEngine)), (copy, "refs", 0, 4 * total)]
+        for i, entry in enumerate(layout.seqs):
+            plan += [(copy, "seq", i, ctypes.sizeof(Sequence)), (copy, "l1", i, _POINTER * L1_PT_SIZE)]
+            plan += [(copy, "l2", (i, slot), 4 * L2_PT_SIZE) for slot, _ in entry.tables]
+    random.SystemRandom().shuffle(plan)
+    at = {(copy, what, which): cmem.malloc(size, where=BUILT_BY) for copy, what, which, size in plan}
+    built = []
+    for copy in range(copies):
+        engine = LLMEngine.from_address(at[copy, "engine", 0])
+        ctypes.memmove(ctypes.addressof(engine), fields, len(fields))
+        engine.free_local_blocks = layout.free
+        (ctypes.c_int * total).from_address(at[copy, "refs", 0])[:] = list(layout.refs)
+        engine.ref_count = IntPtr.from_address_value(at[copy, "refs", 0])
+        head = ListNodePtr.from_address_value(ctypes.addressof(engine.active_seqs))
+        engine.active_seqs.prev = engine.active_seqs.next = head
+        for i, entry in enumerate(layout.seqs):
+            seq = Sequence.from_address(at[copy, "seq", i])
+            seq.seq_id, seq.kv_count = entry.seq_id, entry.kv_count
+            l1 = at[copy, "l1", i]
+            ctypes.memset(l1, 0, _POINTER * L1_PT_SIZE)
+            seq.block_table = IntPtrPtr.from_address_value(l1)
+            for slot, entries in entry.tables:
+                l2 = at[copy, "l2", (i, slot)]
+                (ctypes.c_int * L2_PT_SIZE).from_address(l2)[:] = list(entries)
+                ctypes.c_size_t.from_address(l1 + _POINTER * slot).value = l2
+            last = engine.active_seqs.prev.contents
+            me = ListNodePtr.from_address_value(ctypes.addressof(seq.node))
+            seq.node.prev = cmem.ref(last)
+            seq.node.next = head
+            last.next = me
+            engine.active_seqs.prev = me
+        built.append(engine)
+    return built
 
 
 def sweep(since: cmem.HeapSnapshot) -> None:
@@ -232,5 +288,3 @@ def sweep(since: cmem.HeapSnapshot) -> None:
     for block in cmem.changes_since(since).allocated:
         if cmem.is_live(block.address):
             cmem.free(block.address)
-    for where in [a for a in _BUILT if not cmem.is_live(a)]:
-        del _BUILT[where]

@@ -1,6 +1,6 @@
 """Root's last step before a sandboxed child: private temporary folders, then the sandbox user.
 
-    unshare --pid --fork --mount-proc [--net] -- python -I -S enter.py SETTINGS_JSON -- CMD...
+    unshare --pid --fork --mount-proc [--net] [--ipc] -- python -I -S enter.py SETTINGS_JSON -- CMD...
 
 Runs as root inside the child's own mount namespace (so nothing here is seen outside it) and
 imports nothing of pagedlab: it is a script, started with -I -S. It
@@ -11,6 +11,8 @@ imports nothing of pagedlab: it is a script, started with -I -S. It
   submission copy), each as it is, permissions and all;
 - mounts a size-capped tmpfs owned by the user on the child's scratch folder (its HOME/TMPDIR);
 - joins the job's cgroups (process, memory and CPU limits), when the grader made some;
+- with "mqueue" (under `unshare --ipc`), mounts the new IPC namespace's own message queues on
+  /dev/mqueue where the machine has that folder: the parent namespace's stay out of reach;
 - with "loopback" (a notebook's run, under `unshare --net`), brings up the new network
   namespace's loopback, the only interface there: Jupyter's kernel talks ZMQ over 127.0.0.1,
   and nothing outside the namespace is reachable;
@@ -25,7 +27,7 @@ import socket
 import struct
 import sys
 
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 PR_SET_NO_NEW_PRIVS = 38
 
@@ -92,6 +94,8 @@ def main() -> None:
         loopback_up()
     size = int(settings["tmp_bytes"])
     private_tmp([os.path.realpath(p) for p in settings["keep"]], size)
+    if settings.get("mqueue") and os.path.isdir("/dev/mqueue"):
+        _mount("mqueue", "/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _mount("tmpfs", home, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=0700,uid={uid},gid={gid}")
     os.chdir(home)  # the old cwd is the folder under the new mount
     program = _which(cmd[0])  # now: once the user is dropped, this interpreter may not import

@@ -4,7 +4,7 @@ The check child runs the submission's code as the sandbox user, and that code ca
 the user can: read any file it may read, import any module it may import. So everything that
 encodes an answer is made unreadable to it (owned by root, mode 0700 / 0600, compiled bytecode
 included): the reference solutions, the answer models, the judge side (`pagedlab/trusted/`: the
-reference attention and the expectations) and the committed records. The child never imports any of them; the judge (root)
+reference attention, the expectations and the empty engines' bytes, Task 1's answer) and the committed records. The child never imports any of them; the judge (root)
 does. `grading/setup.sh` seals them in the Gradescope image; `pagedlab grade` as root warns
 when one is readable by others.
 

@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..cputime import tree_cpu
-from . import cgroups
+from . import cgroups, ipc
 from .trusted_builds import CHILD_ENV as TRUSTED_ENV
 from .users import Sandbox
 from .workspace import Workspace, read_back
@@ -70,6 +70,17 @@ def no_network() -> bool:
 
 
 @lru_cache(maxsize=1)
+def ipc_namespace() -> bool:
+    """Whether this machine lets root give a child an IPC namespace of its own: the System V
+    objects and POSIX message queues it makes die with it (they belong to no process, so the kill
+    step would leave them, readable by the user's next job)."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(["unshare", "--ipc", "true"], capture_output=True, timeout=30, check=False)
+    return probe.returncode == 0
+
+
+@lru_cache(maxsize=1)
 def pid_namespace() -> bool:
     """Whether this machine lets root start a child in a PID namespace of its own."""
     if os.geteuid() != 0 or not shutil.which("unshare"):
@@ -81,13 +92,17 @@ def pid_namespace() -> bool:
 
 def isolation_note() -> str:
     if private_namespace():
-        kinds = "PID, mount and network" if net_namespace() else "PID and mount"
+        kinds = ", ".join(k for k, on in (("PID", True), ("mount", True), ("IPC", ipc_namespace()),
+                                          ("network", net_namespace())) if on)
+        kinds = " and ".join(kinds.rsplit(", ", 1))
         return (f"each task in {kinds} namespaces of its own, with private /tmp, /var/tmp and "
                 f"/dev/shm, and {cgroups.note()}; root then sweeps the user's processes")
-    if pid_namespace() and shutil.which("setpriv"):
-        return "each task in a PID namespace of its own; root then sweeps the user's processes and their files in /tmp"
+    if _unshared():
+        ipc = "" if ipc_namespace() else ", IPC objects"
+        return (f"each task in a PID namespace of its own; root then sweeps the user's processes and "
+                f"their files in /tmp{ipc}")
     return ("this machine allows no PID namespace (and no cgroup kill is used): the kill step is "
-            "root's sweep of /proc, and of the user's files in /tmp")
+            "root's sweep of /proc, and of the user's files in /tmp and IPC objects")
 
 
 def minimal_env(env: dict, home: Path) -> dict:
@@ -138,8 +153,10 @@ def _as_user(cmd: list[str], sandbox: Sandbox, home: Path, keep: list[str],
     wrap = ["--pid", "--fork", "--kill-child", "--mount-proc"]
     if no_network() or net_namespace():
         wrap.append("--net")
+    if ipc_namespace():
+        wrap.append("--ipc")
     if not private_namespace():
-        if pid_namespace() and shutil.which("setpriv"):  # the PID namespace at least
+        if _unshared():  # the PID namespace at least
             return (["unshare", *wrap, "--", "setpriv", f"--reuid={sandbox.uid}", f"--regid={sandbox.gid}",
                      "--clear-groups", "--no-new-privs", "--", *cmd], {})
         return cmd, {"user": sandbox.uid, "group": sandbox.gid, "extra_groups": []}
@@ -148,8 +165,16 @@ def _as_user(cmd: list[str], sandbox: Sandbox, home: Path, keep: list[str],
                 "cgroups": group.procs if group else []}
     if net_namespace():  # a check child's loopback stays down: it may open no Internet socket
         settings["loopback"] = loopback
+    if ipc_namespace():  # its own message queues at /dev/mqueue, if the machine mounts one there
+        settings["mqueue"] = True
     return (["unshare", *wrap, "--", sys.executable, "-I", "-S", str(ENTER), json.dumps(settings), "--",
              *cmd], {})
+
+
+def _unshared() -> bool:
+    """Whether a sandboxed child starts under `unshare` (namespaces of its own), not as a plain
+    process of the user."""
+    return private_namespace() or (pid_namespace() and bool(shutil.which("setpriv")))
 
 
 @lru_cache(maxsize=1)
@@ -241,7 +266,52 @@ class Finished:
     record_size: int = 0  # the record's real size, to tell a flood from a record
     cpu_seconds: float = 0.0  # CPU time of the whole process tree
     wall_out: bool = False  # killed at the wall-clock limit before it used its CPU time
-    starved: bool = False  # ...while it mostly waited for a CPU (a loaded machine: the grader's problem)
+    starved: bool = False  # ...while the machine had no CPU to give it (root's probe: the grader's problem)
+
+
+# Starvation is judged from outside the task: by what a process of root's own that always wants a
+# CPU gets now, in a cgroup like a task's (the same weight) where the machine has them. The task's
+# own run delay says nothing: its processes, pinned to one CPU and woken together, wait behind each
+# other while the machine idles (tests/test_redteam_root.py). A task that got at least half the
+# share the probe gets was competing for the CPU like it (a busy machine slowed both); one that got
+# less slept, or starved itself: its own timeout.
+PROBE_SECONDS = 0.5
+_SPIN = ("import sys, time\nsys.stdin.read(1)\nt, c = time.monotonic(), time.process_time()\n"
+         "while time.monotonic() - t < float(sys.argv[1]):\n    pass\n"
+         "print((time.process_time() - c) / (time.monotonic() - t))\n")
+
+
+def cpu_share_now(seconds: float = PROBE_SECONDS, *, like_a_task: bool = True) -> float:
+    """The share of one CPU (0 to 1) that a process always ready to run gets on this machine now:
+    root's own, spinning for `seconds`, in a cgroup beside the children's when `like_a_task` and
+    the machine has them. 0.0 when it cannot be measured (the task then gets the doubt)."""
+    group = cgroups.create(f"probe-{os.getpid()}-{time.monotonic_ns()}", memory_bytes=256 << 20, pids=4) \
+        if like_a_task else None
+    try:
+        proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _SPIN, str(seconds)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            for procs in group.procs if group else []:
+                with open(procs, "w") as f:
+                    f.write(str(proc.pid))
+            out, _ = proc.communicate("x", timeout=seconds * 20 + 30)
+            return min(max(float(out), 0.0), 1.0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return 0.0
+    finally:
+        if group is not None:
+            group.remove()
+
+
+def _competing(cpu: float, wall: float, group) -> bool:
+    """Whether a task that used `cpu` seconds in `wall` was competing for a CPU: it used half of
+    one, or at least half of what root's probe gets on the machine now."""
+    share = cpu / wall if wall > 0 else 1.0
+    return share >= 0.5 or share >= 0.5 * cpu_share_now(like_a_task=group is not None)
 
 
 def _ended_within(proc: subprocess.Popen, watch: int | None, seconds: float) -> bool:
@@ -315,21 +385,23 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
                 wall_factor = 1.0
             watch = os.pidfd_open(proc.pid) if hasattr(os, "pidfd_open") else None
             try:
+                competing = None  # decided once the clock passes the CPU limit
                 while not _ended_within(proc, watch, POLL):
-                    cpu, waited = tree_cpu(proc.pid, sandbox.uid if sandbox else None)
+                    cpu, _ = tree_cpu(proc.pid, sandbox.uid if sandbox else None, hidden_too=group is None)
                     if group is not None:
                         cpu = max(cpu, group.cpu_seconds())
                     wall = time.perf_counter() - began
                     if cpu > timeout:
                         timed_out = True
                         break
-                    # Past the CPU limit on the clock, a child that mostly slept (neither ran nor
-                    # waited for a CPU) is ended now; one starved by a busy machine gets the
-                    # generous wall limit.
-                    busy = cpu + waited >= 0.5 * wall
-                    if wall > timeout * (wall_factor if busy else 1.0):
+                    # Past the CPU limit on the clock, a child that mostly slept (or starved itself)
+                    # is ended now; one competing for a CPU on a busy machine gets the generous wall
+                    # limit, and is the machine's problem if it still had no CPU there.
+                    if wall > timeout and competing is None:
+                        competing = _competing(cpu, wall, group)
+                    if wall > timeout * (wall_factor if competing else 1.0):
                         timed_out = wall_out = True
-                        starved = busy
+                        starved = bool(competing) and _competing(cpu, time.perf_counter() - began, group)
                         break
             finally:
                 if watch is not None:
@@ -349,6 +421,7 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
                 sandbox.kill_all()
                 if not private_namespace():
                     _private_dirs_sweep(sandbox.uid)
+                ipc.sweep(sandbox.uid, queues=not (ipc_namespace() and _unshared()))
         tail, size = read_back(out_fd, TAIL_BYTES, tail=True)
         output = ("…" if size > TAIL_BYTES else "") + tail.decode("utf-8", "replace").strip()
         record, record_size = read_back(record_fd, record_cap) if record_cap else (b"", 0)

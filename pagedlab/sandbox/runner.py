@@ -326,16 +326,22 @@ def plan_for(row: manifest.Task, *, hidden: bool, hidden_seed: int | None = None
 
 def requests_for(checks: list, plan: list[tuple[str, int]]) -> list[dict]:
     """What the child is sent for each planned check: a public check's key; for a hidden one, the
-    name of its public driver and the scenario drawn here from its seed (data, never the seed)."""
+    name of its public driver and the scenario drawn here from its seed (data, never the seed);
+    and the bytes of the empty engines its scenes start from, written here (no code in the child
+    makes an engine: `pagedlab.trusted.engines`)."""
+    from ..trusted import engines
+
     requests = []
     for c, (key, seed) in zip(checks, plan, strict=True):
         if c.scenario is None:
             if c.hidden:
                 raise ValueError(f"the hidden check {c.name!r} has no scenario planner (a seed is never sent)")
-            requests.append({"key": key})
+            request = {"key": key}
         else:
-            requests.append({"key": key, "driver": framework.driver_name(c.driver),
-                             "scenario": framework.scenario_data(c, seed)})
+            request = {"key": key, "driver": framework.driver_name(c.driver),
+                       "scenario": framework.scenario_data(c, seed)}
+        request["engines"] = engines.for_totals(framework.engine_totals(c, request.get("scenario")))
+        requests.append(request)
     return requests
 
 

@@ -1,11 +1,14 @@
 """pagedlab's own compiled programs for sandboxed children: root's, readable, not writable.
 
-A sandboxed child builds the student's kernel in its grading job's private cache. Without this
-folder it would also build the CPU executor's runtime, the kernel runner and the prelude's
-precompiled headers there (about 9 CPU-s per graded submission), because it cannot read root's
-own cache. Root puts them here once per machine or image (grading/setup.sh's smoke grade does,
-on Gradescope), copied from its cache when they are there, built otherwise; the child finds them
-through compiler.TRUSTED_ENV and never writes here.
+A sandboxed child builds the student's kernel (and C track library) in its grading job's private
+cache. Without this folder it would also build the CPU executor's runtime, the kernel runner, the
+prelude's precompiled headers and the C track's runner there (about 9 CPU-s per graded submission),
+because it cannot read root's own cache; and the runners, the programs that seal themselves before
+they load the student's code, would be files the sandbox user can replace (a program of the
+user's own planted in the job's cache would run, unsealed, as the runner). Root puts them here
+once per machine or image (grading/setup.sh's smoke grade does, on Gradescope), copied from its
+cache when they are there, built otherwise; the child finds them through compiler.TRUSTED_ENV
+and never writes here.
 
 Spec §9: root never opens a path inside a folder the sandbox user can write. The folder and
 every folder above it must be root's and writable by no one else (a sticky folder such as /tmp
@@ -59,14 +62,26 @@ def safe(path: Path) -> bool:
     return reachable and bool(os.stat(real).st_mode & stat.S_IROTH)
 
 
+def _kernels(rows) -> bool:
+    return rows is None or any(name.endswith(".cu") for row in rows for name in row.files)
+
+
+def _c_track(rows) -> bool:
+    from ..ctrack import ALTERNATE_FILES  # memory_manager.py: a C-only submission's runner
+
+    return rows is None or any(name in ALTERNATE_FILES for row in rows for name in row.files)
+
+
 def needed(rows) -> bool:
-    """Whether any of these tasks builds a kernel."""
-    return any(name.endswith(".cu") for row in rows for name in row.files)
+    """Whether any of these tasks runs one of pagedlab's programs: a kernel's, or the C track's
+    runner (a C-only submission's Tasks 1-5)."""
+    return _kernels(rows) or _c_track(rows)
 
 
-def prepare() -> Path | None:
-    """Root's folder of trusted builds, complete; None when this process is not root or the
-    folder cannot be made safe (the child then builds everything itself)."""
+def prepare(rows=None) -> Path | None:
+    """Root's folder of trusted builds, complete for `rows` (every task when None); None when
+    this process is not root or the folder cannot be made safe (the child then builds everything
+    itself)."""
     if os.geteuid() != 0:
         return None
     top = folder()
@@ -77,7 +92,7 @@ def prepare() -> Path | None:
     if not safe(top):
         return None
     try:
-        made = _fill(top)
+        made = (_fill(top) if _kernels(rows) else []) + (_fill_c(top) if _c_track(rows) else [])
     except Exception:  # noqa: BLE001 - no compiler, a full disk: each child then says so itself
         return None
     for path in made:
@@ -105,6 +120,17 @@ def _fill(top: Path) -> list[Path]:
         if pch != compiler.HERE:  # not GCC: the package's own prelude, nothing built
             made.append(pch)
     return made
+
+
+def _fill_c(top: Path) -> list[Path]:
+    """The C track's runner (pagedlab/include/pl_runner.c), copied from root's cache or built."""
+    from .. import ctrack
+
+    source = ctrack.cache_dir()
+    try:
+        return [ctrack.runner_program(into=top, copy_from=source if _nobody_else_writes(source) else None)]
+    except ctrack.CCompileError:  # no C compiler: a C-only submission's child says so itself
+        return []
 
 
 def _roots(path: Path) -> bool:

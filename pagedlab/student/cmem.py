@@ -50,7 +50,6 @@ _libc.free.argtypes = [ctypes.c_void_p]
 _PTR_SIZE = ctypes.sizeof(ctypes.c_void_p)
 FREED_POINTER = int.from_bytes(bytes([FREED_BYTE]) * _PTR_SIZE, "little")   # 0xdddd...
 FREED_INT = ctypes.c_int32(int.from_bytes(bytes([FREED_BYTE]) * 4, "little")).value  # -572662307
-_HARNESS_FILES = ("pagedlab/hw3.py", "pagedlab\\hw3.py", "pagedlab/harness/hw3.py", "pagedlab\\harness\\hw3.py")
 
 
 class HeapError(RuntimeError):
@@ -114,10 +113,7 @@ def _caller() -> str:
     if frame is None:
         return "?"
     name = frame.f_code.co_filename.replace("\\", "/").rsplit("/", 1)[-1]
-    where = f"{name}:{frame.f_lineno} in {frame.f_code.co_name}"
-    if frame.f_code.co_filename.endswith(_HARNESS_FILES):
-        where += " (set up by the checker)"
-    return where
+    return f"{name}:{frame.f_lineno} in {frame.f_code.co_name}"
 
 
 def address(obj) -> int:

@@ -58,6 +58,12 @@ def _engine(blocks, built=()):
     return pool, scenes.engine(pool, seqs)
 
 
+def engine_totals(task: str, scenario=None) -> list:
+    """The pools' block counts of a drawn scenario ("blocks", "empty_blocks", ...): the grader
+    sends each one's empty engine (framework.engine_totals); Task 1's scenarios have none."""
+    return framework.block_counts(scenario or {})
+
+
 def _pick(items: list, u: float):
     """The item a drawn fraction `u` in [0, 1) points at (the list depends on the run so far)."""
     return items[min(int(u * len(items)), len(items) - 1)]
@@ -221,25 +227,29 @@ def append(run):
 
 @scenario_driver
 def destroy(run):
+    """llm_destroy of one of two twin engines (`public.destroy_one_of_twins`), empty and with the
+    drawn sequences, beside memory of the check's own allocated before them."""
     mm = run.load("memory_manager")
     sc = run.scenario
+    start = cmem.snapshot()
     empty_pool = Pool(sc["empty_blocks"] * hw3.BLOCK_SIZE)
-    heap = cmem.snapshot()
-    see("llm_destroy(an engine with no sequences)", mm.llm_destroy(scenes.engine(empty_pool)))
-    see("heap blocks left after llm_destroy of the empty engine", _heap(heap)[:2])
+    done = public.destroy_one_of_twins(mm, scenes.engine(empty_pool), empty_pool)
+    see("llm_destroy(an engine with no sequences)", done.returned)
+    see("heap: memory the engine does not own is still allocated after llm_destroy of the empty engine",
+        done.others_freed == 0 and done.twin_intact)
+    see("heap blocks left after llm_destroy of the empty engine", done.left)
     # Memory the engine does not own, allocated before it: llm_destroy frees the engine's memory
     # only (freeing every live allocation would pass a count of what is left).
-    bystander = cmem.malloc(24)
-    heap = cmem.snapshot()
+    cmem.malloc(24)
     pool, engine = _engine(sc["blocks"], sc["built"])
     see("engine state before llm_destroy", _snap(engine))
-    before = pool.snapshot()
-    see("llm_destroy(engine)", mm.llm_destroy(engine))
-    see("heap blocks left after llm_destroy", _heap(heap)[:2])
-    see("pool written by llm_destroy", bool(pool.diff(before)))
-    see("heap: memory the engine does not own is still allocated after llm_destroy", cmem.is_live(bystander))
-    if cmem.is_live(bystander):
-        cmem.free(bystander)
+    done = public.destroy_one_of_twins(mm, engine, pool)
+    see("llm_destroy(engine)", done.returned)
+    see("heap: memory the engine does not own is still allocated after llm_destroy",
+        done.others_freed == 0 and done.twin_intact)
+    see("heap blocks left after llm_destroy", done.left)
+    see("pool written by llm_destroy", done.pool_written)
+    hw3.sweep(start)
     if "counts" in sc:
         see("llm_destroy(NULL)", mm.llm_destroy(None))
     # Engines of 1, 2 and at and past 64, 256, 512, 1024 sequences (forks sharing a few blocks).
@@ -249,8 +259,10 @@ def destroy(run):
                  for i, sid in enumerate(many["ids"])]
         heap = cmem.snapshot()
         pool, engine = _engine(many["blocks"], built)
-        before = pool.snapshot()
-        see(f"llm_destroy(an engine of {n} sequences)", mm.llm_destroy(engine))
-        see(f"heap blocks left after llm_destroy of the engine of {n} sequences", _heap(heap)[:2])
-        see(f"pool written by llm_destroy of the engine of {n} sequences", bool(pool.diff(before)))
+        done = public.destroy_one_of_twins(mm, engine, pool)
+        see(f"llm_destroy(an engine of {n} sequences)", done.returned)
+        see(f"heap: memory the engine does not own is still allocated after llm_destroy of the engine of {n} sequences",
+            done.others_freed == 0 and done.twin_intact)
+        see(f"heap blocks left after llm_destroy of the engine of {n} sequences", done.left)
+        see(f"pool written by llm_destroy of the engine of {n} sequences", done.pool_written)
         hw3.sweep(heap)

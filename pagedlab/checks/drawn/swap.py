@@ -4,8 +4,13 @@ and copy lists."""
 from __future__ import annotations
 
 from ...harness import hw3
-from ..framework import scenario_driver
-from ..swap import Rig, run_move
+from ..framework import block_counts, scenario_driver
+from ..swap import RIG_BLOCKS, Rig, run_move
+
+
+def engine_totals(task: str, scenario=None) -> list:
+    """The drawn pools' block counts and the copy driver's rig (framework.engine_totals)."""
+    return [*RIG_BLOCKS, *block_counts(scenario or {})]
 
 
 @scenario_driver
