@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..ctrack import ALTERNATE_FILES
 from ..guard import static
+from ..untrusted import escape_line
 from .points import SUBMISSION_FILES
 
 # What the intake takes: the task files, plus files that may stand in for one (llm_memory.c, the
@@ -51,7 +52,7 @@ def _walk(root: Path, refused: list[str]):
             with os.scandir(root / rel_folder) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
-            refused.append(f"  refused {rel_folder}/: cannot be listed ({exc.strerror or exc})")
+            refused.append(f"  refused {_short(rel_folder)}/: cannot be listed ({exc.strerror or type(exc).__name__})")
             continue
         seen += len(entries)
         if seen > MAX_ENTRIES:
@@ -75,8 +76,11 @@ def _walk(root: Path, refused: list[str]):
 
 
 def _short(rel: Path) -> str:
+    """A path of the upload as every output shows it: clipped, then on one line with its
+    control characters escaped (a folder named "x\n✓ task1 8/8 … total 110/110" once printed
+    a forged score table in the listing)."""
     text = str(rel)
-    return text if len(text) <= 200 else text[:100] + " … " + text[-60:]
+    return escape_line(text if len(text) <= 200 else text[:100] + " … " + text[-60:])
 
 
 def _kind(st: os.stat_result) -> str:
@@ -113,7 +117,7 @@ def find(root: Path) -> tuple[dict[str, Path | None], list[str]]:
         for rel, st in found:
             why = _kind(st)
             if why:
-                refused.append(f"  refused {rel}: {why}")
+                refused.append(f"  refused {_short(rel)}: {why}")
                 continue
             chosen[name] = rel
             break
@@ -149,25 +153,41 @@ def listing(located: dict[str, Path | None]) -> list[str]:
     for name, rel in located.items():
         if name in stand_ins:
             if rel and located.get(stand_ins[name]):
-                lines.append(f"  {name:<22} {rel}  (not graded: {stand_ins[name]} is uploaded too, and graded)")
+                lines.append(f"  {name:<22} {_short(rel)}  (not graded: {stand_ins[name]} is uploaded too, and graded)")
             elif rel:
-                lines.append(f"  {name:<22} {rel}  (stands in for {stand_ins[name]})")
+                lines.append(f"  {name:<22} {_short(rel)}  (stands in for {stand_ins[name]})")
             continue
         alts = [alt for alt in ALTERNATE_FILES.get(name, ()) if located.get(alt)]
         if rel or alts:
-            lines.append(f"  {name:<22} {rel if rel else 'not uploaded (' + alts[0] + ' is graded instead)'}")
+            lines.append(f"  {name:<22} {_short(rel) if rel else 'not uploaded (' + alts[0] + ' is graded instead)'}")
         else:
             also = "".join(f" (or {alt} for the C track)" for alt in ALTERNATE_FILES.get(name, ()))
             lines.append(f"  {name:<22} MISSING{also}")
     return lines
 
 
-def prepare(root: Path, workdir: Path, *, copy: bool = True) -> tuple[Path, str]:
+def _link_regular(src: Path, dst: Path) -> None:
+    """`dst` as a second name of `src`, a file of the grader's own tree (a class zip it unpacked):
+    the bytes are on disk once. Checked as a copy is; a link across file systems is a copy."""
+    st = os.lstat(src)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+        raise Refused(f"{src.name} changed while it was being read")
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError:
+        _copy_regular(src, dst)
+
+
+def prepare(root: Path, workdir: Path, *, copy: bool = True, own: bool = False) -> tuple[Path, str]:
     """A folder of the grader's own holding the submission's files flat, and a report of what was
-    found and what was refused. (`copy` is kept for callers; the files are always copied.)"""
+    found and what was refused. (`copy` is kept for callers; the files are always copied.)
+
+    `own`: `root` is in a tree only the grader writes (grade-class's unpacked zip), so the files
+    are hard-linked rather than copied: a class zip filled to its size cap takes the cap on disk
+    once, not twice."""
     root = Path(os.path.abspath(root))
     if root.is_symlink() or not root.is_dir():
-        raise FileNotFoundError(f"submission folder {root} does not exist (or is a link)")
+        raise FileNotFoundError(f"submission folder {escape_line(str(root))} does not exist (or is a link)")
     located, refused = find(root)
     lines = listing(located)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -176,9 +196,9 @@ def prepare(root: Path, workdir: Path, *, copy: bool = True) -> tuple[Path, str]
         if rel is None:
             continue
         try:
-            _copy_regular(root / rel, workdir / name)
+            (_link_regular if own else _copy_regular)(root / rel, workdir / name)
         except (Refused, OSError) as exc:
-            refused.append(f"  refused {rel}: {exc}")
+            refused.append(f"  refused {_short(rel)}: {escape_line(str(exc))}")
             lines = [line if not line.lstrip().startswith(name) else f"  {name:<22} REFUSED" for line in lines]
     report = "Submission files:\n" + "\n".join(lines)
     if refused:
