@@ -1,4 +1,4 @@
-"""Red team, the class pipeline: root's code reading what a class uploaded (issue 41).
+"""Red team, the class pipeline: root's code reading what a class uploaded.
 
 An instructor downloads a class (Gradescope's export, a GitHub Classroom zip) and runs
 `grade-class` as root. Every byte of it that a student chose reaches root's intake and the
