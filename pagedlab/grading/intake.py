@@ -10,8 +10,8 @@ file and a folder of the same name, a name too long) is refused on its own, and 
 inside a student's folder is also that student's (Intake.refused_of), never the class's.
 
 `submission_metadata.yml` is read as hostile too: capped before it is parsed, with no alias to a
-collection (a self-referencing one recursed forever; nine lines of nested ones grew root past
-2.5 GB), at most MAX_METADATA_DEPTH deep and MAX_METADATA_NODES nodes; a file that breaks a rule
+collection (a self-referencing one recursed forever; nine lines of nested ones grew root to
+3.7 GB), at most MAX_METADATA_DEPTH deep and MAX_METADATA_NODES nodes; a file that breaks a rule
 is refused with a line saying why, and the class is graded without its names.
 """
 
@@ -163,6 +163,8 @@ def _extract(zf: zipfile.ZipFile, info: zipfile.ZipInfo, parts: tuple[str, ...],
                     out.write(chunk)
         except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
             problem = f"corrupt or unsupported in the archive ({exc})"
+        except OSError as exc:  # the disk: no half-written file is left to be graded
+            problem = f"cannot be written here ({exc.strerror or type(exc).__name__})"
     if problem:
         target.unlink()
     return problem
