@@ -47,6 +47,20 @@ def escape_line(text: str) -> str:
     return escape(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
+# What makes a spreadsheet read a CSV cell as a formula (OWASP's CSV injection rule: `=`, `+`,
+# `-`, `@`, tab, carriage return), also after leading spaces, and the full-width forms some
+# locales accept. Excel runs `+1+cmd|' /C calc'!A0`; LibreOffice evaluates `=HYPERLINK(...)`.
+_FORMULA_START = re.compile("^[ \u3000]*[=+\\-@\t\r\uff1d\uff0b\uff0d\uff20]")
+
+
+def inert_cell(text: str) -> str:
+    """A CSV cell of text from outside the grader (a name, an e-mail, a folder's name): on one
+    line, control characters escaped, and, when a spreadsheet would evaluate it, prefixed with
+    `'` so it is read as text. Numbers the grader formats itself are written as they are."""
+    text = escape_line(clip(text))
+    return "'" + text if _FORMULA_START.match(text) else text
+
+
 def escape_json(value, depth: int = 0):
     """`value` (results.json's dict) with every string in it escaped; keys too."""
     if isinstance(value, str):

@@ -186,10 +186,10 @@ def test_the_course_venv_holds_pytests_rewritten_plugins():
     assert any(cached.glob("__init__.*-pytest-*.pyc")), f"no pytest-rewritten bytecode in {cached}"
 
 
-def _ci_run_with_fake_apt(tmp_path, apt_exit: int, apt_seconds: int) -> subprocess.CompletedProcess:
-    """.ci/run in a copy whose PATH has no Chromium, an apt-get taking `apt_seconds` per call
-    whose install exits `apt_exit`, and stand-ins for bootstrap and ./course that only say they
-    ran (bootstrap also whether apt had finished)."""
+def _ci_run_with_fake_apt(tmp_path, apt_exit: int, apt_seconds: int, have=()) -> subprocess.CompletedProcess:
+    """.ci/run in a copy whose PATH has no Chromium nor LibreOffice (but the commands in `have`),
+    an apt-get taking `apt_seconds` per call whose install exits `apt_exit`, and stand-ins for
+    bootstrap and ./course that only say they ran (bootstrap also whether apt had finished)."""
     (tmp_path / ".ci").mkdir(parents=True)
     shutil.copy2(ROOT / ".ci" / "run", tmp_path / ".ci" / "run")
     (tmp_path / "tools").mkdir()
@@ -199,7 +199,8 @@ def _ci_run_with_fake_apt(tmp_path, apt_exit: int, apt_seconds: int) -> subproce
     fake.mkdir()
     scripts = {"course": "echo course test ran", "bin/id": "echo 0",
                "bin/apt-get": f'echo "apt-get $*"; sleep {apt_seconds}; [ "$1" = update ] && exit 0; '
-                              f'touch apt-done; [ {apt_exit} = 0 ] || {{ echo "E: apt says {apt_exit}" >&2; exit {apt_exit}; }}'}
+                              f'touch apt-done; [ {apt_exit} = 0 ] || {{ echo "E: apt says {apt_exit}" >&2; exit {apt_exit}; }}',
+               **{f"bin/{command}": "true" for command in have}}
     for name, body in scripts.items():
         (tmp_path / name).write_text(f"#!/bin/sh\n{body}\n")
         (tmp_path / name).chmod(0o755)
@@ -210,7 +211,7 @@ def _ci_run_with_fake_apt(tmp_path, apt_exit: int, apt_seconds: int) -> subproce
                           capture_output=True, text=True, timeout=60)
 
 
-def test_ci_run_installs_chromium_beside_the_venv_and_stops_when_apt_fails(tmp_path):
+def test_ci_run_installs_chromium_and_libreoffice_beside_the_venv_and_stops_when_apt_fails(tmp_path):
     ok = _ci_run_with_fake_apt(tmp_path / "ok", 0, apt_seconds=1)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "bootstrap ran while apt ran" in ok.stdout, ok.stdout  # side by side, not one after the other
@@ -218,7 +219,12 @@ def test_ci_run_installs_chromium_beside_the_venv_and_stops_when_apt_fails(tmp_p
     failed = _ci_run_with_fake_apt(tmp_path / "failed", 100, apt_seconds=0)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "bootstrap ran" in failed.stdout and "course test ran" not in failed.stdout
-    assert "E: apt says 100" in failed.stderr and "installing chromium failed" in failed.stderr
+    assert "E: apt says 100" in failed.stderr and "apt-get install -y -qq chromium chromium-driver" in failed.stderr
+    assert "installing chromium chromium-driver libreoffice-calc-nogui failed" in failed.stderr
+    # Chromium there, LibreOffice not: only LibreOffice, without its recommends
+    calc = _ci_run_with_fake_apt(tmp_path / "calc", 100, apt_seconds=0, have=("chromium", "chromedriver"))
+    assert "apt-get install -y -qq --no-install-recommends libreoffice-calc-nogui" in calc.stderr, calc.stderr
+    assert "apt-get install -y -qq chromium" not in calc.stderr, calc.stderr
 
 
 def _python_with_its_own_pip(version: tuple[int, int]) -> str | None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import loader, track
-from ..untrusted import escape, escape_line
+from ..untrusted import escape, escape_line, inert_cell
 from .class_folder import QUEUE, STUDENTS, is_empty
 from .report import GRADER_PROBLEM, PART_A
 
@@ -232,16 +232,24 @@ def task_ids(records: list[Record]) -> list[str]:
     return sorted(ids, key=lambda t: int(t[4:]) if t[4:].isdigit() else 10**6)
 
 
+def _number(value: float | None) -> str:
+    """A score column's cell: the grader's own number, left a number for the spreadsheet."""
+    return "" if value is None else f"{float(value):g}"
+
+
 def write_csv(records: list[Record], path: Path) -> None:
+    """grades.csv. Keys, names and e-mails come from the class (folder names, Gradescope's
+    metadata): each goes through inert_cell, so a spreadsheet opening the file evaluates none of
+    them; the score columns are numbers the grader formatted."""
     tasks = task_ids(records)
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(["key", "name", "email", "status", "total", "max", "part_a", *tasks])
+        w.writerow([inert_cell(h) for h in ("key", "name", "email", "status", "total", "max", "part_a", *tasks)])
         for r in records:
-            scores = [f"{r.tasks[t][0]:g}" if t in r.tasks else "" for t in tasks]
-            w.writerow([escape_line(str(cell)) for cell in (
-                r.key, r.name, r.email, r.status, "" if r.total is None else f"{r.total:g}",
-                f"{r.maximum:g}" if r.status == "graded" else "", r.part_a, *scores)])
+            text = [inert_cell(str(cell)) for cell in (r.key, r.name, r.email, r.status)]
+            numbers = [_number(r.total), _number(r.maximum if r.status == "graded" else None)]
+            scores = [_number(r.tasks[t][0] if t in r.tasks else None) for t in tasks]
+            w.writerow(text + numbers + [inert_cell(r.part_a)] + scores)
 
 
 @dataclass

@@ -79,7 +79,9 @@ def files_hash(files: Path) -> str:
 
 
 def prepare(source: Path, out: Path, echo=print, track_choice: str | None = None) -> list[Student]:
-    """Find the students, copy each one's files safely, write queue.tsv (the batch's index)."""
+    """Find the students, copy each one's files safely, write queue.tsv (the batch's index).
+    Whatever goes wrong reading one upload is that student's row (graded with what could be
+    taken, the reason in its intake.txt), never the class's."""
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o700)
@@ -94,12 +96,18 @@ def prepare(source: Path, out: Path, echo=print, track_choice: str | None = None
         if files.exists():
             shutil.rmtree(files)
         try:
-            _, found = submission.prepare(s.folder, files, track_choice=track_choice)
-        except (OSError, ValueError, RecursionError, submission.Refused) as exc:
+            # An unpacked zip is the grader's own tree: its files are linked, not copied again.
+            _, found = submission.prepare(s.folder, files, own=intake.unpacked, track_choice=track_choice)
+        except Exception as exc:  # noqa: BLE001 - any failure on one upload is that student's
             # This student's upload only: graded with no files (0, said why), the class goes on.
-            files.mkdir(exist_ok=True)
-            found = f"the upload could not be read: {type(exc).__name__}: {exc}"
-            echo(escape_line(f"{s.key}: {found}"))
+            if files.exists():
+                shutil.rmtree(files)
+            files.mkdir()
+            found = escape_line(f"the upload could not be read: {type(exc).__name__}: {str(exc)[:500]}")
+            echo(f"{s.key}: {found}")
+        mine = intake.refused_of(s.key)
+        if mine:  # what the class zip held for this student and was not taken
+            found += "\nNot taken from the class zip:\n" + "\n".join(f"  {escape_line(line)}" for line in mine)
         (folder / "intake.txt").write_text(found + "\n", encoding="utf-8")
         (folder / "student.json").write_text(json.dumps(s.meta(), indent=2) + "\n", encoding="utf-8")
     lines = [f"{s.key}\t{s.folder}" for s in intake.students]

@@ -21,6 +21,7 @@ from pathlib import Path
 from .. import track
 from ..ctrack import ALTERNATE_FILES
 from ..guard import static
+from ..untrusted import escape_line
 from .points import SUBMISSION_FILES
 
 # What the intake takes: the task files, plus files that may stand in for one (llm_memory.c, the
@@ -52,7 +53,7 @@ def _walk(root: Path, refused: list[str]):
             with os.scandir(root / rel_folder) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
-            refused.append(f"  refused {rel_folder}/: cannot be listed ({exc.strerror or exc})")
+            refused.append(f"  refused {_short(rel_folder)}/: cannot be listed ({exc.strerror or type(exc).__name__})")
             continue
         seen += len(entries)
         if seen > MAX_ENTRIES:
@@ -76,8 +77,11 @@ def _walk(root: Path, refused: list[str]):
 
 
 def _short(rel: Path) -> str:
+    """A path of the upload as every output shows it: clipped, then on one line with its
+    control characters escaped (a folder named "x\n✓ task1 8/8 … total 110/110" once printed
+    a forged score table in the listing)."""
     text = str(rel)
-    return text if len(text) <= 200 else text[:100] + " … " + text[-60:]
+    return escape_line(text if len(text) <= 200 else text[:100] + " … " + text[-60:])
 
 
 def _kind(st: os.stat_result) -> str:
@@ -114,7 +118,7 @@ def find(root: Path) -> tuple[dict[str, Path | None], list[str]]:
         for rel, st in found:
             why = _kind(st)
             if why:
-                refused.append(f"  refused {rel}: {why}")
+                refused.append(f"  refused {_short(rel)}: {why}")
                 continue
             chosen[name] = rel
             break
@@ -157,11 +161,11 @@ def listing(located: dict[str, Path | None], part_a: track.Track | None = None) 
                                          else f"  (not graded: Part A is graded from {part_a.file})")
         if name in stand_ins:
             if rel:
-                lines.append(f"  {name:<22} {rel}{verdict}")
+                lines.append(f"  {name:<22} {_short(rel)}{verdict}")
             continue
         alts = [alt for alt in ALTERNATE_FILES.get(name, ()) if located.get(alt)]
         if rel:
-            lines.append(f"  {name:<22} {rel}{verdict}")
+            lines.append(f"  {name:<22} {_short(rel)}{verdict}")
         elif alts:
             lines.append(f"  {name:<22} not uploaded ({alts[0]} is graded instead)")
         else:
@@ -170,13 +174,29 @@ def listing(located: dict[str, Path | None], part_a: track.Track | None = None) 
     return lines
 
 
-def prepare(root: Path, workdir: Path, *, copy: bool = True, track_choice: str | None = None) -> tuple[Path, str]:
+def _link_regular(src: Path, dst: Path) -> None:
+    """`dst` as a second name of `src`, a file of the grader's own tree (a class zip it unpacked):
+    the bytes are on disk once. Checked as a copy is; a link across file systems is a copy."""
+    st = os.lstat(src)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+        raise Refused(f"{src.name} changed while it was being read")
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError:
+        _copy_regular(src, dst)
+
+
+def prepare(root: Path, workdir: Path, *, copy: bool = True, own: bool = False,
+            track_choice: str | None = None) -> tuple[Path, str]:
     """A folder of the grader's own holding the submission's files flat, and a report of what was
     found and what was refused. (`copy` is kept for callers; the files are always copied.)
-    `track_choice`: the grade's --track, for the listing's "graded" marks."""
+
+    `own`: `root` is in a tree only the grader writes (grade-class's unpacked zip), so the files
+    are hard-linked rather than copied: a class zip filled to its size cap takes the cap on disk
+    once, not twice. `track_choice`: the grade's --track, for the listing's "graded" marks."""
     root = Path(os.path.abspath(root))
     if root.is_symlink() or not root.is_dir():
-        raise FileNotFoundError(f"submission folder {root} does not exist (or is a link)")
+        raise FileNotFoundError(f"submission folder {escape_line(str(root))} does not exist (or is a link)")
     located, refused = find(root)
     workdir.mkdir(parents=True, exist_ok=True)
     workdir.chmod(0o755)
@@ -185,9 +205,9 @@ def prepare(root: Path, workdir: Path, *, copy: bool = True, track_choice: str |
         if rel is None:
             continue
         try:
-            _copy_regular(root / rel, workdir / name)
+            (_link_regular if own else _copy_regular)(root / rel, workdir / name)
         except (Refused, OSError) as exc:
-            refused.append(f"  refused {rel}: {exc}")
+            refused.append(f"  refused {_short(rel)}: {escape_line(str(exc))}")
             not_copied.add(name)
     try:
         part_a = track.decide(workdir, track_choice)
