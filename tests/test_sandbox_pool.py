@@ -93,3 +93,25 @@ def test_a_python_the_pool_cannot_run_is_refused_with_what_to_do(pool, tmp_path)
     assert f"the sandbox user {POOL[0]!r} cannot run this grader's Python ({locked / 'python'}" in problem
     assert "Permission denied" in problem and "nothing was graded" in problem
     assert "grading/usable_python.sh" in problem and "tools/bootstrap.py" in problem
+
+
+def test_an_index_on_a_node_without_the_pool_users_is_a_grader_problem(pool, tmp_path):
+    """A node of the cluster where the pool was never created: that index says so, as the
+    grader's problem, and grades nobody as anyone."""
+    src = tmp_path / "in" / "ann"
+    src.mkdir(parents=True)
+    (src / "buddy.py").write_text((ROOT / "solutions" / "buddy.py").read_text())
+    (tmp_path / "in").chmod(0o700)
+    out = tmp_path / "out"
+    prepare = subprocess.run([sys.executable, "-m", "pagedlab", "grade-class", str(tmp_path / "in"), "--out", str(out),
+                              "--prepare-only", "--tasks", "12", "--no-hidden"], capture_output=True, text=True,
+                             env={**_env(), users.USER_ENV: ",".join(POOL)}, timeout=300)
+    assert prepare.returncode == 0, prepare.stderr
+    options = json.loads((out / "options.json").read_text())
+    (out / "options.json").write_text(json.dumps(dict(options, pool="pagedlab-pooltest-absent")))
+    run = subprocess.run([sys.executable, "-m", "pagedlab", "grade-index", str(out), "0"], capture_output=True,
+                         text=True, env=_env(), timeout=300)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "ann: GRADER PROBLEM: PAGEDLAB_GRADE_USER: no such user 'pagedlab-pooltest-absent'" in run.stdout
+    state = json.loads((out / "students" / "ann" / "state.json").read_text())
+    assert state["status"] == "grader problem" and not (out / "students" / "ann" / "results.json").exists()

@@ -80,6 +80,13 @@ def grade_index(out: Path, index: int, echo=print) -> int:
          f"options: {class_queue.describe(opts)}")
     state = classroom.student_state(folder, key, classroom.grader_version(tasks, hidden), opts)
     state["index"] = index
+    try:
+        users.pool()  # this node has every user of the pool, and this is root
+    except ValueError as exc:
+        (folder / "results.json").unlink(missing_ok=True)
+        classroom._write_state(folder, dict(state, status="grader problem", problem=f"on {where}: {exc}"))
+        echo(escape_line(f"{key}: GRADER PROBLEM: {exc}"))
+        return 1
     if is_empty(folder / "files"):
         (folder / "results.json").unlink(missing_ok=True)
         classroom._write_state(folder, dict(state, status="empty", score=0))

@@ -207,7 +207,8 @@ def _refusal(results: Path) -> str:
     except (OSError, ValueError, AttributeError):
         return ""
     first = str(output).splitlines()[0] if str(output).strip() else ""
-    return f": {escape_line(first[:2000])}" if first.startswith(("Grader misconfigured", "The pagedlab")) else ""
+    refused = ("Grader misconfigured", "No submission to grade", "The pagedlab autograder itself failed")
+    return f": {escape_line(first[:2000])}" if first.startswith(refused) else ""
 
 
 def _write_state(folder: Path, state: dict) -> dict:
