@@ -270,7 +270,7 @@ def _queue_length(out: Path) -> int:
 
 
 def test_a_folder_name_cannot_add_a_line_to_the_queue_or_grade_into_a_classmate(tmp_path):
-    # Issue 41's attack: folder names with a newline and a tab. On the old queue (key TAB upload
+    # The red team's attack: folder names with a newline and a tab. On the old queue (key TAB upload
     # folder, one per line, graded from the upload's path) the first added a line that graded
     # ./exercises into alice's folder (honest alice 4/4 -> 0/4), the second graded the
     # instructor's ./solutions into mallory's (0/4 -> 4/4), and the array had 5 indices for 3 students.

@@ -46,7 +46,7 @@ README = ROOT / "grading" / "README.md"
 # kills their processes or takes their locks).
 POOL = ["pagedlab-slurmtest-0", "pagedlab-slurmtest-1"]
 OPTIONS = "--tasks 1,12 --no-hidden"
-EVIL = "z\nalice\texercises"  # issue 41: a folder name that once added a line to the queue
+EVIL = "z\nalice\texercises"  # a folder name that once added a line to the queue (the red team's)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800), pytest.mark.xdist_group("slurm")]
 
