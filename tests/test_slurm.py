@@ -121,6 +121,25 @@ def _wait_until(predicate, what: str, seconds: float = 300):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def held_locks() -> dict[str, str]:
+    """Pool user -> pid of the process holding its lock, from the kernel's lock table."""
+    inodes = {}
+    for user in POOL:
+        try:
+            inodes[os.stat(users.lock_dir() / f"{user}.lock").st_ino] = user
+        except OSError:
+            pass
+    held = {}
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != "FLOCK":  # "N: -> FLOCK ..." is a waiter
+            continue
+        user = inodes.get(int(fields[5].rsplit(":", 1)[1]))
+        if user:
+            held[user] = fields[4]
+    return held
+
+
 class LockWatch(threading.Thread):
     """Samples the kernel's lock table while the array runs: which student's grading process holds
     the lock of which pool user (users.claimed), ten times a second."""
@@ -141,20 +160,7 @@ class LockWatch(threading.Thread):
 
     def run(self) -> None:
         while not self.done.wait(0.1):
-            inodes = {}
-            for user in POOL:
-                try:
-                    inodes[os.stat(users.lock_dir() / f"{user}.lock").st_ino] = user
-                except OSError:
-                    pass
-            held = {}
-            for line in Path("/proc/locks").read_text().splitlines():
-                fields = line.split()
-                if len(fields) < 6 or fields[1] != "FLOCK":  # "N: -> FLOCK ..." is a waiter
-                    continue
-                user = inodes.get(int(fields[5].rsplit(":", 1)[1]))
-                if user:
-                    held[user] = self._student(fields[4])
+            held = {user: self._student(pid) for user, pid in held_locks().items()}
             if held:
                 self.samples.append(held)
 
@@ -248,6 +254,8 @@ def test_the_readme_recipe_on_a_real_slurm_gives_grade_class_grades(cluster, set
     assert not (out / "grades.csv").exists()
     cluster.wait_for(job)
     samples = watch.stop()
+    # Every exit let its user go: finished, cancelled, requeued mid-grading.
+    assert held_locks() == {}
 
     # The cancelled index: not graded yet, with the line that grades it; that line completes the merge.
     partial = me.run(merge)

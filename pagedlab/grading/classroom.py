@@ -152,8 +152,7 @@ def _is_current(folder: Path, state: dict) -> bool:
             and old.get("status") == "graded" and (folder / "results.json").is_file())
 
 
-def _start(out: Path, s: Student, state: dict, tasks, hidden, *, environ: dict | None = None,
-           header: str = "") -> Job:
+def _start(out: Path, s: Student, state: dict, tasks, hidden, *, header: str = "") -> Job:
     """Start grading one student. The grading process takes a user of the pool (PAGEDLAB_GRADE_USER)
     that no other job on this machine holds. `header`: a line that opens the log, appended to
     (a batch array's requeued index keeps what its earlier run wrote), instead of a fresh log."""
@@ -164,9 +163,8 @@ def _start(out: Path, s: Student, state: dict, tasks, hidden, *, environ: dict |
     if header:
         log.write(header.encode("utf-8") + b"\n")
         log.flush()
-    environ = os.environ if environ is None else environ
-    env = {**environ, "PYTHONPATH": os.pathsep.join(
-        [loader.ROOT.as_posix()] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [loader.ROOT.as_posix()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
     # Its own session: the terminal's Ctrl-C reaches the batch only, which then stops each
     # grading process cleanly (SIGINT: it kills its task's process group on the way out).
     # The intake's copy (root-only), not the upload: nothing of the class is read from outside OUT.

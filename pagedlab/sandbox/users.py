@@ -106,9 +106,12 @@ def lock_dir() -> Path:
     have put a file (a link, someone's lock) there."""
     folder = Path(os.environ.get(LOCK_DIR_ENV) or LOCK_DIR)
     try:
-        folder.mkdir(mode=0o700, parents=False)
+        folder.mkdir(mode=0o700, parents=True)
     except FileExistsError:
         pass
+    except OSError as exc:  # a read-only /run, say: a grader problem, said as one
+        raise ValueError(f"{folder}: cannot make the sandbox pool's lock folder ({exc}); "
+                         f"set {LOCK_DIR_ENV} to a folder of root's on this machine's own disk") from None
     info = os.lstat(folder)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o022:
         raise ValueError(f"{folder}: the sandbox pool's locks need a folder of root's that no one else may "
