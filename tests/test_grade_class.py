@@ -462,3 +462,11 @@ def test_the_near_copies_are_the_top_pair_and_honest_work_is_not_flagged(graded_
     assert "src='http" not in page and "<link" not in page and "<script" not in page  # self-contained
     second = graded_class["second"].stdout
     assert "pass rate per task" in second and "nina_copy ~ oscar_copy" in second
+
+
+def test_grade_class_and_an_array_index_grade_with_one_grader_version(tmp_path):
+    """The same options typed ("--tasks 12,1") and read back from options.json (task ids) are one
+    grader version: a folder graded partly each way merges, and neither regrades the other's."""
+    assert classroom.grader_version(["12", "1"], False) == classroom.grader_version(["task1", "task12"], False)
+    assert classroom.grader_version(None, True) == classroom.grader_version([r.id for r in points.select(None)], True)
+    assert classroom.grader_version(["1"], False) != classroom.grader_version(["1"], True)
