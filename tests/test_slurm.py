@@ -247,8 +247,8 @@ def test_the_readme_recipe_on_a_real_slurm_gives_grade_class_grades(cluster, set
     assert cluster.run("scontrol", "update", f"jobid={job}_0", "starttime=now").returncode == 0
     # A merge in the middle of the array refuses, and names what is not graded yet.
     _wait_until(lambda: (out / "students" / "bob" / "state.json").is_file(), "a first grade")
-    early = me.run(merge)
     assert cluster.tasks(job), "the array ended before the merge: not a merge mid-array"
+    early = me.run(merge)
     assert early.returncode == 3, early.stdout + early.stderr
     assert re.search(r"incomplete: \d not graded yet \(array indices [0-9,-]+\)", early.stdout), early.stdout
     assert not (out / "grades.csv").exists()
