@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -77,17 +78,38 @@ def _class_zip(folder: Path) -> Path:
     return archive
 
 
+def _usable_python(base: Path) -> str:
+    """A Python 3.11 the pool can run, found as grading/setup.sh finds one: the system's, else one
+    uv installs into a folder every user may read."""
+    usable = [str(ROOT / "grading" / "usable_python.sh"), POOL[0], "3.11"]
+    found = subprocess.run([*usable, "/usr/bin/python3.11", "/usr/local/bin/python3.11"], capture_output=True, text=True)
+    if found.returncode == 0:
+        return found.stdout.strip()
+    sys.path.insert(0, str(ROOT / "tools"))
+    import bootstrap
+
+    uv = bootstrap.find_uv(ROOT / ".venv", sys.executable)
+    if not uv:
+        pytest.skip(f"no Python 3.11 the sandbox users can run, and no uv to install one: {found.stderr[-300:]}")
+    env = {**os.environ, "UV_PYTHON_INSTALL_DIR": str(base / "python")}
+    got = subprocess.run([uv, "python", "install", "3.11"], env=env, capture_output=True, text=True, timeout=900)
+    if got.returncode != 0:
+        pytest.skip(f"no Python 3.11 the sandbox users can run here ({found.stderr.strip()[-300:]}), and uv "
+                    f"could not download one: {got.stderr.strip()[-300:]}")
+    subprocess.run(["chmod", "-R", "a+rX", str(base / "python")], check=True)
+    where = subprocess.run([uv, "python", "find", "--python-preference", "only-managed", "3.11"], env=env,
+                           capture_output=True, text=True).stdout.strip()
+    found = subprocess.run([*usable, where], capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr
+    return found.stdout.strip()
+
+
 def _usable_venv(base: Path) -> Path:
-    """The grading venv the README asks for: on a Python the pool can run (usable_python.sh), built by
-    tools/bootstrap.py (uv from the cache the checkout's own .venv filled: seconds)."""
-    uv_python = subprocess.run(["uv", "python", "find", "3.11"], capture_output=True, text=True).stdout.strip() \
-        if shutil.which("uv") else ""
-    found = subprocess.run(["bash", str(ROOT / "grading" / "usable_python.sh"), POOL[0], "3.11", "/usr/bin/python3.11",
-                            "/usr/local/bin/python3.11", uv_python], capture_output=True, text=True)
-    if found.returncode != 0:
-        pytest.skip(f"no Python 3.11 the sandbox users can run on this machine: {found.stderr[-500:]}")
+    """The grading venv the README asks for: on a Python the pool can run, built by tools/bootstrap.py
+    (uv from the cache the checkout's own .venv filled: seconds)."""
+    python = _usable_python(base)
     venv = base / "venv"
-    built = subprocess.run([found.stdout.strip(), str(ROOT / "tools" / "bootstrap.py"), str(venv)],
+    built = subprocess.run([python, str(ROOT / "tools" / "bootstrap.py"), str(venv)],
                            capture_output=True, text=True, timeout=1200, env={**os.environ, "PAGEDLAB_COMPILE_BYTECODE": "0"})
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     return venv
