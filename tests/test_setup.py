@@ -218,8 +218,9 @@ def test_ci_run_installs_chromium_beside_the_venv_and_stops_when_apt_fails(tmp_p
     failed = _ci_run_with_fake_apt(tmp_path / "failed", 100, apt_seconds=0)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "bootstrap ran" in failed.stdout and "course test ran" not in failed.stdout
-    assert "E: apt says 100" in failed.stderr and "installing chromium chromium-driver" in failed.stderr
-    assert "failed (apt's output above)" in failed.stderr
+    assert "E: apt says 100" in failed.stderr
+    assert "install -y -qq chromium chromium-driver slurm-wlm munge" in failed.stderr, failed.stderr
+    assert "installing chromium chromium-driver slurm-wlm munge failed" in failed.stderr
 
 
 def _python_with_its_own_pip(version: tuple[int, int]) -> str | None:
