@@ -151,7 +151,8 @@ def _is_current(folder: Path, state: dict) -> bool:
     except (OSError, ValueError):
         return False
     return (old.get("hash") == state["hash"] and old.get("grader") == state["grader"]
-            and old.get("status") == "graded" and (folder / "results.json").is_file())
+            and old.get("key") == state.get("key") and old.get("status") == "graded"
+            and (folder / "results.json").is_file())
 
 
 def _start(out: Path, s: Student, state: dict, tasks, hidden, *, header: str = "") -> Job:
