@@ -17,6 +17,9 @@ names into a third group that serialises nothing):
                users, none a sandbox user, so it runs beside "users".
 "course-venv"  runs tools/bootstrap.py or `./course open` on the checkout's own .venv (the
                browser test too): bootstrap rewrites the venv's JupyterLab settings.
+"slurm"        tests/test_slurm.py: a one-node Slurm cluster (munged, slurmctld, slurmd) started
+               once for its module; it grades with a pool of its own users, named for it, whose
+               locks and processes no other test touches, so it runs beside "users".
 
 A module whose module-scoped fixture is expensive (a release clone, a class graded) takes a
 group of its own name, so one worker builds it once instead of every worker that gets one of
@@ -36,11 +39,11 @@ COURSE_VENV = "course-venv"
 
 # Started first, longest first (each group's wall time in the 28 Nov fresh-clone run: pip-fallback
 # 132 s, notebook-cuts 126, users and installed-venv about 100 each, graded-class 63, course-venv
-# 38, new-task-rehearsal 37; release-clone 60 then, about 130 since it runs every notebook of the
-# edition as a student does, 4 Dec), so the short tests fill the other worker around them instead
-# of a long group starting last.
-LONGEST_FIRST = ("pip-fallback", "release-clone", "notebook-cuts", USERS, INSTALLED_VENV, "graded-class", COURSE_VENV,
-                 "new-task-rehearsal", "nbval-08_cuda_kernel", "nbval-10_swap_and_v2",
+# 38, new-task-rehearsal 37; release-clone about 130 since it runs every notebook of the edition
+# as a student does, slurm 66-74 s alone, 4 Dec), so the short tests fill the other worker around
+# them instead of a long group starting last.
+LONGEST_FIRST = ("pip-fallback", "release-clone", "notebook-cuts", USERS, INSTALLED_VENV, "slurm", "graded-class",
+                 COURSE_VENV, "new-task-rehearsal", "nbval-08_cuda_kernel", "nbval-10_swap_and_v2",
                  "nbval-09_prefix_caching_and_utilization")
 
 

@@ -14,7 +14,7 @@ def _instructor_edition() -> bool:
     return folder is not None and (folder / "solutions").is_dir()
 
 
-INSTRUCTOR_ONLY = ("assign", "release", "notebook", "link", "grade-class", "class-report")
+INSTRUCTOR_ONLY = ("assign", "release", "notebook", "link", "grade-class", "grade-index", "class-report")
 NOT_HERE = ("`pagedlab {cmd}` is an instructor command: it needs solutions/, which this copy of the "
             "course does not have. Nothing was changed; your files in exercises/ are yours.")
 
@@ -152,6 +152,12 @@ def _class_report(args) -> int:
     return class_report.main(args)
 
 
+def _grade_index(args) -> int:
+    from .grading import array_task
+
+    return array_task.main(args)
+
+
 def _notebook(args) -> int:
     from . import notebooks
 
@@ -224,13 +230,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--track", choices=["c", "python"], default=None, help="grade every student's Part A "
                    "from llm_memory.c (c) or memory_manager.py (python); default: each submission's files "
                    "decide, as for grade")
-    p.add_argument("--prepare-only", action="store_true", help="unpack and list the submissions "
-                   "(DIR/queue.tsv) without grading: for a batch engine (Slurm recipe)")
+    p.add_argument("--prepare-only", action="store_true", help="unpack, list the submissions (DIR/queue.txt) "
+                   "and write the options (DIR/options.json) without grading: for a batch engine (Slurm recipe)")
     p.set_defaults(func=_grade_class)
+
+    p = command("grade-index", "(instructor) grade one student of a prepared class by its queue index: "
+                "one task of a batch array (grading/slurm/grade_array.sbatch)", instructor_only=True)
+    p.add_argument("dir", help="the --out folder of grade-class --prepare-only")
+    p.add_argument("index", nargs="?", type=int, default=None,
+                   help="line INDEX+1 of DIR/queue.txt (default: $SLURM_ARRAY_TASK_ID)")
+    p.set_defaults(func=_grade_index)
 
     p = command("class-report", "(instructor) merge DIR's per-student results.json into grades.csv "
                 "and report.html", instructor_only=True)
     p.add_argument("dir", help="the --out folder of grade-class (or of a batch job array)")
+    p.add_argument("--partial", action="store_true", help="merge even while students are not graded yet "
+                   "(listed as missing); without it the merge refuses and prints the line that grades them")
+    p.add_argument("--allow-mixed", action="store_true", help="merge grades made with other options or by "
+                   "another grader version than the rest (refused without it)")
     p.set_defaults(func=_class_report)
 
     p = command("notebook", "(instructor) sync, check or re-run notebooks (notebooks/README.md)",

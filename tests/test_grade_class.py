@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab.grading import class_report, classroom, intake, points, submission
+from pagedlab.grading import class_queue, class_report, classroom, intake, points, submission
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "submissions"))
@@ -154,32 +154,91 @@ def test_the_one_submission_command_carries_tasks_and_hidden_choices(tmp_path):
 
 def _student(out: Path, key: str, results: dict | None = None, state: dict | None = None) -> None:
     folder = out / "students" / key
-    folder.mkdir(parents=True)
+    (folder / "files").mkdir(parents=True)
+    (folder / "files" / "memory_manager.py").write_text("x = 1\n")
     if results is not None:
         (folder / "results.json").write_text(json.dumps(results))
     if state is not None:
         (folder / "state.json").write_text(json.dumps(state))
 
 
+def _graded(key: str, tasks=("1",), hidden=False, grader="v1") -> dict:
+    """The state.json a grading of `key` writes (the merge reads a grade only with it)."""
+    return {"status": "graded", "key": key, "grader": grader, "options": class_queue.options(list(tasks), hidden)}
+
+
 def test_grader_problems_are_logged_apart_from_student_failures(tmp_path):
     failed_task = {"number": "1", "score": 0, "max_score": 8, "status": "failed",
                    "output": "0/8 points\n  ✗ llm_init counts whole blocks\n      crashed with SIGSEGV: segfault\n"}
-    _student(tmp_path, "crashed_student", {"score": 0, "tests": [failed_task]})
+    _student(tmp_path, "crashed_student", {"score": 0, "tests": [failed_task]}, _graded("crashed_student"))
     _student(tmp_path, "bad_check", {"score": 0, "tests": [dict(failed_task, output="0/8\n\nautograder problem, "
                                                                 "not your code (tell your instructor): loading the checks failed",
-                                                                extra_data={"grader_problem": "loading the checks failed"})]})
-    _student(tmp_path, "grader_died", {"score": 0, "tests": [], "output": "The pagedlab autograder itself failed"})
+                                                                extra_data={"grader_problem": "loading the checks failed"})]},
+             _graded("bad_check"))
+    _student(tmp_path, "grader_died", {"score": 0, "tests": [], "output": "The pagedlab autograder itself failed"},
+             _graded("grader_died"))
     _student(tmp_path, "timed_out", state={"status": "grader problem", "problem": "the grading process itself ran over"})
     _student(tmp_path, "never_ran")
-    assert class_report.build(tmp_path, echo=lambda *a: None) == 0
+    keys = ["bad_check", "crashed_student", "grader_died", "never_ran", "timed_out"]
+    class_queue.write(tmp_path, keys, ["1"], False)
+    assert class_report.build(tmp_path, echo=lambda *a: None, partial=True) == 0
     rows = _csv(tmp_path / "grades.csv")
     assert {k: r["status"] for k, r in rows.items()} == {
         "bad_check": "graded", "crashed_student": "graded", "grader_died": "grader problem",
         "never_ran": "missing", "timed_out": "grader problem"}
     log = (tmp_path / class_report.PROBLEMS_LOG).read_text()
     assert "crashed_student" not in log  # a student's crash is theirs, not the grader's
-    for key in ("bad_check: task1: autograder problem", "grader_died", "timed_out", "never_ran: no results.json"):
+    for key in ("bad_check: task1: autograder problem", "grader_died", "timed_out", "never_ran: not graded yet"):
         assert key in log
+
+
+def test_a_merge_refuses_students_not_graded_yet_and_grades_made_otherwise(tmp_path):
+    full = {"number": "1", "score": 8, "max_score": 8, "status": "passed", "output": "8/8"}
+    both = [full, dict(full, number="12", score=4, max_score=4)]
+    keys = ["ann", "ben", "cat", "dan", "eve", "fay"]
+    class_queue.write(tmp_path, keys, ["1", "12"], False)
+    _student(tmp_path, "ann", {"score": 12, "tests": both}, _graded("ann", ("1", "12")))
+    _student(tmp_path, "ben")  # being graded right now: no state, no results yet
+    # A stale folder's grade with other tasks: out of 8 beside out of 12.
+    _student(tmp_path, "cat", {"score": 8, "tests": [full]}, _graded("cat", ("1",)))
+    # Results written for another key (a rewritten queue's line grading into a classmate's folder).
+    _student(tmp_path, "dan", {"score": 12, "tests": both}, _graded("mallory", ("1", "12")))
+    _student(tmp_path, "eve", {"score": 12, "tests": both}, _graded("eve", ("1", "12")))
+    _student(tmp_path, "fay", {"score": 12, "tests": both})  # results.json and no state: its job died between
+    (tmp_path / "grades.csv").write_text("an earlier merge's grades\n")
+    said = []
+    assert class_report.build(tmp_path, echo=said.append) == class_report.REFUSED
+    text = "\n".join(said)
+    assert not (tmp_path / "grades.csv").exists()  # the stale merge is not left to be mistaken for this one
+    assert "incomplete: 2 not graded yet (array indices 1,5): ben (1), fay (5)" in text
+    assert f"sbatch --array=1,5%50 --output={tmp_path}/logs/%A_%a.log --open-mode=append " \
+           f"{ROOT}/grading/slurm/grade_array.sbatch {tmp_path}" in text
+    assert "mixed: 2 graded otherwise" in text and "array indices 2-3" in text
+    assert "cat (2): graded with --tasks 1 --no-hidden" in text and "dan (3): its grade was written for another key" in text
+    assert "sbatch --array=2-3%50" in text
+    # Told to, it merges, and says what it merged.
+    said.clear()
+    assert class_report.build(tmp_path, echo=said.append, partial=True, allow_mixed=True) == 0
+    rows = _csv(tmp_path / "grades.csv")
+    assert [rows[k]["status"] for k in keys] == ["graded", "missing", "graded", "graded", "graded", "missing"]
+    assert "merged as missing (--partial)" in "\n".join(said)
+    # Two grader versions among otherwise equal grades are mixed too (a check fixed mid-array).
+    (tmp_path / "students" / "eve" / "state.json").write_text(json.dumps(_graded("eve", ("1", "12"), grader="v2")))
+    for key in ("ben", "fay"):
+        (tmp_path / "students" / key / "results.json").write_text(json.dumps({"score": 12, "tests": both}))
+        (tmp_path / "students" / key / "state.json").write_text(json.dumps(_graded(key, ("1", "12"), grader="v2")))
+    for key in ("cat", "dan"):
+        (tmp_path / "students" / key / "state.json").write_text(json.dumps(_graded(key, ("1", "12"))))
+        (tmp_path / "students" / key / "results.json").write_text(json.dumps({"score": 12, "tests": both}))
+    said.clear()
+    assert class_report.build(tmp_path, echo=said.append) == class_report.REFUSED
+    assert "another grader version" in "\n".join(said)
+    (tmp_path / "students" / "eve" / "state.json").write_text(json.dumps(_graded("eve", ("1", "12"))))
+    for key in ("ben", "fay"):
+        (tmp_path / "students" / key / "state.json").write_text(json.dumps(_graded(key, ("1", "12"))))
+    said.clear()
+    assert class_report.build(tmp_path, echo=said.append) == 0, said
+    assert {r["total"] for r in _csv(tmp_path / "grades.csv").values()} == {"12"}
 
 
 def test_a_grading_process_over_its_own_time_limit_is_a_grader_problem(tmp_path, monkeypatch):
@@ -199,7 +258,51 @@ def test_a_grading_process_over_its_own_time_limit_is_a_grader_problem(tmp_path,
 SBATCH = ROOT / "grading" / "slurm" / "grade_array.sbatch"
 
 
-def test_a_slurm_array_run_out_of_order_with_gaps_merges_into_one_report(tmp_path):
+def _array_index(out: Path, index: int, **env) -> subprocess.CompletedProcess:
+    """What one index of `sbatch --array` runs: the script, with DIR as its argument, from the
+    course checkout (as an instructor would submit it), with the node's environment `env`."""
+    return subprocess.run(["bash", str(SBATCH), str(out)], env=_env(SLURM_ARRAY_TASK_ID=str(index), **env),
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+
+
+def _queue_length(out: Path) -> int:
+    return int(subprocess.run(["bash", "-c", f'wc -l < "{out}/queue.txt"'], capture_output=True, text=True).stdout)
+
+
+def test_a_folder_name_cannot_add_a_line_to_the_queue_or_grade_into_a_classmate(tmp_path):
+    # The red team's attack: folder names with a newline and a tab. On the old queue (key TAB upload
+    # folder, one per line, graded from the upload's path) the first added a line that graded
+    # ./exercises into alice's folder (honest alice 4/4 -> 0/4), the second graded the
+    # instructor's ./solutions into mallory's (0/4 -> 4/4), and the array had 5 indices for 3 students.
+    archive = tmp_path / "class.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("alice/buddy.py", (ROOT / "solutions" / "buddy.py").read_text())
+        zf.writestr("mallory/buddy.py", (ROOT / "exercises" / "buddy.py").read_text())
+        zf.writestr("z\nalice\texercises/buddy.py", "X = 1\n")
+        zf.writestr("z\nmallory\tsolutions/buddy.py", "X = 1\n")
+    out = tmp_path / "out"
+    prepared = _pagedlab("grade-class", archive, "--out", out, "--prepare-only", "--tasks", "12", "--no-hidden")
+    assert prepared.returncode == 0, prepared.stderr
+    keys = (out / "queue.txt").read_text().splitlines()
+    assert keys == ["alice", "mallory", "z_alice_exercises", "z_mallory_solutions"]
+    count = _queue_length(out)  # the recipe's array size
+    assert count == 4
+    for index in range(count):  # every index the recipe's array runs
+        assert _array_index(out, index).returncode == 0
+    report = _pagedlab("class-report", out)
+    assert report.returncode == 0, report.stdout + report.stderr
+    rows = _csv(out / "grades.csv")
+    assert {k: r["total"] for k, r in rows.items()} == {"alice": "4", "mallory": "0", "z_alice_exercises": "0",
+                                                        "z_mallory_solutions": "0"}
+    # A line added by hand (a queue rewritten after the prepare step) is refused by index and merge.
+    with open(out / "queue.txt", "a") as queue:
+        queue.write("alice\n")
+    assert _array_index(out, 4).returncode == 2
+    refused = _pagedlab("class-report", out)
+    assert refused.returncode == 2 and "is not the queue the prepare step wrote" in refused.stdout
+
+
+def test_a_slurm_array_out_of_order_with_gaps_merges_only_once_every_index_is_graded(tmp_path):
     src = tmp_path / "in"
     solution = (ROOT / "solutions" / "buddy.py").read_text()
     stub = (ROOT / "exercises" / "buddy.py").read_text()
@@ -207,29 +310,45 @@ def test_a_slurm_array_run_out_of_order_with_gaps_merges_into_one_report(tmp_pat
         (src / key).mkdir(parents=True)
         (src / key / "buddy.py").write_text(text)
     out = tmp_path / "out"
-    done = _pagedlab("grade-class", src, "--out", out, "--prepare-only")
+    done = _pagedlab("grade-class", src, "--out", out, "--prepare-only", "--tasks", "12,13", "--no-hidden")
     assert done.returncode == 0, done.stderr
-    assert len((out / "queue.tsv").read_text().splitlines()) == 4
-    # The fake array driver: what sbatch --array=0-3 would run, in the order the nodes finish,
-    # with index 1 lost (a node died) and index 7 past the end of the class.
-    env = _env(CLASS_DIR=str(out), PAGEDLAB=" ".join(PAGEDLAB), GRADE_ARGS="--tasks 12 --no-hidden")
-    codes = {}
-    for index in (3, 0, 2, 7):
-        codes[index] = subprocess.run(["bash", str(SBATCH)], env={**env, "SLURM_ARRAY_TASK_ID": str(index)},
-                                      capture_output=True, text=True, cwd=tmp_path).returncode
-    assert codes == {3: 0, 0: 0, 2: 0, 7: 1}
+    assert "sbatch --array=0-3%50" in done.stdout
+    # The nodes' environment says other things (the old recipe's GRADE_ARGS; a time scale that
+    # would time every task out): the options the prepare step wrote win.
+    node = {"GRADE_ARGS": "--tasks 1", "PAGEDLAB_GRADE_TIME_SCALE": "0.001"}
+    # Indices in the order the nodes finish; 1 lost (a node died), 7 past the end of the class.
+    codes = {index: _array_index(out, index, **node) for index in (3, 0, 2, 7)}
+    assert {i: c.returncode for i, c in codes.items()} == {3: 0, 0: 0, 2: 0, 7: 2}, codes[7].stdout
+    assert "index 7 is past the end of the queue" in codes[7].stdout
+    assert "index 0 of 4 is student a_solution" in codes[0].stdout and "--tasks 12,13 --no-hidden" in codes[0].stdout
     report = _pagedlab("class-report", out)
-    assert report.returncode == 0, report.stderr
+    assert report.returncode == class_report.REFUSED, report.stdout + report.stderr
+    assert "incomplete: 1 not graded yet (array indices 1): b_stub (1)" in report.stdout
+    rerun = class_queue.sbatch_line(out, [1])
+    assert rerun in report.stdout and not (out / "grades.csv").exists()
+    # The lost index, run again, completes the report.
+    assert _array_index(out, 1, **node).returncode == 0
+    report = _pagedlab("class-report", out)
+    assert report.returncode == 0, report.stdout
     rows = _csv(out / "grades.csv")
     assert list(rows) == ["a_solution", "b_stub", "c_solution", "d_stub"]  # the queue's order
-    assert [(r["status"], r["total"], r.get("task12", "")) for r in rows.values()] == [
-        ("graded", "4", "4"), ("missing", "", ""), ("graded", "4", "4"), ("graded", "0", "0")]
-    assert "b_stub: no results.json" in (out / class_report.PROBLEMS_LOG).read_text()
-    assert "1 missing" in report.stdout
-    # The lost index, rerun later, completes the same report.
-    subprocess.run(["bash", str(SBATCH)], env={**env, "SLURM_ARRAY_TASK_ID": "1"}, check=True, cwd=tmp_path)
-    _pagedlab("class-report", out)
-    assert _csv(out / "grades.csv")["b_stub"]["status"] == "graded"
+    assert [(r["status"], r["total"], r["max"], r["task12"]) for r in rows.values()] == [
+        ("graded", "4", "9", "4"), ("graded", "0", "9", "0"), ("graded", "4", "9", "4"), ("graded", "0", "9", "0")]
+    # Each index's log is appended to, headed by its run: a second run of index 0 (a requeue)
+    # keeps the first; an index already graded by this grader is kept, not graded twice.
+    again = _array_index(out, 0)
+    assert "already graded by this grader version" in again.stdout
+    log = (out / "students" / "a_solution" / "grade.log").read_text()
+    assert log.startswith("=== ") and "pagedlab grade-index 0: job -_0" in log
+    # The same folder prepared again with other tasks and partly regraded: out of 12 beside out
+    # of 9 is refused, and the line that regrades the rest is printed.
+    done = _pagedlab("grade-class", src, "--out", out, "--prepare-only", "--tasks", "1,12", "--no-hidden")
+    assert _array_index(out, 0).returncode == 0
+    report = _pagedlab("class-report", out)
+    assert report.returncode == class_report.REFUSED
+    assert "mixed: 3 graded otherwise than this folder's options (--tasks 1,12 --no-hidden" in report.stdout
+    assert "b_stub (1): graded with --tasks 12,13 --no-hidden" in report.stdout
+    assert class_queue.sbatch_line(out, [1, 2, 3]) in report.stdout
 
 
 # --- a whole class ----------------------------------------------------------------------------
@@ -343,3 +462,11 @@ def test_the_near_copies_are_the_top_pair_and_honest_work_is_not_flagged(graded_
     assert "src='http" not in page and "<link" not in page and "<script" not in page  # self-contained
     second = graded_class["second"].stdout
     assert "pass rate per task" in second and "nina_copy ~ oscar_copy" in second
+
+
+def test_grade_class_and_an_array_index_grade_with_one_grader_version(tmp_path):
+    """The same options typed ("--tasks 12,1") and read back from options.json (task ids) are one
+    grader version: a folder graded partly each way merges, and neither regrades the other's."""
+    assert classroom.grader_version(["12", "1"], False) == classroom.grader_version(["task1", "task12"], False)
+    assert classroom.grader_version(None, True) == classroom.grader_version([r.id for r in points.select(None)], True)
+    assert classroom.grader_version(["1"], False) != classroom.grader_version(["1"], True)

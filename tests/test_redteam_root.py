@@ -252,6 +252,11 @@ def test_escape_sequences_from_a_real_submission_reach_no_output(tmp_path, capsy
     assert "\\x1b[2K\\r\\x1b[1A" in printed
     # The class report over it: the same text, no control character, and no grader problem.
     (out / "student.json").write_text(json.dumps({"name": "Mal\x1b[31mlory\u202e", "email": "m@x\r"}))
+    from pagedlab.grading import class_queue  # the queue and state grade-class would have written
+
+    class_queue.write(tmp_path / "out", ["mallory"], ["1"], False)
+    (out / "state.json").write_text(json.dumps({"status": "graded", "key": "mallory", "grader": "v",
+                                                "options": class_queue.options(["1"], False)}))
     assert class_report.build(tmp_path / "out", echo=lambda *a: None) == 0
     for name in ("report.html", "grades.csv", class_report.PROBLEMS_LOG):
         text = (tmp_path / "out" / name).read_text(encoding="utf-8")
@@ -273,6 +278,11 @@ def test_a_grader_problem_the_grader_raised_is_logged(tmp_path):
     folder.mkdir(parents=True)
     results = report.results_json([outcome], [], execution_time=1, output="")
     (folder / "results.json").write_text(json.dumps(results))
+    from pagedlab.grading import class_queue  # the queue and state grade-class would have written
+
+    class_queue.write(tmp_path, ["ann"], ["1"], True)
+    (folder / "state.json").write_text(json.dumps({"status": "graded", "key": "ann", "grader": "v",
+                                                   "options": class_queue.options(["1"], True)}))
     assert class_report.build(tmp_path, echo=lambda *a: None) == 0
     assert (tmp_path / class_report.PROBLEMS_LOG).read_text() == \
         "ann: task1: autograder problem: the reference is writable\n"

@@ -219,12 +219,14 @@ def test_ci_run_installs_chromium_and_libreoffice_beside_the_venv_and_stops_when
     failed = _ci_run_with_fake_apt(tmp_path / "failed", 100, apt_seconds=0)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "bootstrap ran" in failed.stdout and "course test ran" not in failed.stdout
-    assert "E: apt says 100" in failed.stderr and "apt-get install -y -qq chromium chromium-driver" in failed.stderr
-    assert "installing chromium chromium-driver libreoffice-calc-nogui failed" in failed.stderr
-    # Chromium there, LibreOffice not: only LibreOffice, without its recommends
-    calc = _ci_run_with_fake_apt(tmp_path / "calc", 100, apt_seconds=0, have=("chromium", "chromedriver"))
-    assert "apt-get install -y -qq --no-install-recommends libreoffice-calc-nogui" in calc.stderr, calc.stderr
-    assert "apt-get install -y -qq chromium" not in calc.stderr, calc.stderr
+    assert "E: apt says 100" in failed.stderr
+    assert "install -y -qq chromium chromium-driver slurm-wlm munge" in failed.stderr, failed.stderr
+    assert "installing chromium chromium-driver libreoffice-calc-nogui slurm-wlm munge failed" in failed.stderr
+    # Chromium and Slurm there, LibreOffice not: only LibreOffice, without its recommends
+    calc = _ci_run_with_fake_apt(tmp_path / "calc", 100, apt_seconds=0,
+                                 have=("chromium", "chromedriver", "slurmctld", "munged"))
+    assert "install -y -qq --no-install-recommends libreoffice-calc-nogui" in calc.stderr, calc.stderr
+    assert "install -y -qq chromium" not in calc.stderr and "slurm-wlm" not in calc.stderr, calc.stderr
 
 
 def _python_with_its_own_pip(version: tuple[int, int]) -> str | None:

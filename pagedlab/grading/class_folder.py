@@ -1,12 +1,16 @@
 """The layout of `grade-class`'s output folder, shared by the batch that fills it (classroom) and
-the report that reads it (class_report): OUT/queue.tsv and one OUT/students/KEY per student."""
+the report that reads it (class_report): the queue and its options (class_queue), one
+OUT/students/KEY per student, and the batch array's logs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 STUDENTS = "students"
-QUEUE = "queue.tsv"
+QUEUE = "queue.txt"  # keys only, one a line (class_queue)
+OPTIONS = "options.json"
+INTERPRETER = "interpreter"
+LOGS = "logs"
 
 
 def student_dir(out: Path, key: str) -> Path:

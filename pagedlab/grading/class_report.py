@@ -10,10 +10,15 @@ explanation. A file that does not compile or import fails every check of every t
 with the same error: that is one cause, ranked once as the file's, not once per check. Every
 failure is listed (report.html), or counted ("N more") where the terminal cuts the ranking.
 
-It reads only what is in DIR (grade-class wrote it, or a batch engine ran the one-submission
-command per student): results produced in any order merge the same way, and a student without
-a results.json is listed as missing, and one whose files folder holds no file as empty (it
-scores 0 without a grade worth reading), never silently dropped or shown as graded.
+It reads only what is in DIR (grade-class wrote it, or a batch array graded it index by index):
+the students of the queue the prepare step wrote (class_queue), results produced in any order.
+A grade counts only with the state.json its grading wrote for that very key; so a student being
+graded right now, or whose array index was lost, is "not graded yet", one whose files folder holds
+no file is empty (0 points, no grade to read), and nothing is silently dropped or shown as graded.
+The merge refuses (exit 3, no grades.csv) while any student is not graded yet, or when grades
+were made with other options or by another grader version than the rest (out of 18 beside out
+of 8), and prints the `sbatch --array=...` line that grades exactly those; `--partial` and
+`--allow-mixed` merge anyway, saying so.
 """
 
 from __future__ import annotations
@@ -31,10 +36,13 @@ from pathlib import Path
 
 from .. import loader, track
 from ..untrusted import escape, escape_line, inert_cell
-from .class_folder import QUEUE, STUDENTS, is_empty
+from . import class_queue
+from .class_folder import STUDENTS, is_empty
 from .report import GRADER_PROBLEM, PART_A
 
 PROBLEMS_LOG = "grader_problems.log"
+REFUSED = 3  # class-report's exit code when it will not merge (not graded yet, mixed options)
+MERGED = ("grades.csv", "report.html", "similarity.json", PROBLEMS_LOG)
 GRADER_FAILED = ("The pagedlab autograder itself failed", "No submission to grade", "Grader misconfigured")
 _FAILED_LINE = re.compile(r"^  ✗ (.+?)(?:  \(feedback only, no points\))?$")
 _NOT_RUN_LINE = re.compile(r"^  - (.+) \(not run\)$")
@@ -66,6 +74,7 @@ class Record:
     untouched: set = field(default_factory=set)  # submitted files identical to the handed-out stub
     unloadable: dict = field(default_factory=dict)  # file -> the error it fails to load with
     part_a: str = ""  # the file Part A was graded from (memory_manager.py or llm_memory.c)
+    state: dict = field(default_factory=dict)  # its state.json: key, options, grader version
 
     def files_of(self, task: str) -> set[str]:
         """The student files `task` was graded from (Part A's: its track's)."""
@@ -157,17 +166,22 @@ def read_student(folder: Path) -> Record:
         state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         pass
-    if state.get("status") == "grader problem":
+    rec.state = state if isinstance(state, dict) else {}
+    if rec.state.get("status") == "grader problem":
         rec.status = "grader problem"
-        rec.problems.append(state.get("problem", "grader problem"))
+        rec.problems.append(str(rec.state.get("problem", "grader problem")))
         return rec
     if is_empty(folder / "files"):  # no file to grade: 0 points, and no grade to read
         rec.status, rec.total = "empty", 0.0
         return rec
+    if rec.state.get("status") != "graded":
+        # Not graded yet: never started, being graded now (a grading removes the old state and
+        # results first), or its job died before it wrote the state that vouches for results.json.
+        return rec
     try:
         results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
     except OSError:
-        return rec  # missing: never graded, or the batch job never wrote its file
+        return rec
     except ValueError as exc:
         rec.status = "grader problem"
         rec.problems.append(f"results.json is not JSON: {exc}")
@@ -215,16 +229,88 @@ def untouched_files(files: Path) -> set[str]:
     return same
 
 
-def collect(out: Path) -> list[Record]:
-    """Every student of the queue (in its order), then any other folder under students/."""
-    keys: list[str] = []
-    queue = out / QUEUE
-    if queue.is_file():
-        keys = [line.split("\t", 1)[0] for line in queue.read_text(encoding="utf-8").splitlines() if line.strip()]
-    base = out / STUDENTS
-    if base.is_dir():
-        keys += sorted(p.name for p in base.iterdir() if p.is_dir() and p.name not in keys)
-    return [read_student(base / key) for key in keys]
+def collect(out: Path, prepared: class_queue.Prepared | None = None) -> list[Record]:
+    """Every student of the queue the prepare step wrote, in its order (QueueError when there is
+    none, or it is not the one it wrote). Folders under students/ it does not list are not read."""
+    prepared = prepared or class_queue.read(out)
+    return [read_student(out / STUDENTS / key) for key in prepared.keys]
+
+
+def unlisted(out: Path, prepared: class_queue.Prepared) -> list[str]:
+    """Folders under students/ that the queue does not list (an earlier class, a hand-made folder)."""
+    base, listed = out / STUDENTS, set(prepared.keys)
+    return sorted(p.name for p in base.iterdir() if p.is_dir() and p.name not in listed) if base.is_dir() else []
+
+
+@dataclass
+class Completeness:
+    """What stops a merge: students not graded yet, and grades that do not belong with the rest."""
+    waiting: list[Record]  # no grade yet (missing)
+    foreign: list[tuple[Record, str]]  # graded, but not as this folder prepared them: (record, how)
+
+    def refused(self, partial: bool, allow_mixed: bool) -> bool:
+        return bool(self.waiting and not partial) or bool(self.foreign and not allow_mixed)
+
+
+def completeness(records: list[Record], prepared: class_queue.Prepared) -> Completeness:
+    expected = prepared.options
+    graded = [r for r in records if r.status == "graded"]
+    # The grader version most of the grades made as prepared share (each version names its options too).
+    versions = Counter(str(r.state.get("grader")) for r in graded
+                       if r.state.get("key") == r.key and r.state.get("options") == expected)
+    common = versions.most_common(1)[0][0] if versions else None
+    foreign = []
+    for r in graded:
+        if r.state.get("key") != r.key:
+            foreign.append((r, "its grade was written for another key"))
+        elif r.state.get("options") != expected:
+            foreign.append((r, "graded with " + class_queue.describe(r.state.get("options") or {})))
+        elif set(r.tasks) != set(expected.get("tasks", [])):
+            foreign.append((r, f"its results hold tasks {', '.join(sorted(r.tasks, key=_task_number)) or 'none'}"))
+        elif r.state.get("grader") != common:
+            foreign.append((r, f"graded by another grader version ({r.state.get('grader')}, most by {common}: "
+                               "the checks, solutions or package changed in between)"))
+    return Completeness([r for r in records if r.status == "missing"], foreign)
+
+
+def _task_number(task: str) -> int:
+    return int(task[4:]) if task[4:].isdigit() else 10**6
+
+
+def _who(records: list[Record], prepared: class_queue.Prepared, limit: int = 20) -> str:
+    shown = [f"{r.key} ({prepared.index_of(r.key)})" for r in records[:limit]]
+    return escape_line(", ".join(shown) + (f" and {len(records) - limit} more" if len(records) > limit else ""))
+
+
+def completeness_text(out: Path, done: Completeness, records: list[Record], prepared: class_queue.Prepared,
+                      partial: bool, allow_mixed: bool) -> list[str]:
+    """The lines saying what is not graded yet or does not belong, and how to grade exactly those."""
+    lines = []
+    if done.waiting:
+        indices = [prepared.index_of(r.key) for r in done.waiting]
+        lines.append(f"incomplete: {len(done.waiting)} not graded yet (array indices {class_queue.array_spec(indices)}): "
+                     + _who(done.waiting, prepared) + ("; merged as missing (--partial)" if partial else ""))
+        lines.append(f"  grade them: {class_queue.sbatch_line(out, indices)}")
+        lines.append("  (or run the same grade-class command again: it grades only what is not graded yet)")
+    if done.foreign:
+        indices = [prepared.index_of(r.key) for r, _ in done.foreign]
+        lines.append(f"mixed: {len(done.foreign)} graded otherwise than this folder's options "
+                     f"({class_queue.describe(prepared.options)}), array indices {class_queue.array_spec(indices)}"
+                     + ("; merged anyway (--allow-mixed)" if allow_mixed else ""))
+        lines += [escape_line(f"  {r.key} ({prepared.index_of(r.key)}): {how}") for r, how in done.foreign[:20]]
+        if len(done.foreign) > 20:
+            lines.append(f"  ... and {len(done.foreign) - 20} more")
+        lines.append(f"  grade them again: {class_queue.sbatch_line(out, indices)}")
+    if done.refused(partial, allow_mixed):
+        lines.append("refused: grades.csv and report.html were not written (class-report --partial merges students "
+                     "not graded yet as missing; --allow-mixed merges grades made otherwise)")
+    problems = [r for r in records if r.status == "grader problem"]
+    if problems:
+        indices = [prepared.index_of(r.key) for r in problems]
+        lines.append(f"grader problems: {len(problems)} (array indices {class_queue.array_spec(indices)}), "
+                     f"{PROBLEMS_LOG} says why; once fixed, grade them again: {class_queue.sbatch_line(out, indices)}")
+        lines += [escape_line(f"  {r.key}: {r.problems[0][:300]}") for r in problems[:3] if r.problems]
+    return lines
 
 
 def task_ids(records: list[Record]) -> list[str]:
@@ -298,7 +384,7 @@ def terminal_text(records: list[Record], summary: Summary, pairs) -> str:
     lines = [f"{len(records)} students: {len(graded)} graded, "
              f"{sum(r.status == 'empty' for r in records)} empty (no file submitted, 0 points), "
              f"{sum(r.status == 'grader problem' for r in records)} grader problems, "
-             f"{sum(r.status == 'missing' for r in records)} missing (no results.json)"]
+             f"{sum(r.status == 'missing' for r in records)} not graded yet"]
     if graded:
         totals = [r.total for r in graded]
         lines.append(f"score: mean {statistics.mean(totals):.1f}, median {statistics.median(totals):g}, "
@@ -395,7 +481,7 @@ def write_html(path: Path, records: list[Record], summary: Summary, pairs, fps, 
                 "(a student's crash or hang is an ordinary failed task above). Fix and rerun.</p>")
     body.append(_table(["student", "problem"], problems) if problems else "<p>none</p>")
     if missing:
-        body.append(f"<p class='problem'>No results.json (never graded): {html.escape(escape_line(', '.join(missing)))}</p>")
+        body.append(f"<p class='problem'>Not graded yet (merged with --partial): {html.escape(escape_line(', '.join(missing)))}</p>")
     if empty:
         body.append(f"<p>Empty submissions (no file to grade, 0 points): {html.escape(escape_line(', '.join(empty)))}</p>")
     tasks = task_ids(records)
@@ -422,16 +508,34 @@ def write_html(path: Path, records: list[Record], summary: Summary, pairs, fps, 
     path.write_text(page, encoding="utf-8")
 
 
-def build(out: Path, echo=print) -> int:
-    """Merge DIR's results into grades.csv, grader_problems.log and report.html."""
+def build(out: Path, echo=print, *, partial: bool = False, allow_mixed: bool = False) -> int:
+    """Merge DIR's results into grades.csv, grader_problems.log and report.html; refuse (REFUSED,
+    writing none of them) while a student is not graded yet or grades are mixed."""
     out = Path(out)
-    records = collect(out)
-    if not records:
-        echo(f"error: no students under {out / STUDENTS}")
+    try:
+        prepared = class_queue.read(out)
+    except class_queue.QueueError as exc:
+        echo(f"error: {exc}")
         return 2
+    records = collect(out, prepared)
+    if not records:
+        echo(f"error: the queue of {out} lists no student")
+        return 2
+    extra = unlisted(out, prepared)
+    if extra:
+        echo(escape_line(f"not merged: {len(extra)} folder{'s' if len(extra) != 1 else ''} under {out / STUDENTS} "
+                         f"that {out / class_queue.QUEUE} does not list: {', '.join(extra[:20])}"))
+    done = completeness(records, prepared)
+    notes = completeness_text(out, done, records, prepared, partial, allow_mixed)
+    if done.refused(partial, allow_mixed):
+        for name in MERGED:  # an earlier merge's files would now read as this folder's grades
+            (out / name).unlink(missing_ok=True)
+        echo("\n".join(notes))
+        return REFUSED
     write_csv(records, out / "grades.csv")
     problems = [escape_line(f"{r.key}: {p}") for r in records for p in r.problems]
-    problems += [f"{r.key}: no results.json (never graded)" for r in records if r.status == "missing"]
+    problems += [f"{r.key}: not graded yet (no grade of its own in {STUDENTS}/{r.key})"
+                 for r in records if r.status == "missing"]
     (out / PROBLEMS_LOG).write_text("".join(line + "\n" for line in problems), encoding="utf-8")
     summary = summarize(records)
     from . import similarity
@@ -445,10 +549,12 @@ def build(out: Path, echo=print) -> int:
         [{"a": p.a, "b": p.b, "sim_a": round(p.sim_a, 4), "sim_b": round(p.sim_b, 4),
           "score": round(p.score, 4), "flagged": p.flagged} for p in pairs], indent=1) + "\n")
     echo(text)
+    if notes:
+        echo("\n".join(notes))
     echo(f"wrote {out / 'grades.csv'}, {out / 'report.html'}, {out / PROBLEMS_LOG} "
          f"({len(problems)} grader problem{'s' if len(problems) != 1 else ''})")
     return 0
 
 
 def main(args) -> int:
-    return build(Path(args.dir))
+    return build(Path(args.dir), partial=getattr(args, "partial", False), allow_mixed=getattr(args, "allow_mixed", False))

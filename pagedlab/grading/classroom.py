@@ -6,14 +6,16 @@ results.json`, run as a subprocess: each submission gets exactly what `pagedlab 
 cannot take the batch down, and the same command runs unchanged under a batch engine (Slurm
 recipe in grading/README.md). Everything lands in OUT:
 
-    OUT/queue.tsv                      key <tab> submission folder, one line per student
+    OUT/queue.txt, options.json, interpreter, logs/   what a batch array grades from (class_queue)
     (OUT and every student's folder are root's only, 0700: under a sandbox pool each job runs as
-    a user of its own, and `pagedlab grade` copies the files into that job's own folder, readable
-    by that user only, just before it grades them)
+    a user of its own, which `pagedlab grade` takes with a lock per user on this machine, and it
+    copies the files into that job's own folder, readable by that user only, just before it
+    grades them)
     OUT/students/KEY/student.json      name, email, where the submission came from
     OUT/students/KEY/files/            the files the grader takes (safe copy: hashing, similarity)
     OUT/students/KEY/results.json      what `pagedlab grade --json` wrote
-    OUT/students/KEY/state.json        hash of the files + grader version: unchanged -> skipped
+    OUT/students/KEY/state.json        hash of the files + grader version (options included):
+                                       unchanged -> skipped; the key and the options, for the merge
     OUT/grades.csv, report.html, grader_problems.log   (class_report.py)
 """
 
@@ -31,11 +33,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__, loader
+from .. import __version__, loader, track
 from ..sandbox import users
 from ..sandbox.process import WALL_FACTOR
+from ..sandbox.usable import interpreter_problem
 from ..untrusted import escape_line
-from . import points, submission
+from . import class_queue, points, submission
 from .class_folder import QUEUE, STUDENTS, is_empty, student_dir  # noqa: F401 - classroom's names too
 from .intake import Student, discover
 
@@ -46,13 +49,18 @@ from .intake import Student, discover
 SLACK = 2 * WALL_FACTOR + 1
 STARTUP_SECONDS = 120.0
 # The batch's own modules: editing them (the report, the intake) changes no score, so no regrade.
-BATCH_ONLY = {"classroom.py", "class_report.py", "class_folder.py", "similarity.py", "intake.py"}
+BATCH_ONLY = {"classroom.py", "class_report.py", "class_folder.py", "class_queue.py", "array_task.py",
+              "similarity.py", "intake.py"}
 
 
 def grader_version(tasks: list[str] | None, hidden, track_choice: str | None = None) -> str:
     """Changes whenever a regrade could change a score: the package, its checks and grader code,
-    the task manifest, the reference records, the hidden checks and solutions, and the options."""
-    digest = hashlib.sha256(f"{__version__}|{tasks}|{hidden}|{track_choice}".encode())
+    the task manifest, the reference records, the hidden checks and solutions, and the options
+    (the grader's PAGEDLAB_* knobs and --track among them: a rerun with another time scale regrades)."""
+    # The options in their canonical form: "--tasks 1,12" here and the ids an array index reads
+    # from options.json are one grader version.
+    options = json.dumps(class_queue.options(tasks, hidden, track_choice), sort_keys=True)
+    digest = hashlib.sha256(f"{__version__}|{options}".encode())
     package = Path(__file__).resolve().parent.parent
     roots = [package / "checks", package / "grading", package / "tasks.toml", loader.ROOT / "solutions"]
     if hidden:
@@ -78,13 +86,15 @@ def files_hash(files: Path) -> str:
     return digest.hexdigest()
 
 
-def prepare(source: Path, out: Path, echo=print, track_choice: str | None = None) -> list[Student]:
-    """Find the students, copy each one's files safely, write queue.tsv (the batch's index).
-    Whatever goes wrong reading one upload is that student's row (graded with what could be
-    taken, the reason in its intake.txt), never the class's."""
+def prepare(source: Path, out: Path, echo=print, *, tasks: list[str] | None = None, hidden=True,
+            track_choice: str | None = None) -> list[Student]:
+    """Find the students, copy each one's files safely, write the queue and the options a batch
+    array grades them with (class_queue). Whatever goes wrong reading one upload is that
+    student's row (graded with what could be taken, the reason in its intake.txt), never the class's."""
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o700)
+    class_queue.options(tasks, hidden, track_choice)  # an unknown task (or track) stops here, before anything is unpacked
     intake = discover(source, out / "unpacked")
     for line in intake.refused:
         echo(escape_line(line))  # member names are the uploads' own
@@ -110,8 +120,8 @@ def prepare(source: Path, out: Path, echo=print, track_choice: str | None = None
             found += "\nNot taken from the class zip:\n" + "\n".join(f"  {escape_line(line)}" for line in mine)
         (folder / "intake.txt").write_text(found + "\n", encoding="utf-8")
         (folder / "student.json").write_text(json.dumps(s.meta(), indent=2) + "\n", encoding="utf-8")
-    lines = [f"{s.key}\t{s.folder}" for s in intake.students]
-    (out / QUEUE).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    # Keys only: the upload's folder names (any byte but '/') never reach the queue.
+    class_queue.write(out, [s.key for s in intake.students], tasks, hidden, track_choice)
     return intake.students
 
 
@@ -130,8 +140,11 @@ def grade_command(folder: Path, json_path: Path, tasks: list[str] | None, hidden
 
 
 def grading_timeout(tasks: list[str] | None) -> float:
+    """Past this, the grading process itself is a grader problem (its wait for a free user of the
+    sandbox pool included)."""
     limits = sum(row.time_limit for row in points.select(tasks))
-    return limits * points.time_scale() * SLACK + STARTUP_SECONDS
+    wait = users.wait_seconds() if users.pool() else 0.0
+    return limits * points.time_scale() * SLACK + STARTUP_SECONDS + wait
 
 
 @dataclass
@@ -141,7 +154,6 @@ class Job:
     began: float
     log: object
     state: dict
-    user: users.Sandbox | None = None
 
 
 def _is_current(folder: Path, state: dict) -> bool:
@@ -150,26 +162,31 @@ def _is_current(folder: Path, state: dict) -> bool:
     except (OSError, ValueError):
         return False
     return (old.get("hash") == state["hash"] and old.get("grader") == state["grader"]
-            and old.get("status") == "graded" and (folder / "results.json").is_file())
+            and old.get("key") == state.get("key") and old.get("status") == "graded"
+            and (folder / "results.json").is_file())
 
 
-def _start(out: Path, s: Student, state: dict, tasks, hidden, user: users.Sandbox | None = None,
+def _start(out: Path, s: Student, state: dict, tasks, hidden, *, header: str = "",
            track_choice: str | None = None) -> Job:
+    """Start grading one student. The grading process takes a user of the pool (PAGEDLAB_GRADE_USER)
+    that no other job on this machine holds. `header`: a line that opens the log, appended to
+    (a batch array's requeued index keeps what its earlier run wrote), instead of a fresh log."""
     folder = student_dir(out, s.key)
     for stale in ("results.json", "state.json"):
         (folder / stale).unlink(missing_ok=True)
-    log = open(folder / "grade.log", "wb")
+    log = open(folder / "grade.log", "ab" if header else "wb")
+    if header:
+        log.write(header.encode("utf-8") + b"\n")
+        log.flush()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [loader.ROOT.as_posix()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
-    if user is not None:  # this job's own user: no other job's kill step or eyes reach it
-        env[users.USER_ENV] = user.name
     # Its own session: the terminal's Ctrl-C reaches the batch only, which then stops each
     # grading process cleanly (SIGINT: it kills its task's process group on the way out).
     # The intake's copy (root-only), not the upload: nothing of the class is read from outside OUT.
     proc = subprocess.Popen(grade_command(folder / "files", folder / "results.json", tasks, hidden, track_choice),
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                             start_new_session=True, cwd=folder)
-    return Job(s, proc, time.monotonic(), log, state, user)
+    return Job(s, proc, time.monotonic(), log, state)
 
 
 def _finish(out: Path, job: Job, *, timed_out: bool) -> dict:
@@ -184,7 +201,8 @@ def _finish(out: Path, job: Job, *, timed_out: bool) -> dict:
                      f"{state['seconds']:.0f}s and was killed (see grade.log)")
     elif job.proc.returncode != 0 or not results.is_file():
         state.update(status="grader problem", problem=f"the grading process exited with "
-                     f"{job.proc.returncode} (see grade.log)" + ("" if results.is_file() else ", no results.json"))
+                     f"{job.proc.returncode} (see grade.log)" + ("" if results.is_file() else ", no results.json")
+                     + _refusal(results))
     else:
         try:
             score = json.loads(results.read_text(encoding="utf-8"))["score"]
@@ -192,6 +210,18 @@ def _finish(out: Path, job: Job, *, timed_out: bool) -> dict:
         except (OSError, ValueError, KeyError) as exc:
             state.update(status="grader problem", problem=f"results.json unreadable: {exc}")
     return _write_state(folder, state)
+
+
+def _refusal(results: Path) -> str:
+    """What the grader said when it refused to grade (a pool that cannot run it, all its users busy):
+    the first line of the results.json it wrote then (only root writes that file)."""
+    try:
+        output = json.loads(results.read_text(encoding="utf-8")[:100_000]).get("output", "")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    first = str(output).splitlines()[0] if str(output).strip() else ""
+    refused = ("Grader misconfigured", "No submission to grade", "The pagedlab autograder itself failed")
+    return f": {escape_line(first[:2000])}" if first.startswith(refused) else ""
 
 
 def _write_state(folder: Path, state: dict) -> dict:
@@ -248,12 +278,30 @@ class Progress:
             self.bar.close()
 
 
+def check_pool_can_run(echo=print) -> None:
+    """Before grading anything: a user of the pool runs this grader's Python and imports pagedlab,
+    as every check process will (ValueError saying what to do when it cannot)."""
+    if not users.pool():
+        return
+    with users.claimed(echo=echo) as user:
+        problem = interpreter_problem(user)
+    if problem:
+        raise ValueError(problem)
+
+
+def student_state(folder: Path, key: str, version: str, options: dict) -> dict:
+    """What state.json starts from: the files' hash and the grader version (a rerun skips the
+    student when both are unchanged), and for the merge the key and the options it was graded with."""
+    return {"hash": files_hash(folder / "files"), "grader": version, "key": key, "options": options}
+
+
 def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str] | None, hidden,
               echo=print, track_choice: str | None = None) -> dict[str, dict]:
     """Grade whatever is not current, `jobs` at a time, each running job under a user of the
     sandbox pool of its own. Raises KeyboardInterrupt after stopping the running graders (what
-    finished stays finished: a rerun skips it). `track_choice`: every student's Part A from that
-    file (`--track`); None: each submission's own files decide (pagedlab/track.py)."""
+    finished stays finished: a rerun skips it), ValueError when the pool cannot run this grader.
+    `track_choice`: every student's Part A from that file (`--track`); None: each submission's
+    own files decide (pagedlab/track.py)."""
     out = Path(out).resolve()
     pool = users.pool()
     if pool and jobs > len(pool):
@@ -262,10 +310,11 @@ def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str]
              "checks (add users to the pool: `useradd -M pagedlab-grade-N`, see grading/README.md)")
         jobs = len(pool)
     version = grader_version(tasks, hidden, track_choice)
+    options = class_queue.options(tasks, hidden, track_choice)
     todo, states = [], {}
     for s in students:
         folder = student_dir(out, s.key)
-        state = {"hash": files_hash(folder / "files"), "grader": version}
+        state = student_state(folder, s.key, version, options)
         if is_empty(folder / "files"):  # nothing to grade: its own status, not "graded, 0"
             (folder / "results.json").unlink(missing_ok=True)
             states[s.key] = _write_state(folder, dict(state, status="empty", score=0))
@@ -278,6 +327,8 @@ def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str]
          f"(unchanged files, skipped), "
          + (f"{len(empty)} empty (no file to grade: {', '.join(empty)}), " if empty else "")
          + f"{len(todo)} to grade, {jobs} at a time")
+    if todo:
+        check_pool_can_run(echo)
     progress = Progress(len(students), len(states))
     limit = grading_timeout(tasks)
     running: list[Job] = []
@@ -293,9 +344,7 @@ def grade_all(students: list[Student], out: Path, *, jobs: int, tasks: list[str]
                 raise KeyboardInterrupt
             while todo and len(running) < jobs:
                 s, state = todo.pop(0)
-                busy = {job.user for job in running}
-                user = next((u for u in pool if u not in busy), None)
-                running.append(_start(out, s, state, tasks, hidden, user, track_choice))
+                running.append(_start(out, s, state, tasks, hidden, track_choice=track_choice))
             time.sleep(0.2)
             for job in list(running):
                 late = time.monotonic() - job.began > limit
@@ -340,15 +389,17 @@ def main(args) -> int:
 
     out = Path(args.out).resolve()  # the grading processes run in each student's folder
     tasks = _tasks(args.tasks)
+    track_choice = getattr(args, "track", None)
     try:
         points.select(tasks)
+        track_choice = track.parse(track_choice, "--track")
         hidden = False if args.no_hidden else (args.hidden or True)
         if hidden is not True and hidden is not False and not Path(hidden).is_dir():
             raise FileNotFoundError(f"--hidden {hidden}: no such folder of hidden checks")
         hidden = str(Path(hidden).resolve()) if not isinstance(hidden, bool) else hidden
         out.mkdir(parents=True, exist_ok=True)
         _refuse_readable_uploads(Path(args.submissions))
-        students = prepare(Path(args.submissions), out, track_choice=getattr(args, "track", None))
+        students = prepare(Path(args.submissions), out, tasks=tasks, hidden=hidden, track_choice=track_choice)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -356,12 +407,17 @@ def main(args) -> int:
         print(f"error: no student folders in {args.submissions}", file=sys.stderr)
         return 2
     if args.prepare_only:
-        print(f"prepared {len(students)} submissions; {out / QUEUE} lists them, one per array index")
+        print(f"prepared {len(students)} submissions; {out / QUEUE} lists them, one per array index, and "
+              f"{out / class_queue.OPTIONS} the options every index grades with "
+              f"({class_queue.describe(class_queue.options(tasks, hidden, track_choice))}). On Slurm:\n"
+              f"  {class_queue.sbatch_line(out, list(range(len(students))))}")
         return 0
     jobs = args.jobs or os.cpu_count() or 1
     try:
-        grade_all(students, out, jobs=max(1, jobs), tasks=tasks, hidden=hidden,
-                  track_choice=getattr(args, "track", None))
+        grade_all(students, out, jobs=max(1, jobs), tasks=tasks, hidden=hidden, track_choice=track_choice)
+    except (ValueError, users.PoolBusy) as exc:  # the pool cannot run this grader: nothing graded
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         done = sum(1 for s in students if (student_dir(out, s.key) / "state.json").is_file())
         print(f"\ninterrupted: {done} of {len(students)} submissions graded and kept; "

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from .. import loader, track
 from ..checks import framework
-from ..sandbox import trusted_builds
+from ..sandbox import trusted_builds, users
 from ..sandbox.process import isolation_note, notebook_isolation_note
 from ..sandbox.runner import printable, run_task
-from ..sandbox.users import sandbox_user
+from ..sandbox.usable import interpreter_problem
 from ..sandbox.workspace import remove_tree
 from ..untrusted import escape, escape_json
 from . import judge_service, notebook_plan, points, report, submission
@@ -74,7 +74,17 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
     began = time.perf_counter()
     rows = points.select(tasks)
     track_choice = track.parse(track_choice, "--track")
-    sandbox = sandbox_user()
+    # This job's own user of the pool, held until the grading ends (never one another job holds).
+    with users.claimed(echo=echo) as sandbox:
+        if sandbox is not None:
+            problem = interpreter_problem(sandbox)
+            if problem:
+                raise ValueError(problem)
+        return _grade(rows, impl, sandbox, began, notebooks=notebooks, json_path=json_path, echo=echo,
+                      hidden=hidden, hidden_seed=hidden_seed, track_choice=track_choice)
+
+
+def _grade(rows, impl, sandbox, began, *, notebooks, json_path, echo, hidden, hidden_seed, track_choice) -> dict:
     hidden_from = None
     if hidden and not isinstance(hidden, bool):
         hidden_from = Path(hidden)

@@ -2,17 +2,34 @@
 
 PAGEDLAB_GRADE_USER names one user, or a comma-separated pool (one per concurrent grading job:
 two jobs under one user would kill each other's checks, and could read each other's files).
+
+Which job has which user is decided on the machine itself, by a lock per user (`claimed`): a
+grading job holds its user's lock for its whole life, so two graders on one node (two tasks of a
+Slurm array, `grade-class` beside an array, two instructors) never share a uid, whoever started
+them. The kernel drops the lock with the last descriptor, so a job killed in any way (SIGKILL,
+a cancelled or requeued array task) frees its user.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
+import socket
+import stat
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 USER_ENV = "PAGEDLAB_GRADE_USER"
+# Node-local (never a shared file system: the users' processes live on this machine only), and
+# root's own: the lock files are root's, and a user who could replace them could take a uid.
+LOCK_DIR = Path("/run/pagedlab-pool")
+LOCK_DIR_ENV = "PAGEDLAB_GRADE_LOCKS"
+WAIT_ENV = "PAGEDLAB_GRADE_USER_WAIT"
+WAIT_SECONDS = 900.0  # how long a job waits for a free user before it is a grader problem
 # How long root keeps killing a user's processes before it calls the grade off.
 KILL_SECONDS = 20.0
 
@@ -67,9 +84,93 @@ def pool() -> list[Sandbox]:
 
 
 def sandbox_user() -> Sandbox | None:
-    """The user one grading job runs submissions as: the pool's first, or None."""
+    """The pool's first user, or None (a grading job takes its user with `claimed`)."""
     users = pool()
     return users[0] if users else None
+
+
+class PoolBusy(ValueError):
+    """Every user of the pool is held by another grading job on this machine, past the wait."""
+
+
+def wait_seconds() -> float:
+    text = os.environ.get(WAIT_ENV, "").strip()
+    try:
+        return max(0.0, float(text)) if text else WAIT_SECONDS
+    except ValueError:
+        raise ValueError(f"{WAIT_ENV}={text!r}: a number of seconds") from None
+
+
+def lock_dir() -> Path:
+    """The folder of the pool's lock files, created root-only; refused when anyone but root could
+    have put a file (a link, someone's lock) there."""
+    folder = Path(os.environ.get(LOCK_DIR_ENV) or LOCK_DIR)
+    try:
+        folder.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        pass
+    except OSError as exc:  # a read-only /run, say: a grader problem, said as one
+        raise ValueError(f"{folder}: cannot make the sandbox pool's lock folder ({exc}); "
+                         f"set {LOCK_DIR_ENV} to a folder of root's on this machine's own disk") from None
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o022:
+        raise ValueError(f"{folder}: the sandbox pool's locks need a folder of root's that no one else may "
+                         f"write (it is {'a link' if stat.S_ISLNK(info.st_mode) else oct(info.st_mode & 0o777)}, "
+                         f"uid {info.st_uid}); remove it, or set {LOCK_DIR_ENV} to another folder")
+    return folder
+
+
+def _try_lock(folder: Path, user: Sandbox) -> int | None:
+    """An open descriptor holding `user`'s lock, or None when another job holds it."""
+    fd = os.open(folder / f"{user.name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    # Who holds it, for a person looking at a stuck node (the lock itself is the kernel's).
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()} {socket.gethostname()} {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode(), 0)
+    return fd
+
+
+@contextlib.contextmanager
+def claimed(wait: float | None = None, echo: Callable[[str], None] = print) -> Iterator[Sandbox | None]:
+    """The first user of the pool no other grading job on this machine holds, held until the
+    block ends (None without a pool). Waits up to `wait` seconds (PAGEDLAB_GRADE_USER_WAIT,
+    default 15 minutes) for one to come free, then raises PoolBusy: a job never grades as a
+    user another job holds."""
+    users = pool()
+    if not users:
+        yield None
+        return
+    folder = lock_dir()
+    wait = wait_seconds() if wait is None else wait
+    began = time.monotonic()
+    said = -60.0
+    while True:
+        for user in users:
+            fd = _try_lock(folder, user)
+            if fd is None:
+                continue
+            try:
+                # Whatever a job that died holding this user left running: no job may have it now.
+                kill_user(user.uid)
+                yield user
+            finally:
+                os.close(fd)
+            return
+        waited = time.monotonic() - began
+        if waited >= wait:
+            raise PoolBusy(f"all {len(users)} users of the sandbox pool ({USER_ENV}={','.join(u.name for u in users)}) "
+                           f"were held by other grading jobs on {socket.gethostname()} for {waited:.0f} s: give the "
+                           f"pool as many users as jobs run at once on one machine (grade-class --jobs, array tasks "
+                           f"per node; grading/README.md), or wait longer ({WAIT_ENV})")
+        if waited - said >= 60:
+            said = waited
+            echo(f"waiting for a free sandbox user: all {len(users)} of {USER_ENV} are grading on "
+                 f"{socket.gethostname()} (up to {wait:.0f} s)")
+        time.sleep(0.5)
 
 
 def _uids_of(pid: str) -> tuple[set[int], bool]:
