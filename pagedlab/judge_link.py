@@ -1,8 +1,9 @@
 """A grader's notebook run asks root for the judge side's answers to its demo cells.
 
 The demos of notebooks 07, 08 and 10 put the student's attention next to dense float64 attention
-(`PagedBatch.expected`, `PagedBatch.holds`, `pagedlab.reference.dense_attention`). That code is
-the judge's (`pagedlab.trusted`): in the grading set-up it is root-only, and the notebook's kernel
+(`PagedBatch.expected`, `PagedBatch.holds`, `pagedlab.reference.dense_attention`), and notebooks
+03 and 10 draw engines the harness builds from an empty engine's bytes (`checks.scenes`). That
+code is the judge's (`pagedlab.trusted`): in the grading set-up it is root-only, and the notebook's kernel
 runs as the sandbox user with the submission's code in it. So in `pagedlab grade --notebooks` the
 kernel sends the demo's arrays to root over a socket root made in a folder of its own
 (PAGEDLAB_JUDGE_SOCKET) and gets the result back as data; root computes it with the trusted code
@@ -130,3 +131,11 @@ def batch_holds(batch, s: int, k, v) -> bool:
 
 def dense_attention(q, k, v, scale, causal: bool):
     return call("dense_attention", {"q": q, "k": k, "v": v}, scale=scale, causal=bool(causal))
+
+
+def empty_engine(total: int) -> dict:
+    """The image of an empty engine of `total` blocks (`pagedlab.trusted.engines.empty`), as data."""
+    image = call("empty_engine", {}, total=int(total))
+    if not isinstance(image, dict):
+        raise JudgeError("the judge sent no engine image")
+    return image

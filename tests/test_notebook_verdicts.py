@@ -121,6 +121,30 @@ def test_demos_get_the_judges_answers_from_root(judge, monkeypatch):
     assert holds == (True, False)
 
 
+def test_notebook_engines_come_from_roots_judge_in_a_grader_run(judge, monkeypatch):
+    """Notebooks 03 and 10 draw harness-built engines: in a grader's notebook run the empty
+    engine's bytes come from root (the kernel cannot import `pagedlab.trusted`), the same bytes
+    the trusted code writes, and the engine built from them reads back as the layout it was given."""
+    from pagedlab.checks import scenes
+    from pagedlab.harness import hw3
+    from pagedlab.pool import Pool
+    from pagedlab.trusted import engines
+
+    asked = []
+    monkeypatch.setattr(judge_link, "call", lambda op, arrays, **args: asked.append(op) or _real_call(op, arrays, **args))
+    assert scenes.empty_image(37) == engines.empty(37) and asked == ["empty_engine"]
+    pools = [Pool(37 * hw3.BLOCK_SIZE) for _ in range(2)]
+    remote = hw3.snapshot(scenes.engine(pools[0], [(5, 20, [3, 9])]))
+    with pytest.raises(judge_link.JudgeError, match="an engine of 1..1048576 blocks"):
+        judge_link.empty_engine(0)
+    monkeypatch.delenv(judge_link.ENV)  # the same engine, its bytes written here
+    assert remote == hw3.snapshot(scenes.engine(pools[1], [(5, 20, [3, 9])]))
+    assert asked == ["empty_engine"] * 3
+
+
+_real_call = judge_link.call
+
+
 def test_the_judge_refuses_bad_questions_in_one_line_and_keeps_serving(judge):
     from pagedlab.reference import dense_attention
 

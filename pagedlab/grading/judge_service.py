@@ -25,6 +25,7 @@ from ..untrusted import clip
 # Multiply-adds one answer may take (query heads x head size x keys, summed): the notebooks'
 # biggest demo is ~2^22; 2^30 is about a second of root's CPU.
 MAX_WORK = 1 << 30
+MAX_ENGINE_BLOCKS = 1 << 20  # a ref-count array of 4 MB: more than any notebook's pool
 MAX_QUESTIONS = 10_000  # per notebook run
 CONNECTION_DEADLINE = 60.0
 
@@ -95,6 +96,13 @@ def answer(op: str, args: dict, arrays: dict):
                               causal=bool(args.get("causal", True)))
         as_torch = not isinstance(out, np.ndarray)
         return None, (out.numpy() if as_torch else out), as_torch
+    if op == "empty_engine":
+        from ..trusted import engines
+
+        total = args.get("total")
+        if type(total) is not int or not 1 <= total <= MAX_ENGINE_BLOCKS:
+            raise ValueError(f"an engine of 1..{MAX_ENGINE_BLOCKS} blocks, not {total!r}")
+        return engines.empty(total), None, False
     raise ValueError(f"no judge question {op!r}")
 
 

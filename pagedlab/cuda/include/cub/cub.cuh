@@ -107,7 +107,7 @@ private:
         T v = detail::warp_reduce(input, op, detail::warp_lanes(BLOCK_THREADS, warp), 32, valid_here, line);
         if (lane == 0) temp_.warp_aggregates[warp] = v;
         pl_syncthreads(line);
-        if (tid == 0) {  // thread 0 folds the warps' partials, in order
+        if (!tid) {  // thread 0 folds the warps' partials, in order
             int used = (num_valid + 31) / 32;
             for (int w = 1; w < used && w < WARPS; ++w) v = op(v, temp_.warp_aggregates[w]);
         }
