@@ -1,26 +1,20 @@
-"""Notebooks on the untouched exercises/, as a student first runs them, in one nbval session:
+"""Notebooks on unfinished work that crashes or hangs, in one nbval session:
 
-- every graded notebook fails under nbval at its first graded cell, while every cell before it
-  (the explanations) still runs, checked outputs included;
-- in the notebooks whose demos drive the student's code after a `require` cell, every later
-  cell that needs an unfinished task says which task to finish, in one line, instead of a
-  NameError or a stub's NotImplementedError traceback;
-- the same with a kernel that never ends (notebook 08: the graded cell locates the hang once, and
-  the demo cells after it say "needs Task 10" at once instead of waiting for the hang again) and
-  with a fork_sequence that crashes the process (notebook 06, the other tasks finished).
+- a kernel that never ends (notebook 08: the graded cell locates the hang once, and the demo
+  cells after it say "needs Task 10" at once instead of waiting for the hang again);
+- a fork_sequence that crashes the process (notebook 06, the other tasks finished): every demo
+  cell built on it says Task 3 in one line.
 
-The solutions side (each notebook passes top to bottom) is the nbval run of `./course test`
-itself. Here the demo notebooks run up to their last cell that can fail on the stubs (the later
-ones read nothing the stubs change) and every other graded notebook is cut just after its
-first graded cell (the cells after it prove nothing on stubs); all of them run in one nbval
-session with PAGEDLAB_IMPL=exercises: the same cells execute in the same order as in the full
-notebook, so the full notebook fails there too. The hang and crash copies run in the same
-session, each with a first cell that points PAGEDLAB_IMPL at its folder, and keep only the
-set-up cell and the cells from the graded one on. A conftest.py beside the copies records each
-cell's nbval outcome, what it printed and the errors the kernel raised, so all checks read one run.
+Every notebook on the untouched stubs (each graded cell fails there, the explanations before it
+run, every demo cell on an unfinished task says which task in one line) is the student edition's
+own run, as a student gets it: `tests/test_release_integration.py` (one kernel through all of
+them in a fresh clone of the edition). The solutions side (each notebook passes top to bottom) is
+the nbval run of `./course test` itself. The hang and crash copies each start with a cell that
+points PAGEDLAB_IMPL at its folder, and keep only the set-up cell and the cells from the graded
+one on. A conftest.py beside the copies records each cell's nbval outcome, what it printed and
+the errors the kernel raised, so all checks read one run.
 """
 
-import ast
 import json
 import os
 import re
@@ -83,41 +77,6 @@ def _first_graded(nb):
     return next((i for i, c in enumerate(_code_cells(nb)) if GRADED.search(c.source)), None)
 
 
-def _names(source: str) -> tuple[set, set]:
-    """(names a cell reads from earlier cells, names it binds); a name it binds on a line before
-    the first that reads it, or a comprehension's own, is its own. %magic and !shell lines are left out."""
-    tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
-    own = {n.id for c in ast.walk(tree) if isinstance(c, ast.comprehension) for n in ast.walk(c.target)
-           if isinstance(n, ast.Name)}
-    augmented = {id(n.target) for n in ast.walk(tree) if isinstance(n, ast.AugAssign)}
-    first_read, first_bound = {}, {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            reads = isinstance(node.ctx, ast.Load) or id(node) in augmented
-            table = first_read if reads else first_bound
-            table[node.id] = min(table.get(node.id, node.lineno), node.lineno)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.alias)):
-            name = node.name if not isinstance(node, ast.alias) else (node.asname or node.name).split(".")[0]
-            first_bound[name] = min(first_bound.get(name, node.lineno), node.lineno)
-    read = {n for n, line in first_read.items() if n not in own and not first_bound.get(n, line) < line}
-    return read, set(first_bound) | own
-
-
-def _last_cell_that_can_fail(code) -> int:
-    """The last code cell whose outcome on the stubs can differ from the solutions': one that runs
-    a graded cell or a require (a cell reaching a task without one fails test_demo_cells), or reads
-    a name such a cell binds (when that demo stopped, the name says why). The cells after it read
-    only what never touched the student's code and behave as on the solutions, where the nbval run
-    of `./course test` runs them; here they would only repeat it (09's sharing measurements: 6 CPU-s)."""
-    last, tainted = -1, set()
-    for i, cell in enumerate(code):
-        read, bound = _names(cell.source)
-        if GRADED.search(cell.source) or REQUIRE.search(cell.source) or read & tainted:
-            last = i
-            tainted |= bound
-    return last
-
-
 GRADED_NOTEBOOKS = [p for p in NOTEBOOKS if _first_graded(nbformat.read(p, as_version=4)) is not None]
 
 
@@ -133,23 +92,8 @@ def test_the_course_has_its_notebooks():
 
 @pytest.fixture(scope="module")
 def exercises_run(tmp_path_factory):
-    """({notebook: first graded code cell}, {notebook: {cell: record}}, the session's log)."""
+    """({notebook: {cell: record}}, the session's log, its folder) of the planted copies."""
     run_dir = tmp_path_factory.mktemp("on-exercises")
-    graded_cells = {}
-    for path in GRADED_NOTEBOOKS:
-        nb = nbformat.read(path, as_version=4)
-        graded = graded_cells[path.name] = _first_graded(nb)
-        # Demo notebooks: up to the last cell that can fail on the stubs; the others: the graded cell.
-        cut = _last_cell_that_can_fail(_code_cells(nb)) if path.stem in DEMO_NOTEBOOKS else graded
-        code_seen, keep = -1, []
-        for cell in nb.cells:
-            keep.append(cell)
-            if cell.cell_type == "code":
-                code_seen += 1
-                if code_seen == cut:
-                    break
-        nb.cells = keep
-        nbformat.write(nb, run_dir / path.name)
     for copy, (notebook, base, filename, (old, new)) in PLANTED.items():
         folder = run_dir / copy
         shutil.copytree(ROOT / base, folder)
@@ -178,39 +122,7 @@ def exercises_run(tmp_path_factory):
     for line in record.read_text().splitlines() if record.exists() else []:
         row = json.loads(line)
         cells.setdefault(row["notebook"], {})[row["cell"]] = row
-    return graded_cells, cells, proc.stdout[-3000:], run_dir
-
-
-@pytest.mark.xdist_group("notebook-cuts")  # one worker runs the session once for all (conftest.py)
-@pytest.mark.parametrize("path", GRADED_NOTEBOOKS, ids=lambda p: p.name)
-def test_graded_notebook_fails_on_exercises_only_at_its_graded_cell(path, exercises_run):
-    graded_cells, cells, log, _ = exercises_run
-    graded, ran = graded_cells[path.name], cells.get(path.name, {})
-    before = {cell: ran.get(cell, {}).get("outcome") for cell in range(graded)}
-    assert all(s == "passed" for s in before.values()), f"explanatory cells must run on exercises: {before}\n{log}"
-    assert ran.get(graded, {}).get("outcome") == "failed", f"graded cell {graded} must fail on the untouched exercises\n{log}"
-
-
-@pytest.mark.slow
-@pytest.mark.xdist_group("notebook-cuts")
-@pytest.mark.parametrize("name", DEMO_NOTEBOOKS)
-def test_demo_cells_on_unfinished_tasks_say_which_task_in_one_line(name, exercises_run):
-    _, cells, log, _ = exercises_run
-    code = _code_cells(nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4))
-    ran = cells.get(f"{name}.ipynb", {})
-    last = _last_cell_that_can_fail(code)
-    assert last >= _first_graded(nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)), name
-    assert sorted(ran) == list(range(last + 1)), f"{name}: not every cell up to {last} ran\n{log}"
-    errors = [(i, e) for i, row in sorted(ran.items()) for e in row["errors"]]
-    assert errors, f"{name}: nothing failed on the untouched exercises (did the run use them?)"
-    required = [i for i, c in enumerate(code) if "graded.require(" in c.source]
-    assert required, f"{name} has no require cell any more"
-    for index, error in errors:
-        where = f"{name} cell {index}: {error['ename']}: {error['evalue'][:200]}"
-        assert error["ename"] not in ("NameError", "NotImplementedError"), where
-        if index >= required[0] and "graded.run(" not in code[index].source:
-            assert error["ename"] == "CheckFailure" and error["lines"] == 1, where
-            assert "needs Task" in error["evalue"] and "to pass first" in error["evalue"], where
+    return cells, proc.stdout[-3000:], run_dir
 
 
 def _one_line_needs(error) -> bool:
@@ -221,7 +133,7 @@ def _one_line_needs(error) -> bool:
 @pytest.mark.slow
 @pytest.mark.xdist_group("notebook-cuts")
 def test_a_hanging_kernel_is_located_once_and_the_demos_after_it_do_not_wait_for_it(exercises_run):
-    _, cells, log, run_dir = exercises_run
+    cells, log, run_dir = exercises_run
     code = _code_cells(nbformat.read(run_dir / "08_cuda_kernel-hang.ipynb", as_version=4))
     ran = cells.get("08_cuda_kernel-hang.ipynb", {})
     assert sorted(ran) == list(range(len(code))), f"not every cell ran\n{log}"
@@ -244,7 +156,7 @@ def test_a_hanging_kernel_is_located_once_and_the_demos_after_it_do_not_wait_for
 def test_a_crashing_task_stops_each_demo_cell_with_one_line_naming_it(exercises_run):
     """Tasks 1, 2, 4-7 finished, fork_sequence kills its process: the demo that forks says Task 3
     in one line, and so does every later cell built on it, even where its own require passes."""
-    _, cells, log, run_dir = exercises_run
+    cells, log, run_dir = exercises_run
     code = _code_cells(nbformat.read(run_dir / "06_paged_kv_cache-crash.ipynb", as_version=4))
     ran = cells.get("06_paged_kv_cache-crash.ipynb", {})
     assert sorted(ran) == list(range(len(code))), f"not every cell ran\n{log}"

@@ -407,6 +407,12 @@ def test_every_notebook_of_the_edition_runs_on_the_stubs_or_says_which_task_to_f
             assert not c["errors"], f"{c['notebook']} has no task of its own and must run clean: {c}"
         elif _graded_task(c["source"]):
             assert c["errors"] and _unwritten(c["printed"]), c
+    # Before its first graded cell, a notebook's explanations run clean on the stubs.
+    for name in own_task:
+        cells = [c for c in stubs if c["notebook"] == name]
+        first = min(c["cell"] for c in cells if _graded_task(c["source"]))
+        early = [(c["cell"], c["errors"]) for c in cells if c["cell"] < first and c["errors"]]
+        assert not early, f"{name}: the cells before its first graded cell must run on the stubs: {early}"
 
 
 def test_a_c_track_students_grade_gives_part_a_full_marks_from_llm_memory_c(student_session):

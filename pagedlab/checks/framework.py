@@ -644,9 +644,8 @@ def _caller_of_deliberate_raise(frames, where):
 
 def _file_of(name: str, impl) -> str:
     """The student file that stands for module `name` in `impl` (llm_memory.c on the C track)."""
-    from ..loader import impl_dir
-
     from .. import track
+    from ..loader import impl_dir
 
     try:
         if f"{name}.py" == track.PYTHON_FILE and track.decide(impl_dir(impl)).name == "c":
