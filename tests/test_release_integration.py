@@ -327,6 +327,7 @@ PART_A_POINTS = sum(r.points for r in manifest.TABLE if r.id in PART_A)
 C_TRACK_LINE = ("Part A (Tasks 1–5) is graded from llm_memory.c: memory_manager.py is the untouched stub "
                 "the course shipped, and llm_memory.c is edited.")
 NEEDS = re.compile(r"^This cell runs your code for a demo and needs Task (\d+) · .* to pass first ")
+STUDENT_CODE = re.compile(r"^\s*(pagedlab\.)?graded\.(require|run)\(", re.MULTILINE)
 GRADED_FAILED = re.compile(r"^\d+ of \d+ checks did not pass for Task (\d+) ")
 
 
@@ -407,12 +408,13 @@ def test_every_notebook_of_the_edition_runs_on_the_stubs_or_says_which_task_to_f
             assert not c["errors"], f"{c['notebook']} has no task of its own and must run clean: {c}"
         elif _graded_task(c["source"]):
             assert c["errors"] and _unwritten(c["printed"]), c
-    # Before its first graded cell, a notebook's explanations run clean on the stubs.
+    # Before the first cell that runs the student's code (a graded cell, a require, a quiet gate),
+    # a notebook's explanations run clean on the stubs.
     for name in own_task:
         cells = [c for c in stubs if c["notebook"] == name]
-        first = min(c["cell"] for c in cells if _graded_task(c["source"]))
+        first = min(c["cell"] for c in cells if _graded_task(c["source"]) or STUDENT_CODE.search(c["source"]))
         early = [(c["cell"], c["errors"]) for c in cells if c["cell"] < first and c["errors"]]
-        assert not early, f"{name}: the cells before its first graded cell must run on the stubs: {early}"
+        assert not early, f"{name}: the cells before the first that runs the student's code must run: {early}"
 
 
 def test_a_c_track_students_grade_gives_part_a_full_marks_from_llm_memory_c(student_session):
