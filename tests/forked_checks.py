@@ -138,7 +138,7 @@ def _drive_all(folder: str, checks: list) -> tuple[dict, dict]:
         if pid == 0:
             os.close(read_end)
             try:
-                _drive_in_fork(folder, checks, requests, start, write_end)
+                _drive_in_fork(folder, checks, start, write_end)
             finally:
                 os._exit(70)
         os.close(write_end)

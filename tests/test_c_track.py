@@ -426,7 +426,8 @@ def test_a_compile_error_is_shown_once_per_grade(tmp_path):
 
     found = [(file, why) for output in (task1, task2) for _, why, file in class_report._failed_checks(output)]
     assert {file for file, _ in found} == {"llm_memory.c"}, found
-    assert found[0][1] == "llm_memory.c:294:20: error: expected ‘;’ before ‘return’", found  # read_student keeps the first
+    line = 1 + next(i for i, t in enumerate(c_mutants.SOLUTION.read_text().splitlines()) if "seq->kv_count++;" in t)
+    assert found[0][1] == f"llm_memory.c:{line}:20: error: expected ‘;’ before ‘return’", found  # read_student keeps the first
 
 
 def test_a_c_append_without_copy_on_write_names_cow_and_the_rest_follows(tmp_path, server):

@@ -28,6 +28,7 @@ from pagedlab.checks.framework import Stream
 from pagedlab.checks.judge import judge, refer_to_first_report
 from pagedlab.grading import class_report, classroom, intake, submission
 from pagedlab.grading.cli import grade
+from pagedlab.grading.report import GRADER_PROBLEM
 from pagedlab.sandbox import record
 from pagedlab.sandbox.process import WALL_FACTOR
 from pagedlab.sandbox.runner import GRACE, CheckOutcome
@@ -524,7 +525,7 @@ def test_a_task_that_starves_itself_is_its_own_timeout_not_the_graders(sandbox, 
     results = grade(str(sub), tasks=["1"], hidden=False, echo=lambda *a: None)
     took = time.monotonic() - began
     test = results["tests"][0]
-    assert "extra_data" not in test, test.get("extra_data")
+    assert GRADER_PROBLEM not in test.get("extra_data", {}), test.get("extra_data")  # the student's timeout
     assert test["score"] == 0
     assert "timed out" in test["output"], test["output"][-1500:]
     # one run, ended at its limit: well before the four times longer wall-clock limit of a

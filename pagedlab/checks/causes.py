@@ -26,6 +26,9 @@ def _first(message: str) -> str:
     return next((line.strip() for line in (message or "").split("\n") if line.strip()), "")
 
 
+NOT_IMPLEMENTED = "not implemented yet"  # framework.explain_exception's words for a stub
+
+
 def refer_to_causes(outcomes, follows: dict | None = None, *, shown: dict | None = None,
                     label: str = "") -> None:
     """Rewrite, in place, the messages of `outcomes` (one task's, in report order) whose cause
@@ -47,6 +50,9 @@ def refer_to_causes(outcomes, follows: dict | None = None, *, shown: dict | None
     failed = {o.name for o in outcomes if o.passed is False and not o.hidden}
     for outcome in outcomes:
         if outcome.passed is not False or outcome.hidden or id(outcome) in referred:
+            continue
+        # An unwritten function says so (as on the stubs): no other check is the one to fix first.
+        if outcome.message.startswith(NOT_IMPLEMENTED):
             continue
         first = _root(outcome.name, follows or {}, failed)
         if first is None or getattr(outcome, "cause", ""):

@@ -646,11 +646,11 @@ def _file_of(name: str, impl) -> str:
     """The student file that stands for module `name` in `impl` (llm_memory.c on the C track)."""
     from ..loader import impl_dir
 
-    try:
-        from ..ctrack import C_SOURCE, has_c_only
+    from .. import track
 
-        if has_c_only(impl_dir(impl), name):
-            return C_SOURCE
+    try:
+        if f"{name}.py" == track.PYTHON_FILE and track.decide(impl_dir(impl)).name == "c":
+            return track.C_FILE
     except Exception:  # noqa: BLE001 - naming the file must never hide the error itself
         pass
     return f"{name}.py"

@@ -80,11 +80,12 @@ def grade(impl: str | None = None, *, tasks: list[str] | None = None, notebooks:
             problem = interpreter_problem(sandbox)
             if problem:
                 raise ValueError(problem)
-        return _grade(rows, impl, sandbox, began, notebooks=notebooks, json_path=json_path, echo=echo,
-                      hidden=hidden, hidden_seed=hidden_seed, track_choice=track_choice)
+        return _grade(rows, impl, sandbox, began, tasks=tasks, notebooks=notebooks, json_path=json_path,
+                      echo=echo, hidden=hidden, hidden_seed=hidden_seed, track_choice=track_choice)
 
 
-def _grade(rows, impl, sandbox, began, *, notebooks, json_path, echo, hidden, hidden_seed, track_choice) -> dict:
+def _grade(rows, impl, sandbox, began, *, tasks, notebooks, json_path, echo, hidden, hidden_seed,
+           track_choice) -> dict:
     hidden_from = None
     if hidden and not isinstance(hidden, bool):
         hidden_from = Path(hidden)
