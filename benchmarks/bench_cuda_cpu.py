@@ -155,6 +155,7 @@ def attention(repeat, workers):
         rows.append((schedule, med, best, err, LAST_CPU["best"]))
     # The same launch in this process (no runner to spawn, no copy of K and V into its region):
     # what the fibers and the kernel's own loops cost, apart from isolation.
+    old = os.environ.get("PAGEDLAB_CUDA_ISOLATE")
     os.environ["PAGEDLAB_CUDA_ISOLATE"] = "0"
     try:
         out[:] = np.nan
@@ -163,7 +164,10 @@ def attention(repeat, workers):
         err = float(np.abs(out - ref).max() / np.abs(ref).max())
         rows.append(("in-process", med, best, err, LAST_CPU["best"]))
     finally:
-        del os.environ["PAGEDLAB_CUDA_ISOLATE"]
+        if old is None:
+            del os.environ["PAGEDLAB_CUDA_ISOLATE"]
+        else:
+            os.environ["PAGEDLAB_CUDA_ISOLATE"] = old
     return base, rows
 
 
