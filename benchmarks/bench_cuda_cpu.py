@@ -7,12 +7,18 @@ Measures, in one run:
     8 seqs x 8 heads x 256 tokens x head 128, per schedule, against a numpy float64 reference
     computed in the same run (the baseline the ratios refer to). Target: < 0.3 s per launch.
     Also against the memory's speed, measured in the same run (numpy reading K and V, 16.8 MB):
-    the stretch target is 10x that read. Where the time goes (perf, in-process, one worker):
-    the kernel's own loops ~45% (the V loop walks a column with a 4 KiB stride, one L1 set for
-    every load; the q.k dot product is a chain of dependent float adds), warp operations,
-    switches and canary checks ~25%, and an isolated launch adds a fixed ~7 ms (the runner's
-    start). Reaching 10x needs the block's threads run as a loop the compiler vectorises
-    across threads (hierarchical collapsing) and a cheaper isolated launch: not done.
+    the stretch target is 10x that read. Also the same launch in-process (no runner).
+    Where the time goes (perf, in-process, one worker, ~17.5 ms): the kernel's own loops ~48%,
+    two thirds of it the V loop (it walks a column with a 4 KiB stride: all 256 rows of a
+    sequence fall in one L1 set, so every load misses L1; software prefetch
+    (-fprefetch-loop-arrays), -O3 and 2 MiB pages measured no gain), the rest the q.k dot
+    product (a chain of dependent float adds); warp operations, switches, barriers and canary
+    checks ~28%. An isolated launch adds ~2 ms (the runner's start), ~2 ms copying K and V into
+    the launch's region and ~1 ms mapping them in the runner. With no runtime cost at all the
+    kernel's loops, one CUDA thread at a time, still take ~8 ms of CPU: reaching 10x needs the
+    block's threads run as a loop the compiler vectorises across threads (COX's hierarchical
+    collapsing: the kernel's code cut at barriers and warp operations, thread-private variables
+    kept per thread): not done.
 
   * the same launch with the sanitizer on (check="race,memcheck,init") against checks
     off, in the same run. Target: checks on <= 10x checks off. With --compare-with PATH (another
@@ -147,6 +153,21 @@ def attention(repeat, workers):
         med, best = timed(run, repeat)
         err = float(np.abs(out - ref).max() / np.abs(ref).max())
         rows.append((schedule, med, best, err, LAST_CPU["best"]))
+    # The same launch in this process (no runner to spawn, no copy of K and V into its region):
+    # what the fibers and the kernel's own loops cost, apart from isolation.
+    old = os.environ.get("PAGEDLAB_CUDA_ISOLATE")
+    os.environ["PAGEDLAB_CUDA_ISOLATE"] = "0"
+    try:
+        out[:] = np.nan
+        med, best = timed(lambda: kern((heads, seqs), (128,), args, shared_mem=int(lens.max()) * 4,
+                                       workers=workers), repeat)
+        err = float(np.abs(out - ref).max() / np.abs(ref).max())
+        rows.append(("in-process", med, best, err, LAST_CPU["best"]))
+    finally:
+        if old is None:
+            del os.environ["PAGEDLAB_CUDA_ISOLATE"]
+        else:
+            os.environ["PAGEDLAB_CUDA_ISOLATE"] = old
     return base, rows
 
 
@@ -243,9 +264,10 @@ def main():
         verdict = "ok" if med < 0.3 else "ABOVE 0.3 s TARGET"
         within = "within" if best <= 10 * bw else "ABOVE"
         # wall time on a shared box is the load's; CPU time (the runner's) is the steadier figure
+        overhead = "no runner" if schedule == "in-process" else f"launch overhead {iso * 1e3:.1f} ms of it"
         print(f"  {schedule:12s} median {med * 1e3:7.1f} ms  best {best * 1e3:7.1f} ms  cpu {cpu * 1e3:6.1f} ms  "
               f"{med / base:5.2f}x reference  best {best / bw:5.1f}x the K/V read ({within} 10x; "
-              f"launch overhead {iso * 1e3:.1f} ms of it)  max rel err {err:.1e}  [{verdict}]")
+              f"{overhead})  max rel err {err:.1e}  [{verdict}]")
     if a.corpus:
         import bench_cuda_corpus
         bench_cuda_corpus.main(["--repeat", str(a.repeat)])
