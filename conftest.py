@@ -37,13 +37,14 @@ USERS = "users"
 INSTALLED_VENV = "installed-venv"
 COURSE_VENV = "course-venv"
 
-# Started first, longest first (each group's wall time in the 28 Nov fresh-clone run: pip-fallback
-# 132 s, notebook-cuts 126, users and installed-venv about 100 each, graded-class 63, course-venv
-# 38, new-task-rehearsal 37; release-clone about 130 since it runs every notebook of the edition
-# as a student does, slurm 66-74 s alone, 4 Dec), so the short tests fill the other worker around
-# them instead of a long group starting last.
-LONGEST_FIRST = ("pip-fallback", "release-clone", "notebook-cuts", USERS, INSTALLED_VENV, "slurm", "graded-class",
-                 COURSE_VENV, "new-task-rehearsal", "nbval-08_cuda_kernel", "nbval-10_swap_and_v2",
+# Started first, longest first (each group's wall time in the 4 Dec fresh-clone run, 2 workers:
+# users several minutes of one worker (the red team, the sealed image, the hostile class, all
+# serialised), new-task-rehearsal 103 s, release-clone about 85, pip-fallback, slurm and
+# graded-class 40-70 each, notebook-cuts 40 (the hang and crash copies), installed-venv and
+# course-venv 30-40), so the short tests fill the other workers around them instead of a long
+# group starting last.
+LONGEST_FIRST = (USERS, "new-task-rehearsal", "release-clone", "pip-fallback", "slurm", "graded-class",
+                 "notebook-cuts", INSTALLED_VENV, COURSE_VENV, "nbval-08_cuda_kernel", "nbval-10_swap_and_v2",
                  "nbval-09_prefix_caching_and_utilization")
 
 
