@@ -99,8 +99,10 @@ class HeapSnapshot:
 # -- the ledger ---------------------------------------------------------------------------------
 _live: dict[int, Allocation] = {}
 _live_bases: list[int] = []             # sorted addresses of live blocks
+# Freed blocks, oldest first. Only a fault's or a bad access's report looks a block up by an
+# address inside it (sorting then), so a free keeps no sorted index: Task 5's checks free 10^5 blocks.
 _quarantine: OrderedDict[int, Allocation] = OrderedDict()
-_quarantine_bases: list[int] = []
+_quarantine_index: tuple[int, list[int]] = (-1, [])  # (frees when sorted, sorted addresses)
 _quarantine_bytes = 0
 _counts = {"mallocs": 0, "frees": 0}
 
@@ -230,9 +232,17 @@ def free(ptr, *, where: str | None = None) -> None:
     _quarantine_add(Allocation(addr, block.size, block.where, where or _caller()))
 
 
+def _quarantine_sorted() -> list[int]:
+    """The quarantine's addresses, sorted once per change (a report in a loop sorts once)."""
+    global _quarantine_index
+    if _quarantine_index[0] != _counts["frees"]:
+        _quarantine_index = (_counts["frees"], sorted(_quarantine))
+    return _quarantine_index[1]
+
+
 def freed_block_at(addr: int) -> Allocation | None:
     """The freed block (still in the quarantine) that holds `addr`, or None."""
-    return _containing(_quarantine_bases, _quarantine, addr, 1)
+    return _containing(_quarantine_sorted(), _quarantine, addr, 1)
 
 
 def _raise_bad_free(addr: int):
@@ -260,14 +270,12 @@ _quarantine_cost: dict[int, int] = {}  # address -> bytes it holds (a C block: w
 def _quarantine_add(block: Allocation) -> None:
     global _quarantine_bytes
     _quarantine[block.address] = block
-    bisect.insort(_quarantine_bases, block.address)
     owner = next((a for a in _arenas if a.owns(block.address)), None)
     cost = max(block.size, owner.footprint(block.address) if owner is not None else 0)
     _quarantine_cost[block.address] = cost
     _quarantine_bytes += cost
     while _quarantine_bytes > QUARANTINE_BYTES and len(_quarantine) > 1:
         addr, old = _quarantine.popitem(last=False)
-        del _quarantine_bases[bisect.bisect_left(_quarantine_bases, addr)]
         _quarantine_bytes -= _quarantine_cost.pop(addr, old.size)
         owner = next((a for a in _arenas if a.owns(addr)), None)
         if owner is not None:
@@ -307,7 +315,7 @@ def _raise_bad_access(addr: int, size: int, what: str):
 def _raise_bad_access_at(addr: int, size: int, what: str):
     if addr == 0:
         raise NullPointer(f"{what} through a NULL pointer")
-    old = _containing(_quarantine_bases, _quarantine, addr, 1)
+    old = _containing(_quarantine_sorted(), _quarantine, addr, 1)
     if old is not None:
         raise UseAfterFree(
             f"use after free: {what} of {size} bytes at {addr:#x}, inside a block of {old.size} "
