@@ -86,7 +86,7 @@ class Spec(ctypes.Structure):
         ("smem_info", ctypes.c_void_p), ("diag", ctypes.c_void_p),
         ("filename", ctypes.c_char_p), ("stack_size", ctypes.c_uint64),
         ("isolate", ctypes.c_int32), ("out_pid", ctypes.c_int32), ("out_fd", ctypes.c_int32),
-        ("stdout_fd", ctypes.c_int32),
+        ("stdout_fd", ctypes.c_int32), ("collapsed", ctypes.c_int32),
     ]
 
 
@@ -205,10 +205,22 @@ def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: Lau
         _not_dumpable()
         if not cfg.isolate:
             cfg = dataclasses.replace(cfg, isolate=True)
+    collapsed = use_collapsed(build, name, cfg, sanitizer)
     if cfg.isolate:
-        _launch_in_runner(build, name, params, args, cfg, sanitizer, globals, tables)
+        _launch_in_runner(build, name, params, args, cfg, sanitizer, globals, tables, collapsed)
     else:
-        _launch_here(build, name, params, args, cfg, sanitizer, globals)
+        _launch_here(build, name, params, args, cfg, sanitizer, globals, collapsed)
+    return "collapsed" if collapsed else "fibers"
+
+
+def use_collapsed(build, name, cfg, sanitizer) -> bool:
+    """Run the kernel's collapsed version (collapse.py: the block's threads as loops, no
+    fibers)? Only unchecked launches (checked ones need the fibers' hooks), in the default
+    round_robin order (the order a collapsed kernel reproduces; the other schedules exist to
+    reorder threads), and whole warps of at most 1024 threads. PAGEDLAB_CUDA_COLLAPSE=0: never."""
+    threads = cfg.block[0] * cfg.block[1] * cfg.block[2]
+    return (sanitizer is None and os.environ.get("PAGEDLAB_CUDA_COLLAPSE", "1") != "0" and build.collapsed.get(name) == "" and cfg.schedule == "round_robin"
+            and threads % 32 == 0 and 0 < threads <= 1024)
 
 
 # ---- device pointers -----------------------------------------------------------------------------
@@ -324,12 +336,13 @@ def _check_globals(build, values) -> None:
             raise TypeError(f"globals[{k!r}] must be bytes, got {type(v).__name__}")
 
 
-def _launch_here(build, name, params, args, cfg, sanitizer, globals_) -> None:
+def _launch_here(build, name, params, args, cfg, sanitizer, globals_, collapsed=False) -> None:
     """In this process, on its threads (PAGEDLAB_CUDA_ISOLATE=0)."""
     rt = runtime(build.runtime)
     lib = _load(build.library)
     _write_globals(lib, build, globals_ or {})
-    entry = ctypes.cast(getattr(lib, f"pl_entry_{build.symbol(name)}"), ctypes.c_void_p).value
+    prefix = "pl_cox_" if collapsed else "pl_entry_"
+    entry = ctypes.cast(getattr(lib, f"{prefix}{build.symbol(name)}"), ctypes.c_void_p).value
     smem_info = ctypes.cast(lib.pl_smem_info, ctypes.c_void_p).value
     diag = Diag()
     keep = []  # ctypes objects that must outlive the launch
@@ -348,7 +361,8 @@ def _launch_here(build, name, params, args, cfg, sanitizer, globals_) -> None:
                     shared_mem=cfg.shared_mem, schedule=SCHEDULE_CODES[cfg.schedule],
                     workers=cfg.workers, seed=cfg.seed, smem_info=smem_info,
                     diag=ctypes.addressof(diag), filename=build.filename.encode(),
-                    stack_size=cfg.stack_size, isolate=0, out_pid=-1, out_fd=-1, stdout_fd=-1)
+                    stack_size=cfg.stack_size, isolate=0, out_pid=-1, out_fd=-1, stdout_fd=-1,
+                    collapsed=int(collapsed))
         if sanitizer is not None:  # the sanitizer's checks and profile of this launch
             keep.append(sanitizer.arm(rt, build, params, args, slots))
         with _INPROCESS_LOCK:
@@ -361,7 +375,8 @@ def _launch_here(build, name, params, args, cfg, sanitizer, globals_) -> None:
             sanitizer.disarm()
 
 
-def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_, tables=None) -> None:
+def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_, tables=None,
+                      collapsed=False) -> None:
     """In the kernel runner: lay the launch out in a shared region, spawn, wait, copy back."""
     rt = runtime(build.runtime)  # checks the struct layouts; the sanitizer configures it
     prog = runner.program(build.runtime)
@@ -371,12 +386,14 @@ def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_, table
     reuse = False
     try:
         slots, san_cfg = _fill(region, plan, build, params, args, cfg, sanitizer, rt, globals_)
+        Spec.from_address(region.at(plan.spec)).collapsed = int(collapsed)
         _relocate_tables(region, plan, entries)
         hdr = runner.header_of(region)
         live = Diag.from_address(region.at(plan.diag))
         printed = tempfile.TemporaryFile()
         try:
-            pid = runner.spawn(prog, build, f"pl_entry_{build.symbol(name)}", region,
+            prefix = "pl_cox_" if collapsed else "pl_entry_"
+            pid = runner.spawn(prog, build, f"{prefix}{build.symbol(name)}", region,
                                printed.fileno())
             try:
                 _wait_child(pid, runner.exit_watch(pid), cfg, live, build,
