@@ -75,6 +75,7 @@ class Refused(Exception):
 class Tok:
     text: str
     line: int
+    pos: int = 0  # offset in the source
     var: Var | None = None
 
 
@@ -129,7 +130,7 @@ def tokenize(text: str, offset_line: int = 1) -> list[Tok]:
             raise Refused(f"cannot tokenize {text[pos:pos + 20]!r}")
         s = m.group(0)
         if m.lastgroup != "ws":
-            out.append(Tok(s, line))
+            out.append(Tok(s, line, pos))
         line += s.count("\n")
         pos = m.end()
     return out
@@ -576,7 +577,8 @@ class Emitter:
                 for v, _, _ in st.items:
                     self.make_structural(v)
             if st.kind == "shared":
-                self.shared.append(self.text(p, st.start, st.end, None))
+                if not top:
+                    raise Refused("__shared__ declared inside a block")
                 continue
             if not self.has_cut(p, st):
                 region.append(st)
@@ -1061,9 +1063,24 @@ def _macros(text: str) -> dict[str, str]:
 
 @dataclass
 class Collapsed:
+    """The kernel's collapsed version: `code` goes right after the `{` of the kernel's body
+    (offset `at`), behind `if (pl_cur->collapsed)`; the body's `__shared__` declarations move
+    to its front (`blanks`: their old places, blanked), so both versions use the same
+    variables, laid out as before. Line numbers stay those of the file (#line)."""
     kernel: str
-    code: str             # the collapsed function and its entry, C++ for the glue
+    code: str
     interchanged: int = 0
+    at: int = 0
+    blanks: list = field(default_factory=list)
+
+
+def apply(code: str, done: list[Collapsed]) -> str:
+    """The source with every collapsed kernel put in (see Collapsed)."""
+    for c in sorted(done, key=lambda c: c.at, reverse=True):
+        for a, b in sorted(c.blanks, reverse=True):
+            code = code[:a] + re.sub(r"[^\n]", " ", code[a:b]) + code[b:]
+        code = code[:c.at] + c.code + code[c.at:]
+    return code
 
 
 def collapse(code: str, kernel: str, filename: str = "kernel.cu") -> Collapsed | str:
@@ -1154,7 +1171,13 @@ def _collapse(code: str, kernel: str, filename: str) -> Collapsed:
         if any("&" in ty for ty, _ in f.params):
             raise Refused(f"function {f.name} takes a reference")
     funcs = {k: f for k, f in funcs.items() if k in reached_f}
-    body = [Tok(t.text, t.line) for t in toks[pe + 2:be]]
+    body = [Tok(t.text, t.line, t.pos) for t in toks[pe + 2:be]]
+    # preprocessor lines inside the kernel or a function it calls: the parse would not see them
+    spans = [(toks[pe + 1].pos, toks[be].pos)] + [(toks[funcs[f].span[0]].pos, toks[funcs[f].span[1] - 1].pos)
+                                                  for f in reached_f]
+    for m in re.finditer(r"^[ \t]*#", strip_comments(code), re.M):
+        if any(a <= m.start() < b for a, b in spans):
+            raise Refused("preprocessor directive inside the kernel or a function it calls")
     if any(t.text == "[" and i and body[i - 1].text in ("(", ",", "=") and
            i + 1 < len(body) and body[i + 1].text in ("&", "=", "]") for i, t in enumerate(body)):
         raise Refused("lambda")
@@ -1188,12 +1211,22 @@ def _collapse(code: str, kernel: str, filename: str) -> Collapsed:
     for v in p.vars:
         if not v.param and v.name in macro_names:
             raise Refused(f"a macro names the local variable {v.name}")
+    shared = [st for st in root.children if st.kind == "shared"]
+    if sum(t.text == "__shared__" for t in body) != len(shared):
+        raise Refused("__shared__ declared inside a block")
+    blanks, hoisted = [], []
+    for st in shared:
+        words = [t.text for t in body[st.start:st.end]]
+        cut = words.index("[") if "[" in words else len(words) - 1
+        name = next((w for w in reversed(words[:cut]) if re.match(r"[A-Za-z_]\w*$", w)), None)
+        if name is None or any(t.text == name for t in body[:st.start]):
+            raise Refused("a __shared__ variable's name used before its declaration")
+        a, b = body[st.start].pos, body[st.end - 1].pos + len(body[st.end - 1].text)
+        blanks.append((a, b))
+        hoisted.append(code[a:b].replace("\n", " "))
     em.structural(p, root.children, top=True)
     # the frame: one array of each structural variable, one element per thread
-    lines = []
-    pnames = ", ".join(" ".join(t.text for t in ptoks[a:b]) for a, b in
-                       (_split_commas(ptoks, 0, len(ptoks)) if ptoks else []))
-    lines.append(f"static void __pl_cox_{kernel}({pnames}) {{")
+    lines = ["if (pl_cur->collapsed) {"]
     lines.append("const int __pl_nt = (int)(blockDim.x * blockDim.y * blockDim.z);")
     lines.append("const pl::CoxGuard* const __pl_g = pl_cox_guard();")
     lines.append("const unsigned __pl_bx = blockDim.x, __pl_by = blockDim.y;")
@@ -1215,9 +1248,11 @@ def _collapse(code: str, kernel: str, filename: str) -> Collapsed:
     for k, v in enumerate(em.frame):
         lines.append(f"__pl_T{k}* __restrict {v.cname} = (__pl_T{k}*)(__pl_fb + __pl_off); "
                      f"__pl_off += pl::cox_round(sizeof(__pl_T{k}) * __pl_nt);")
-    lines.extend(em.shared)
     lines.extend(em.out)
     lines.append("__pl_fail:")
     lines.append("pl::cox_free(__pl_fb);")
+    lines.append("return;")
     lines.append("}")
-    return Collapsed(kernel, "\n".join(lines) + "\n", em.interchanged)
+    brace = toks[pe + 1]
+    text = (" " + " ".join(hoisted) + "\n" + "\n".join(lines) + f'\n#line {brace.line} "{filename}"\n')
+    return Collapsed(kernel, text, em.interchanged, brace.pos + 1, blanks)

@@ -539,23 +539,20 @@ def translation_unit(code: str, filename: str, kernels: list[str], dyn: list[Dyn
     return f'#include "{filename}"\n' + "\n".join(tail) + "\n"
 
 
-def collapsed_glue(code: str, filename: str, kernels: list[str], entries: dict[str, str]
-                   ) -> tuple[str, dict[str, str]]:
-    """C++ of the collapsed kernels (collapse.py) to append to the glue, and per kernel ""
-    (collapsed) or why not. PAGEDLAB_CUDA_COLLAPSE=0 turns it off."""
+def collapsed_source(code: str, filename: str, kernels: list[str]) -> tuple[str, dict[str, str]]:
+    """The source with the collapsed version of each kernel in collapse.py's class put into
+    the kernel (collapse.apply), and per kernel "" (collapsed) or why not.
+    PAGEDLAB_CUDA_COLLAPSE=0 turns it off."""
     from . import collapse
     if os.environ.get("PAGEDLAB_CUDA_COLLAPSE", "1") == "0":
-        return "", {k: "PAGEDLAB_CUDA_COLLAPSE=0" for k in kernels}
-    parts, status = [], {}
+        return code, {k: "PAGEDLAB_CUDA_COLLAPSE=0" for k in kernels}
+    done, status = [], {}
     for k in kernels:
         got = collapse.collapse(code, k, filename)
-        if isinstance(got, str):
-            status[k] = got
-            continue
-        status[k] = ""
-        parts.append(got.code)
-        parts.append(f"PL_EXPORT void pl_cox_{entries.get(k, k)}(void** a) {{ pl::invoke(__pl_cox_{k}, a); }}")
-    return "\n".join(parts), status
+        status[k] = got if isinstance(got, str) else ""
+        if not isinstance(got, str):
+            done.append(got)
+    return collapse.apply(code, done), status
 
 
 def kernel_flags(cxx: str, sanitize: bool = False, options=()) -> list[str]:
@@ -610,12 +607,11 @@ def _build(code: str, filename: str, options, sanitize: bool, name_expressions, 
     _warn_legacy(code, filename)
     rt = runtime_library()
     unit = translation_unit(code, filename, kernels, dyn, entries, globals_)
-    cox, status = collapsed_glue(code, filename, kernels, entries) if collapse else ("", {})
-    if collapse and not cox:  # nothing collapsed: the plain build, under its own key
+    source, status = collapsed_source(code, filename, kernels) if collapse else (code, {})
+    if collapse and source == code:  # nothing collapsed: the plain build, under its own key
         collapse = False
-    unit += cox
     # Inline PTX becomes C++ on its own lines (ptx.py): what the compiler reads of the file.
-    compiled = ptx.rewrite(code)
+    compiled = ptx.rewrite(source)
     key = _digest(FORMAT_VERSION, compiled, unit, header_bytes(), rt.name, PTX_SOURCE.read_bytes(),
                   COLLAPSE_SOURCE.read_bytes() if collapse else b"", compiler_version(cxx),
                   " ".join(flags), sys.platform)

@@ -341,8 +341,7 @@ def _launch_here(build, name, params, args, cfg, sanitizer, globals_, collapsed=
     rt = runtime(build.runtime)
     lib = _load(build.library)
     _write_globals(lib, build, globals_ or {})
-    prefix = "pl_cox_" if collapsed else "pl_entry_"
-    entry = ctypes.cast(getattr(lib, f"{prefix}{build.symbol(name)}"), ctypes.c_void_p).value
+    entry = ctypes.cast(getattr(lib, f"pl_entry_{build.symbol(name)}"), ctypes.c_void_p).value
     smem_info = ctypes.cast(lib.pl_smem_info, ctypes.c_void_p).value
     diag = Diag()
     keep = []  # ctypes objects that must outlive the launch
@@ -392,8 +391,7 @@ def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_, table
         live = Diag.from_address(region.at(plan.diag))
         printed = tempfile.TemporaryFile()
         try:
-            prefix = "pl_cox_" if collapsed else "pl_entry_"
-            pid = runner.spawn(prog, build, f"{prefix}{build.symbol(name)}", region,
+            pid = runner.spawn(prog, build, f"pl_entry_{build.symbol(name)}", region,
                                printed.fileno())
             try:
                 _wait_child(pid, runner.exit_watch(pid), cfg, live, build,

@@ -28,6 +28,7 @@ struct ThreadCtx {
     uint3 bid;
     dim3 bdim;
     dim3 gdim;
+    uint32_t collapsed;  // 1: the kernel runs its collapsed version (collapse.py), whole block
 };
 
 enum WarpKind : int {

@@ -846,6 +846,7 @@ void run_block(Worker* w, uint32_t linear) {
         ctx.bid = w->bid;
         ctx.bdim = dim3(s->block[0], s->block[1], s->block[2]);
         ctx.gdim = dim3(s->grid[0], s->grid[1], s->grid[2]);
+        ctx.collapsed = 1;
         w->failed = false;
         w->cur = -1;  // a crash names the block, not a thread
         p.thread = -1;
