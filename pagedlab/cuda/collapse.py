@@ -907,7 +907,55 @@ class Emitter:
                 if st.kind == "decl":
                     for v, _, _ in st.items:
                         self.make_structural(v)
-                self.thread_loop(self.thread_text(p, st), m)
+                if st.kind == "expr":  # the same for every thread: computed once, before the loop
+                    pre, text = self.hoisted(p, st.start, st.end)
+                    self.out.extend(pre)
+                    self.thread_loop([f'#line {p.t[st.start].line} "{self.filename}"', text], m)
+                else:
+                    self.thread_loop(self.thread_text(p, st), m)
+
+    def _uniform_span(self, p: Parser, lo, hi) -> bool:
+        for j in range(lo, hi):
+            tk = p.t[j]
+            if tk.var is not None and (tk.var.varying or tk.var in self.in_lockstep):
+                return False
+            if tk.text == "threadIdx" or tk.text in WARP_OPS or tk.text in ("++", "--") or \
+                    tk.text in _ASSIGN or (tk.text in self.funcs and j + 1 < hi and p.t[j + 1].text == "("):
+                return False
+        return True
+
+    def hoisted(self, p: Parser, lo, hi):
+        """A statement of an interchanged loop's body with its uniform subscripts (and uniform
+        loads `a[uniform]` it does not write) computed before the thread loop: GCC does not
+        see through the frame's arrays that they cannot alias them."""
+        toks, pre, parts, j, start = p.t, [], [], lo, lo
+        while j < hi:
+            if toks[j].text != "[":
+                j += 1
+                continue
+            e = _match(toks, j, "[", "]")
+            if not self._uniform_span(p, j + 1, e):
+                j += 1
+                continue
+            idx = self.fresh("h")
+            pre.append(f"const auto {idx} = ({self.text(p, j + 1, e, None)});")
+            b = j - 1
+            base = toks[b] if b >= lo else None
+            whole = (base is not None and re.match(r"[A-Za-z_]\w*$", base.text) and base.text != "threadIdx"
+                     and (b == lo or toks[b - 1].text not in (".", "->", "::", "&", "++", "--", "]"))
+                     and self._uniform_span(p, b, b + 1) and e + 1 < hi
+                     and toks[e + 1].text not in (*_ASSIGN, "++", "--", "[", "."))
+            if whole:
+                load = self.fresh("h")
+                pre.append(f"const auto {load} = {self.text(p, b, b + 1, None)}[{idx}];")
+                parts.append(self.text(p, start, b))
+                parts.append(load)
+            else:
+                parts.append(self.text(p, start, j))
+                parts.append(f"[{idx}]")
+            start = j = e + 1
+        parts.append(self.text(p, start, hi))
+        return pre, " ".join(parts)
 
 
 def _as_list(st: Stmt) -> list[Stmt]:

@@ -384,15 +384,33 @@ def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_, table
     region = runner.take_region(plan.lay.size)
     reuse = False
     try:
-        slots, san_cfg = _fill(region, plan, build, params, args, cfg, sanitizer, rt, globals_)
+        slots, san_cfg = _fill(region, plan, build, params, args, cfg, sanitizer, rt, globals_,
+                               buffers=False)
         Spec.from_address(region.at(plan.spec)).collapsed = int(collapsed)
-        _relocate_tables(region, plan, entries)
         hdr = runner.header_of(region)
         live = Diag.from_address(region.at(plan.diag))
         printed = tempfile.TemporaryFile()
         try:
-            pid = runner.spawn(prog, build, f"pl_entry_{build.symbol(name)}", region,
-                               printed.fileno())
+            # The runner starts (exec, loading the libraries) while the arguments are copied in.
+            go_read, go_write = os.pipe()
+            try:
+                pid = runner.spawn(prog, build, f"pl_entry_{build.symbol(name)}", region,
+                                   printed.fileno(), go_fd=go_read)
+            except BaseException:
+                os.close(go_write)
+                raise
+            finally:
+                os.close(go_read)
+            try:
+                _copy_buffers(region, plan)
+                _relocate_tables(region, plan, entries)
+                os.write(go_write, b"g")
+            except BaseException:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise
+            finally:
+                os.close(go_write)
             try:
                 _wait_child(pid, runner.exit_watch(pid), cfg, live, build,
                             lib_base=lambda: hdr.lib_base)  # written by the runner once started
@@ -507,9 +525,21 @@ def _plan(build, params, args, sanitizer, globals_, table_entries: int = 0) -> _
     return plan
 
 
-def _fill(region, plan: _Plan, build, params, args, cfg, sanitizer, rt, globals_):
+def _copy_buffers(region, plan: _Plan) -> None:
+    """The argument arrays' bytes into their buffers in the region."""
+    for (lo, hi, _), off, (start, length) in zip(plan.regions, plan.buffers, plan.segments,
+                                                 strict=True):
+        # zeros around the data, as in fresh pages: a reused region's old bytes read past an
+        # array (an index table's, say) would send the kernel somewhere else each launch
+        ctypes.memset(region.at(start), 0, off - start)
+        ctypes.memmove(region.at(off), lo, hi - lo)
+        ctypes.memset(region.at(off + hi - lo), 0, start + length - (off + hi - lo))
+
+
+def _fill(region, plan: _Plan, build, params, args, cfg, sanitizer, rt, globals_, buffers=True):
     """Write the launch into the region (addresses in this process's mapping) and list the
-    words the runner must relocate. Returns the slots and the sanitizer's own Config."""
+    words the runner must relocate. Returns the slots and the sanitizer's own Config.
+    buffers=False: all but the argument arrays' bytes (_copy_buffers, later)."""
     relocs: list[int] = []
     # A reused region holds the last launch's bytes: clear everything before the buffers.
     ctypes.memset(region.at(0), 0, plan.buffers[0] if plan.buffers else plan.reloc)
@@ -518,13 +548,8 @@ def _fill(region, plan: _Plan, build, params, args, cfg, sanitizer, rt, globals_
         ctypes.c_uint64.from_address(region.at(off)).value = addr
         relocs.append(off)
 
-    for (lo, hi, _), off, (start, length) in zip(plan.regions, plan.buffers, plan.segments,
-                                                 strict=True):
-        # zeros around the data, as in fresh pages: a reused region's old bytes read past an
-        # array (an index table's, say) would send the kernel somewhere else each launch
-        ctypes.memset(region.at(start), 0, off - start)
-        ctypes.memmove(region.at(off), lo, hi - lo)
-        ctypes.memset(region.at(off + hi - lo), 0, start + length - (off + hi - lo))
+    if buffers:
+        _copy_buffers(region, plan)
     slots = (ctypes.c_void_p * max(1, len(params))).from_address(region.at(plan.slots))
     for i, (p, a) in enumerate(zip(params, args, strict=True)):
         put_ptr(plan.slots + 8 * i, region.at(plan.cells[i]))
