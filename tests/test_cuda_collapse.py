@@ -126,6 +126,11 @@ extern "C" __global__ void divergent(float* out) {
   out[threadIdx.x] = 1.f;
 }
 
+extern "C" __global__ void vote_in_condition(float* out, const float* x) {
+  if (__any_sync(0xffffffffu, x[threadIdx.x] > 0.f)) out[threadIdx.x] = 1.f;
+  else out[threadIdx.x] = 2.f;
+}
+
 extern "C" __global__ void racy(float* out, const float* x) {
   __shared__ float s[64];
   s[threadIdx.x] = x[threadIdx.x];
@@ -215,9 +220,14 @@ def test_the_decode_kernel_runs_collapsed_and_bit_identical(monkeypatch):
 
 
 def test_kernels_outside_the_class_run_on_fibers():
-    for name, why in (("count", "atomicAdd"), ("divergent", "differ between threads")):
+    for name, why in (("count", "atomicAdd"), ("divergent", "differ between threads"),
+                      ("vote_in_condition", "in a condition")):
         k = kernel(OUTSIDE, name)
         assert why in k.collapsible
+    k = kernel(OUTSIDE, "vote_in_condition")
+    out = np.zeros(64, np.float32)
+    k((1,), (64,), (out, np.r_[-np.ones(32), np.arange(32)].astype(np.float32)))
+    assert k.last_mode == "fibers" and (out == np.r_[np.full(32, 2.), np.ones(32)]).all()
     n = np.zeros(1, np.int32)
     k = kernel(OUTSIDE, "count")
     k((3,), (64,), (n,))

@@ -549,17 +549,12 @@ class Emitter:
 
     # -- statement lists (structural) --
     def has_cut(self, p: Parser, st: Stmt) -> bool:
-        if st.kind == "barrier":
-            return True
-        if st.kind in ("expr", "decl", "return"):
-            return any(tk.text in WARP_OPS or (tk.text in self.funcs and self.funcs[tk.text].warp)
-                       for tk in p.t[st.start:st.end])
-        if st.kind == "block":
-            return any(self.has_cut(p, c) for c in st.children)
-        if st.kind in ("if", "for", "switch"):
-            parts = [st.body] + ([st.els] if st.els else []) + ([st.init] if st.init else [])
-            return any(self.has_cut(p, c) for c in parts)
-        return False
+        """A barrier or a warp operation anywhere in the statement (conditions included)."""
+        return self.cut_in(p, st.start, st.end)
+
+    def cut_in(self, p: Parser, lo, hi) -> bool:
+        return any(tk.text == "__syncthreads" or tk.text in WARP_OPS or
+                   (tk.text in self.funcs and self.funcs[tk.text].warp) for tk in p.t[lo:hi])
 
     def structural(self, p: Parser, stmts: list[Stmt], ret_target=None, top=False, end_line=0):
         """end_line: the cut a thread reaches after the last piece of `stmts` (0: the kernel's
@@ -625,6 +620,11 @@ class Emitter:
         if st.kind in ("expr", "decl"):
             self.warp_stmt(p, st)
             return
+        if st.kind not in ("if", "for"):
+            raise Refused(f"a barrier or warp operation inside `{st.kind}`")
+        if self.cut_in(p, *st.cond) or self.cut_in(p, *st.step) or (
+                st.init is not None and self.cut_in(p, st.init.start, st.init.end)):
+            raise Refused("a barrier or warp operation in a condition")
         if st.varying or not st.strict:
             raise Refused("a barrier or warp operation under a condition that may differ between threads")
         if st.kind == "if":

@@ -71,6 +71,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <string>
 #include <sys/mman.h>
 #include <sys/ucontext.h>
@@ -206,6 +207,7 @@ struct Worker {
     bool canary_ok = false;  // the last block ended with every canary intact: keep, not refill
     uint3 bid{};
     pl::CoxGuard guard{};  // collapsed kernels: pl_cox_guard
+    jmp_buf cox_out;       // collapsed kernels: where a fiber-only call (cox_escape) returns to
     uint64_t rng = 0;
     char* altstack = nullptr;
     pthread_t self{};
@@ -493,9 +495,19 @@ void release_barrier(Worker* w) {
     w->bar_arrived = 0; w->bar_count = 0; w->bar_and = 1; w->bar_or = 0; w->bar_split = false;
 }
 
+// A collapsed kernel (no fibers: w->cur < 0) reached code only fibers can run (collapse.py
+// should have kept such a kernel on fibers): fail the launch and leave the block.
+[[noreturn]] void cox_escape(Worker* w, Status st, const std::string& text) {
+    report(w, st, text);
+    longjmp(w->cox_out, 1);
+}
+
 int barrier(int line, int kind, int pred) {
     Worker* w = tl_worker;
     if (!w) { fprintf(stderr, "pagedlab: __syncthreads() outside a kernel launch\n"); abort(); }
+    if (w->cur < 0)
+        cox_escape(w, ST_INTERNAL, "pagedlab internal error: a collapsed kernel reached " + std::string(bar_name(kind)) +
+                   "() at " + where(line) + "; run it with PAGEDLAB_CUDA_COLLAPSE=0 and report this");
     Fiber& f = w->fibers[w->cur];
     f.state = AT_BARRIER; f.line = line; f.kind = kind;
     if (w->bar_arrived++ == 0) { w->bar_line = line; w->bar_kind = kind; }
@@ -587,6 +599,9 @@ std::string lane_list(unsigned bits) {
 uint64_t warp_op(int line, int kind, unsigned mask, uint64_t bits, int arg, int width) {
     Worker* w = tl_worker;
     if (!w) { fprintf(stderr, "pagedlab: warp operation outside a kernel launch\n"); abort(); }
+    if (w->cur < 0)
+        cox_escape(w, ST_INTERNAL, "pagedlab internal error: a collapsed kernel reached " + std::string(kind_name(kind)) +
+                   "() at " + where(line) + "; run it with PAGEDLAB_CUDA_COLLAPSE=0 and report this");
     Fiber& f = w->fibers[w->cur];
     int warp = f.warp, lane = f.lane;
     int tid = w->cur;
@@ -852,7 +867,7 @@ void run_block(Worker* w, uint32_t linear) {
         p.thread = -1;
         san::block_begin(w);
         pl_cur = &ctx;
-        s->entry(s->args);
+        if (setjmp(w->cox_out) == 0) s->entry(s->args);
         pl_cur = nullptr;
         if (w->ndyn) w->canary_ok = smem_check(w, 0, -1);
         if (!w->failed) san::block_end(w);
@@ -1151,12 +1166,20 @@ uint64_t pl_warp_op(int line, int kind, unsigned mask, uint64_t bits, int arg, i
 unsigned pl_activemask(void) {
     Worker* w = tl_worker;
     if (!w) return 0;
+    if (w->cur < 0)
+        cox_escape(w, ST_INTERNAL, "pagedlab internal error: a collapsed kernel called __activemask(); "
+                   "run it with PAGEDLAB_CUDA_COLLAPSE=0 and report this");
     Fiber& f = w->fibers[w->cur];
     return w->warp_exists[f.warp] & ~w->warp_exited[f.warp];
 }
 void pl_trap(int line, const char* what) {
     Worker* w = tl_worker;
     if (!w) abort();
+    if (w->cur < 0) {  // collapsed: the thread is not known here
+        Msg m;
+        m.add("%s at %s in %s", what, where(line).c_str(), block_name(w).c_str());
+        cox_escape(w, ST_TRAP, m.s);
+    }
     Msg m;
     m.add("%s at %s in thread %d of %s", what, where(line).c_str(), w->cur, block_name(w).c_str());
     report(w, ST_TRAP, m.s, w->cur);
