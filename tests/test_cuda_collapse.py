@@ -264,3 +264,28 @@ def test_a_missing_barrier_shows_as_on_fibers(monkeypatch):
     x = rng.standard_normal((4, 300)).astype(np.float32)
     out = np.empty_like(x)
     assert_same(both(monkeypatch, k, (4,), (128,), (out, x, np.int32(300)), [out]))
+
+
+def test_the_v2_kernels_run_collapsed_and_bit_identical(monkeypatch):
+    """paged_attention_v2.cu: barriers inside __device__ helpers (inlined), a block that leaves
+    early (every thread of it: a uniform return), the reduce kernel."""
+    from pagedlab.cuda import executor
+    from pagedlab.kernel_batch import make_kernel_batch
+    from pagedlab.kernels import decode_on_executor
+
+    code = (ROOT / "solutions" / "paged_attention_v2.cu").read_text()
+    for name in cuda.signature.kernel_names(code):
+        assert not isinstance(collapse.collapse(code, name, "paged_attention_v2.cu"), str), name
+    modes = []
+    real = executor.use_collapsed
+    monkeypatch.setattr(executor, "use_collapsed", lambda *a: modes.append(real(*a)) or modes[-1])
+    batch = make_kernel_batch([5, 700, 1300], num_heads=4, num_kv_heads=2, head_size=64,
+                              block_size=16, seed=4)
+    outs = []
+    for mode in ("1", "0"):
+        monkeypatch.setenv("PAGEDLAB_CUDA_COLLAPSE", mode)
+        outs.append(decode_on_executor(*batch.numpy(), impl="solutions", version="v2",
+                                       partition_size=512))
+    assert modes == [True, True, False, False]
+    assert outs[0].tobytes() == outs[1].tobytes()
+    np.testing.assert_allclose(outs[0], batch.expected(), rtol=1e-4, atol=1e-5)

@@ -40,10 +40,13 @@ Design:
   detected conservatively (every other kernel runs on fibers, unchanged): no atomics, printf,
   assert/__trap, volatile, asm, clock, __syncwarp, cooperative groups, goto, #include beyond
   the math/fp16 headers; barriers and warp operations (full mask) only under conditions built
-  from parameters, blockIdx/blockDim/gridDim, literals and variables computed from those alone
-  (so no barrier can be divergent), warp operations in the kernel or in by-value
-  ``__device__`` functions called as ``x = f(...)``; ``return`` only after the last barrier;
-  ``__shared__`` declared at the kernel's top level; parameters never assigned.
+  from parameters, elements of ``const T*`` parameters, blockIdx/blockDim/gridDim, literals
+  and variables computed from those alone (so no barrier can be divergent), never inside a
+  condition; ``__device__`` functions with barriers or warp operations (or reading threadIdx)
+  take their parameters by value, return once at their end and are inlined; ``return`` only
+  after the last barrier, or ``if (such a condition) return;`` at the kernel's top level (the
+  whole block leaves); ``__shared__`` declared at the kernel's top level; parameters never
+  assigned. Both decode kernels (``paged_attention.cu``, ``paged_attention_v2.cu``) are in it.
   ``kernel.collapsible`` is ``""`` or the reason, ``kernel.last_mode`` says which ran.
   Checked launches (``check=``, ``profile``, ``interleaved``) and the other schedules always run
   on fibers, so every sanitizer report, ``BarrierError`` and ``WarpSyncError`` is the fibers'.

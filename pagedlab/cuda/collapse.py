@@ -4,34 +4,39 @@ cuts run for every thread of the block as a loop over thread ids, instead of one
 thread switching at every cut.
 
 The transformation is source to source and applies to a restricted, conservatively detected
-class of kernels; `collapse(code, kernel)` returns the collapsed function's C++ text or None,
-and a kernel outside the class runs on fibers exactly as before. The class:
+class of kernels; `collapse(code, kernel)` returns a `Collapsed` (C++ that `apply` puts into the
+kernel itself, behind `if (pl_cur->collapsed)`) or the reason (a str) why not, and a kernel
+outside the class runs on fibers exactly as before. The class:
 
-* the kernel is not a template, not inside a namespace, and the file has no `#include`;
+* the kernel is not a template, not inside a namespace; no #include beyond the math and fp16
+  headers, no preprocessor lines inside the kernel or the functions it calls;
 * no atomics, printf, assert/__trap, volatile, inline asm, __syncwarp, cooperative groups,
-  __activemask, legacy (mask-less) warp intrinsics, clock(), goto, `return` in the kernel, and
-  no lambdas in it;
-* `threadIdx` and `__syncthreads` appear only in the kernel's own body; warp operations
-  (`__shfl*_sync`, `__ballot_sync`, `__any_sync`, `__all_sync`, with a full mask) in the
-  kernel's body or in `__device__` functions ("warp functions") that take their parameters by
-  value, return once at their end and are called as the whole right-hand side of `x = f(...)`
-  or `T x = f(...)`;
+  __activemask, legacy (mask-less) warp intrinsics, clock(), goto, lambdas in what the kernel
+  reaches (its body, the functions it calls, the macros it names); parameters never assigned;
+  `__shared__` declared at the kernel's top level only (moved to its front);
+* `threadIdx`, `__syncthreads` and warp operations (`__shfl*_sync`, `__ballot_sync`,
+  `__any_sync`, `__all_sync`, with a full mask) appear only in the kernel's body or in
+  `__device__` functions ("warp functions", inlined) that take their parameters by value and
+  return once at their end;
 * every barrier and warp operation is under control flow (if conditions, loop conditions) that
   is the same for every thread of the block by construction: built from kernel parameters,
-  blockIdx/blockDim/gridDim, literals and variables computed from those only (no memory
-  reads), so no thread can skip a barrier another one reaches (a divergent barrier cannot
-  happen in a collapsed kernel);
+  elements of `const T*` parameters, blockIdx/blockDim/gridDim, literals and variables computed
+  from those only (no other memory reads), so no thread can skip a barrier another one reaches
+  (a divergent barrier cannot happen in a collapsed kernel); none sits in a condition;
+* `return` only in the last piece, or as `if (such a condition) return;` at the top level;
 * a `break`/`continue` never leaves a loop that contains a cut.
 
 Order of execution: between two cuts, thread 0 runs its whole piece, then thread 1, ...: the
-order the fiber runtime's default (round_robin) schedule gives, so a kernel's results are the
-same bit for bit, racy kernels included. Variables live across a cut become per-thread arrays
-(`x[__t]`), variables declared inside a piece stay ordinary locals. One exception, chosen by a
-cost heuristic (`_interchange`): a loop over a thread's elements (`for (d = tid; ...)`) whose
-inner loops read memory with a large stride per iteration is run with the thread loop inside
-(all threads' iteration k, then iteration k + 1), which turns the V loop of the paged-attention
-decode kernel from one cache miss per load into contiguous reads; only done when the rest of
-its piece touches no memory, so it can reorder nothing but that loop's own reads.
+order the fiber runtime's default (round_robin) schedule gives (a statement holding a warp
+operation finishes for every thread in a loop of its own), so results are the same bit for bit,
+and a missing barrier shows as under round_robin. Variables live across a cut become per-thread
+arrays (`x[__t]`), variables declared inside a piece stay ordinary locals. One exception,
+chosen by a cost heuristic (`_interchangeable`), only when the rest of its piece touches no
+memory: a loop over a thread's elements (`for (d = tid; ...)`) whose inner loop reads through
+a per-thread pointer with a stride runs all threads' iteration k before anyone's k + 1 (the
+decode kernel's V loop: consecutive threads then read consecutive floats), and one whose inner
+loop is a chain of dependent adds runs groups of TILE threads interleaved (its q.k loop). A
+race inside such a loop may then come out differently from the fibers (check="race" reports it).
 """
 
 from __future__ import annotations
@@ -91,6 +96,7 @@ class Var:
     strict: bool = True      # uniform without reading memory
     structural: bool = False  # lives across cuts: one copy per thread in the frame
     single: bool = False      # assigned once, by its declaration
+    readonly: bool = False    # a `const T*` kernel parameter
 
     @property
     def cname(self) -> str:
@@ -431,7 +437,9 @@ def _varying_expr(toks, funcs, effects=True) -> tuple[bool, bool]:
             varying = True
         elif effects and (x in ("++", "--") or x in _ASSIGN):
             varying = True
-        if x in ("[", "->") or (x == "*" and prev in _OPERATOR_BEFORE_UNARY) or (
+        if x == "[" and j and toks[j - 1].var is not None and toks[j - 1].var.readonly:
+            pass  # an element of a `const T*` parameter: read-only memory, the same for all
+        elif x in ("[", "->") or (x == "*" and prev in _OPERATOR_BEFORE_UNARY) or (
                 re.match(r"[A-Za-z_]", x) and nxt == "(" and x not in _PURE):
             strict = False
     return varying, strict and not varying
@@ -497,6 +505,7 @@ class Emitter:
         self.interchanged = 0
         self.in_lockstep: set = set()  # made per-thread inside an interchanged loop
         self.trange = ("0", "__pl_nt")  # the threads a thread loop runs
+        self.depth = 0  # of inlined warp functions
         self.lockstep_depth = 0
 
     def fresh(self, what) -> str:
@@ -574,6 +583,14 @@ class Emitter:
             if st.kind == "shared":
                 if not top:
                     raise Refused("__shared__ declared inside a block")
+                continue
+            if top and st.kind == "if" and st.els is None and _as_list(st.body) and \
+                    len(_as_list(st.body)) == 1 and _as_list(st.body)[0].kind == "return" and \
+                    not st.varying and st.strict and not self.cut_in(p, *st.cond):
+                # every thread of the block leaves here or none does: the block ends
+                self.flush(p, region, line=p.t[st.start].line)
+                region = []
+                self.line(f"if ({self.text(p, *st.cond, thread=None)}) goto __pl_fail;", p.t[st.start].line)
                 continue
             if not self.has_cut(p, st):
                 region.append(st)
@@ -733,16 +750,37 @@ class Emitter:
                 raise Refused("warp function call inside an expression")
             call = (toks[lo].text, lo + 2, e)
         if call is not None:
-            if target is None:
+            if target is None and self.funcs[call[0]].ret != ["void"]:
                 raise Refused("warp function result unused")
             self.inline(p, call, target, line)
             return
-        # plain statement with warp operations: hoist each one's value, then the rest
+        # calls of warp functions inside the expression: each inlined into a per-thread
+        # temporary first; then the plain warp operations: each one's value hoisted; then the rest
         pieces, j, sub = [], lo, {}
         while j < hi:
             tk = toks[j]
-            if tk.text in self.funcs and self.funcs[tk.text].warp:
-                raise Refused("warp function call inside an expression")
+            if tk.text in self.funcs and self.funcs[tk.text].warp and toks[j + 1].text == "(" and \
+                    (j == 0 or toks[j - 1].text not in (".", "->", "::")):
+                f = self.funcs[tk.text]
+                e = _match(toks, j + 1)
+                if self.cut_in(p, j + 2, e):
+                    raise Refused("nested warp operations")
+                if f.ret == ["void"] or not f.ret:
+                    raise Refused("void warp function inside an expression")
+                self.counter[0] += 1
+                tmp = Var("ret", self.counter[0], 0, list(f.ret), [])
+                self.make_structural(tmp)
+                self.inline(p, (tk.text, j + 2, e), f"{tmp.cname}[__t]", line)
+                sub[j] = (e + 1, f"{tmp.cname}[__t]")
+                j = e + 1
+                continue
+            j += 1
+        j = lo
+        while j < hi:
+            tk = toks[j]
+            if j in sub:
+                j = sub[j][0]
+                continue
             if tk.text in WARP_OPS:
                 e = _match(toks, j + 1)
                 args = _split_commas(toks, j + 2, e)
@@ -809,8 +847,14 @@ class Emitter:
         body = fp.block(0, len(fp.t))
         if fp.jumps and any(j.loop is None for j in fp.jumps):
             raise Refused("break outside a loop")
-        if len(fp.returns) != 1 or not body.children or body.children[-1] is not fp.returns[0]:
+        if target is None and not fp.returns:
+            pass  # a void function without return
+        elif len(fp.returns) != 1 or not body.children or body.children[-1] is not fp.returns[0] \
+                or target is None:
             raise Refused("warp function must return once, at its end")
+        self.depth += 1
+        if self.depth > 8:
+            raise Refused("warp functions nested too deep (recursion?)")
         analyse(fp, self.funcs)
         _mark_single(fp)
         for v in fp.vars:
@@ -823,6 +867,7 @@ class Emitter:
         self.line("for (int __t = 0; __t < __pl_nt; ++__t) { " + " ".join(assigns) + " }", line)
         self.structural(fp, body.children, ret_target=target)
         self.out.append("}")
+        self.depth -= 1
 
     def full_mask(self, toks) -> bool:
         text = "".join(t.text for t in toks)
@@ -1204,18 +1249,23 @@ def _collapse(code: str, kernel: str, filename: str) -> Collapsed:
     m = _REFUSED.search(reached_text)
     if m:
         raise Refused(f"uses {m.group(0).strip()}")
+    # functions with a barrier or a warp operation, or calling one: inlined ("warp functions")
+    changed = True
+    while changed:
+        changed = False
+        for f in funcs.values():
+            if not f.warp and any(t.text == "__syncthreads" or (t.text in funcs and funcs[t.text].warp)
+                                  for t in f.body):
+                f.warp = changed = True
     for name in reached_f:
         f = funcs[name]
-        if any(t.text in ("threadIdx", "__syncthreads") for t in f.body):
-            raise Refused(f"{name} reads threadIdx or has a barrier")
         if f.warp:
             if f.templated or any("&" in ty or "&&" in ty for ty, _ in f.params) or \
                     any(x in ("[", "]") for ty, _ in f.params for x in ty):
-                raise Refused(f"warp function {f.name} (template, reference or array parameter)")
-            if any(t.text in funcs and funcs[t.text].warp for t in f.body):
-                raise Refused("warp function calling a warp function")
-        elif any(t.text in WARP_OPS or (t.text in funcs and funcs[t.text].warp) for t in f.body):
-            raise Refused("warp operation in a function that is not collapsed")
+                raise Refused(f"function {f.name} with a barrier or warp operation (template, "
+                              f"reference or array parameter)")
+        elif any(t.text == "threadIdx" for t in f.body):
+            raise Refused(f"{name} reads threadIdx")
         if any("&" in ty for ty, _ in f.params):
             raise Refused(f"function {f.name} takes a reference")
     funcs = {k: f for k, f in funcs.items() if k in reached_f}
@@ -1244,6 +1294,8 @@ def _collapse(code: str, kernel: str, filename: str) -> Collapsed:
         if any(w in ("&", "[", "]") for w in words):
             raise Refused("kernel parameter by reference or array")
         v = p.new_var(words[-1], [w for w in words[:-1]], [], param=True)
+        stars = [i for i, w in enumerate(words[:-1]) if w == "*"]
+        v.readonly = len(stars) == 1 and "const" in words[:stars[0]]
         params.append(v)
     p.scopes.append({})
     root = p.block(0, len(body))
