@@ -8,20 +8,29 @@ Measures, in one run:
     computed in the same run (the baseline the ratios refer to). Target: < 0.3 s per launch.
     Also against the memory's speed, measured in the same run (numpy reading K and V, 16.8 MB):
     the stretch target is 10x that read. Also the same launch in-process (no runner).
-    Where the time goes (perf, in-process, one worker, ~17.5 ms): the kernel's own loops ~48%,
-    two thirds of it the V loop (it walks a column with a 4 KiB stride: all 256 rows of a
-    sequence fall in one L1 set, so every load misses L1; software prefetch
-    (-fprefetch-loop-arrays), -O3 and 2 MiB pages measured no gain), the rest the q.k dot
-    product (a chain of dependent float adds); warp operations, switches, barriers and canary
-    checks ~28%. An isolated launch adds ~2 ms (the runner's start), ~2 ms copying K and V into
-    the launch's region and ~1 ms mapping them in the runner. With no runtime cost at all the
-    kernel's loops, one CUDA thread at a time, still take ~8 ms of CPU: reaching 10x needs the
-    block's threads run as a loop the compiler vectorises across threads (COX's hierarchical
-    collapsing: the kernel's code cut at barriers and warp operations, thread-private variables
-    kept per thread): not done.
+    With fibers (perf, in-process, one worker, ~17.5 ms): the kernel's own loops ~48%, two
+    thirds of it the V loop (it walks a column with a 4 KiB stride: all 256 rows of a sequence
+    fall in one L1 set, so every load misses L1), the rest the q.k dot product (a chain of
+    dependent float adds); warp operations, switches, barriers and canary checks ~28%; an
+    isolated launch added ~2 ms (the runner's start), ~2 ms copying K and V into the launch's
+    region and ~1 ms mapping them in the runner.
+    Now the unchecked round_robin launch runs collapsed (pagedlab/cuda/collapse.py, COX's
+    hierarchical collapsing: the block's threads as loops between barriers and warp operations,
+    no fibers; the V loop with all threads' iteration k together, so consecutive threads read
+    consecutive floats of a row, the q.k loop with 8 threads' add chains side by side), and the
+    runner starts while K and V are copied in. The other schedules still run on fibers (they
+    exist to reorder threads), hence their rows. Each row says which ran.
+    Measured 4 Dec (2 cores, load average ~2-3), this run: round_robin collapsed best 9.9 ms
+    (14.9x the 0.66 ms read), in-process 3.7 ms (5.6x), fibers ~23 ms; alternating fresh
+    processes of main and this checkout, 2 workers, best of 5 x 15 launches: isolated 17.1 ->
+    8.3 ms (12x the 0.68 ms read), in-process 11.1 -> 2.3 ms (3.3x). So the 10x target holds
+    in-process but not for the isolated launch: an empty kernel's launch costs ~1.8 ms (spawn,
+    exec, libraries), copying K and V ~1.9 ms (now while the runner starts), and mapping them
+    and tearing the runner down the rest; a runner kept across launches would be the next step.
 
   * the same launch with the sanitizer on (check="race,memcheck,init") against checks
-    off, in the same run. Target: checks on <= 10x checks off. With --compare-with PATH (another
+    off, in the same run. Target: checks on <= 10x checks off (checked launches run on fibers,
+    checks off collapsed, so the ratio is also printed against checks off on fibers). With --compare-with PATH (another
     checkout, e.g. main) its checks-off launch is timed in a subprocess in the same run: the
     sanitizer must not slow checks-off launches down.
 
@@ -152,7 +161,7 @@ def attention(repeat, workers):
                  schedule=schedule, workers=workers)
         med, best = timed(run, repeat)
         err = float(np.abs(out - ref).max() / np.abs(ref).max())
-        rows.append((schedule, med, best, err, LAST_CPU["best"]))
+        rows.append((schedule, med, best, err, LAST_CPU["best"], kern.last_mode))
     # The same launch in this process (no runner to spawn, no copy of K and V into its region):
     # what the fibers and the kernel's own loops cost, apart from isolation.
     old = os.environ.get("PAGEDLAB_CUDA_ISOLATE")
@@ -162,7 +171,7 @@ def attention(repeat, workers):
         med, best = timed(lambda: kern((heads, seqs), (128,), args, shared_mem=int(lens.max()) * 4,
                                        workers=workers), repeat)
         err = float(np.abs(out - ref).max() / np.abs(ref).max())
-        rows.append(("in-process", med, best, err, LAST_CPU["best"]))
+        rows.append(("in-process", med, best, err, LAST_CPU["best"], kern.last_mode))
     finally:
         if old is None:
             del os.environ["PAGEDLAB_CUDA_ISOLATE"]
@@ -200,6 +209,13 @@ def sanitizer_overhead(repeat, workers):
         med, _ = timed(lambda check=check: kern(grid, (128,), args, shared_mem=smem, check=check,
                                                 workers=workers), repeat)
         rows.append((check or "off", med))
+    # checks off on fibers (a checked launch always runs on them): what the ratios were against
+    os.environ["PAGEDLAB_CUDA_COLLAPSE"] = "0"
+    try:
+        med, _ = timed(lambda: kern(grid, (128,), args, shared_mem=smem, workers=workers), repeat)
+        rows.append(("off, fibers", med))
+    finally:
+        del os.environ["PAGEDLAB_CUDA_COLLAPSE"]
     t = time.perf_counter()
     prof = kern.profile(grid, (128,), args, shared_mem=smem, workers=workers)
     return rows, time.perf_counter() - t, prof
@@ -260,12 +276,12 @@ def main():
     print(f"paged attention 8 seqs x 8 heads x 256 tokens x head 128, 128 threads/block "
           f"(numpy float64 reference: {base * 1e3:.1f} ms; reading K and V once at memory "
           f"bandwidth, numpy sum: {bw * 1e3:.2f} ms, so the 10x target is {10 * bw * 1e3:.1f} ms):")
-    for schedule, med, best, err, cpu in rows:
+    for schedule, med, best, err, cpu, mode in rows:
         verdict = "ok" if med < 0.3 else "ABOVE 0.3 s TARGET"
         within = "within" if best <= 10 * bw else "ABOVE"
         # wall time on a shared box is the load's; CPU time (the runner's) is the steadier figure
         overhead = "no runner" if schedule == "in-process" else f"launch overhead {iso * 1e3:.1f} ms of it"
-        print(f"  {schedule:12s} median {med * 1e3:7.1f} ms  best {best * 1e3:7.1f} ms  cpu {cpu * 1e3:6.1f} ms  "
+        print(f"  {schedule:12s} {mode:9s} median {med * 1e3:7.1f} ms  best {best * 1e3:7.1f} ms  cpu {cpu * 1e3:6.1f} ms  "
               f"{med / base:5.2f}x reference  best {best / bw:5.1f}x the K/V read ({within} 10x; "
               f"{overhead})  max rel err {err:.1e}  [{verdict}]")
     if a.corpus:
@@ -274,12 +290,14 @@ def main():
 
     rows, prof_time, prof = sanitizer_overhead(a.repeat, workers)
     off = rows[0][1]
-    print("sanitizer on the same launch (pagedlab.cuda.sanitizer; target: all checks <= 10x off; "
-          "every corpus kernel's ratio: --corpus):")
+    print("sanitizer on the same launch (pagedlab.cuda.sanitizer, on fibers; target: all checks <= 10x "
+          "off; off runs collapsed; every corpus kernel's ratio: --corpus):")
+    fibers = rows[-1][1]
     for check, med in rows:
-        verdict = "" if check == "off" else (
+        verdict = "" if check.startswith("off") else (
             "  [ok]" if med <= 10 * off else "  [ABOVE 10x TARGET]")
-        print(f"  check={check:20s} median {med * 1e3:7.1f} ms  {med / off:5.2f}x checks off{verdict}")
+        print(f"  check={check:20s} median {med * 1e3:7.1f} ms  {med / off:5.2f}x checks off "
+              f"(collapsed), {med / fibers:5.2f}x checks off on fibers{verdict}")
     print(f"  memory-access profile: {prof_time * 1e3:.0f} ms; the key load "
           f"(dot += q_shared[d] * k[d]) takes "
           f"{[r for r in prof.rows if r.space == 'global' and r.requests > 10000][0].sectors_per_request:.0f}"

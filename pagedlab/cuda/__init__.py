@@ -21,6 +21,39 @@ Design:
   ``ucontext`` elsewhere). One OS worker runs all fibers of a block, so ``__shared__`` is simply
   ``thread_local``: valid for ``__shared__ float x[8];`` and ``extern __shared__ float buf[];``.
   Several workers (one per core; ``PAGEDLAB_CUDA_WORKERS``) take blocks from a queue.
+* Collapsed kernels (``collapse.py``, COX's hierarchical collapsing). An unchecked launch in the
+  default ``round_robin`` schedule, with whole warps (a multiple of 32 threads, at most 1024),
+  of a kernel in the collapsible class runs without fibers: the kernel's body is cut at its
+  barriers and warp operations, and each piece runs for every thread of the block as a loop
+  over thread ids: thread 0's piece, then thread 1's, the order round_robin gives (except that
+  a statement holding a warp operation finishes for every thread before the next piece starts),
+  so results are bit-identical with the fibers', and a missing barrier shows as it does under
+  round_robin (the notebook's demo kernel gives the same wrong bits). Variables live across a
+  cut become per-thread arrays;
+  ``__device__`` functions with warp operations are inlined, shuffles and votes read
+  per-thread buffers. One exception to that order, picked by a cost heuristic for a loop over a
+  thread's elements (``for (d = tid; d < n; d += blockDim.x)``) whose piece touches no other
+  memory: all threads' iteration k runs before anyone's k + 1 when its inner loop reads with a
+  stride (the decode kernel's V loop), groups of 8 threads are interleaved when the inner loop
+  is a chain of dependent adds (its K loop). Race-free kernels give the same bits either way;
+  a race inside such a loop may come out differently (``check="race"`` reports it). The class,
+  detected conservatively (every other kernel runs on fibers, unchanged): no atomics, printf,
+  assert/__trap, volatile, asm, clock, __syncwarp, cooperative groups, goto, #include beyond
+  the math/fp16 headers; barriers and warp operations (full mask) only under conditions built
+  from parameters, elements of ``const T*`` parameters, blockIdx/blockDim/gridDim, literals
+  and variables computed from those alone (so no barrier can be divergent), never inside a
+  condition; ``__device__`` functions with barriers or warp operations (or reading threadIdx)
+  take their parameters by value, return once at their end and are inlined; ``return`` only
+  after the last barrier, or ``if (such a condition) return;`` at the kernel's top level (the
+  whole block leaves); ``__shared__`` declared at the kernel's top level; parameters never
+  assigned. Both decode kernels (``paged_attention.cu``, ``paged_attention_v2.cu``) are in it.
+  ``kernel.collapsible`` is ``""`` or the reason, ``kernel.last_mode`` says which ran.
+  Checked launches (``check=``, ``profile``, ``interleaved``) and the other schedules always run
+  on fibers, so every sanitizer report, ``BarrierError`` and ``WarpSyncError`` is the fibers'.
+  Dynamic shared memory canaries are checked after each thread's piece and at each barrier, as
+  at the fibers' switches; a crash in a collapsed kernel names its block but no thread.
+  The collapsed version is compiled into the kernel itself (behind a flag of the launch), so
+  both use the same ``__shared__`` variables. ``PAGEDLAB_CUDA_COLLAPSE=0``: fibers always.
 * Rules. ``__syncthreads()`` opens only when every thread of the block waits at the same call;
   a thread that returned early never arrives (``BarrierError``, listing who waits where). A warp
   operation completes only when every lane in its mask calls the same operation with the same
@@ -36,7 +69,9 @@ Design:
   static ``__shared__`` arrays are detected only with checks on (an index past a dimension).
 * Isolation. A launch runs in the kernel runner (``runner.cpp``), a separate program with no
   Python interpreter in it, spawned per launch; arguments and results go through one shared
-  region (``PAGEDLAB_CUDA_ISOLATE=0`` runs in-process, except in a grading child). The runner
+  region (``PAGEDLAB_CUDA_ISOLATE=0`` runs in-process, except in a grading child); it is
+  spawned before the argument arrays are copied into the region and waits for them on a pipe,
+  so its start and the copy overlap. The runner
   cannot exec or fork, and Python never loads a kernel library (parameters and globals are
   asked of the runner), so kernel code cannot reach Python's C API.
   Chosen over in-process sigaltstack/siglongjmp recovery: a spinning kernel cannot be stopped
@@ -52,7 +87,8 @@ Design:
   Kernel ``printf`` output is printed to Python's ``sys.stdout`` after the launch (so it shows
   in the notebook cell); a failed ``assert`` or ``__trap()`` is a ``KernelCrash`` naming the
   condition, line and thread.
-* Schedules decide which runnable fiber goes next at every rendezvous: ``round_robin``
+* Schedules decide which runnable fiber goes next at every rendezvous (a collapsed kernel's
+  order is round_robin's): ``round_robin``
   (ascending thread index), ``warp0_first`` (warp 0 whenever it can run, then the last warp
   down), ``reversed`` and ``random:<seed>``. A missing barrier can hide under one order, so
   tests and graders iterate over ``SCHEDULES``.

@@ -328,6 +328,9 @@ class Build:
     # kernel or name expression ("add<float>") -> the suffix of its pl_entry_/pl_params_ symbols
     entries: dict[str, str] = field(default_factory=dict)
     globals: list[str] = field(default_factory=list)
+    # kernel -> "" when the library has its collapsed version (collapse.py, pl_cox_<symbol>),
+    # else why it runs on fibers only
+    collapsed: dict[str, str] = field(default_factory=dict)
 
     def symbol(self, name: str) -> str:
         return self.entries.get(name, name)
@@ -536,6 +539,22 @@ def translation_unit(code: str, filename: str, kernels: list[str], dyn: list[Dyn
     return f'#include "{filename}"\n' + "\n".join(tail) + "\n"
 
 
+def collapsed_source(code: str, filename: str, kernels: list[str]) -> tuple[str, dict[str, str]]:
+    """The source with the collapsed version of each kernel in collapse.py's class put into
+    the kernel (collapse.apply), and per kernel "" (collapsed) or why not.
+    PAGEDLAB_CUDA_COLLAPSE=0 turns it off."""
+    from . import collapse
+    if os.environ.get("PAGEDLAB_CUDA_COLLAPSE", "1") == "0":
+        return code, {k: "PAGEDLAB_CUDA_COLLAPSE=0" for k in kernels}
+    done, status = [], {}
+    for k in kernels:
+        got = collapse.collapse(code, k, filename)
+        status[k] = got if isinstance(got, str) else ""
+        if not isinstance(got, str):
+            done.append(got)
+    return collapse.apply(code, done), status
+
+
 def kernel_flags(cxx: str, sanitize: bool = False, options=()) -> list[str]:
     """The compiler flags of a kernel library (and of its precompiled prelude)."""
     flags = BASE_FLAGS + KERNEL_FLAGS + (["-DPL_NO_FAST_TLS"] if SLOW_TLS else []) + _defines(options)
@@ -559,7 +578,20 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
 
     sanitize: instrument every memory access for pagedlab.cuda.sanitizer (a separate build).
     name_expressions: template instantiations to export (RawModule), e.g. ["add<float>"].
+    An unchecked build also holds the collapsed version of each kernel in collapse.py's class;
+    should that not compile, the kernel is built without it (fibers only).
     """
+    if not sanitize:
+        try:
+            return _build(code, filename, options, sanitize, name_expressions, collapse=True)
+        except CompileError as exc:
+            if getattr(exc, "killed", False) or not getattr(exc, "collapsed", False):
+                raise
+    return _build(code, filename, options, sanitize, name_expressions, collapse=False)
+
+
+def _build(code: str, filename: str, options, sanitize: bool, name_expressions, collapse: bool
+           ) -> Build:
     if not isinstance(code, str):
         raise TypeError(f"kernel code must be a str, got {type(code).__name__}")
     filename = Path(filename).name
@@ -575,14 +607,19 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
     _warn_legacy(code, filename)
     rt = runtime_library()
     unit = translation_unit(code, filename, kernels, dyn, entries, globals_)
+    source, status = collapsed_source(code, filename, kernels) if collapse else (code, {})
+    if collapse and source == code:  # nothing collapsed: the plain build, under its own key
+        collapse = False
     # Inline PTX becomes C++ on its own lines (ptx.py): what the compiler reads of the file.
-    compiled = ptx.rewrite(code)
+    compiled = ptx.rewrite(source)
     key = _digest(FORMAT_VERSION, compiled, unit, header_bytes(), rt.name, PTX_SOURCE.read_bytes(),
-                  compiler_version(cxx), " ".join(flags), sys.platform)
+                  COLLAPSE_SOURCE.read_bytes() if collapse else b"", compiler_version(cxx),
+                  " ".join(flags), sys.platform)
     out_dir = cache_dir()
     target = out_dir / f"k_{Path(filename).stem}{'_san' if sanitize else ''}_{key}.so"
     result = Build(target, rt, filename, kernels, dyn, cached=target.exists(), entries=entries,
-                   globals=globals_)
+                   globals=globals_, collapsed=status if collapse else {
+                       k: status.get(k) or "not collapsed" for k in kernels})
     if result.cached:
         try:
             os.utime(target)  # recently used: keep it when old builds are pruned
@@ -591,7 +628,9 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
         return result
 
     if target in _FAILED:  # the same source and flags: the compiler would say the same again
-        raise CompileError(_FAILED[target])
+        error = CompileError(_FAILED[target])
+        error.collapsed = collapse
+        raise error
     pre = precompiled_prelude(cxx, flags) if not _defines(options) else HERE
 
     def compile_into(tmp: str) -> None:
@@ -623,12 +662,14 @@ def build(code: str, filename: str = "kernel.cu", options=(), sanitize: bool = F
         elif getattr(exc, "killed", False):
             raise
         _FAILED[target] = str(exc)
+        exc.collapsed = collapse
         raise exc from None
     _prune(out_dir)
     return result
 
 
 PTX_SOURCE = HERE / "ptx.py"  # the rewrite is part of every build's cache key
+COLLAPSE_SOURCE = HERE / "collapse.py"  # so is the collapsing, in builds that have it
 _PTX_REFUSED = re.compile(r"__pl_ptx_refused_(\d+)_\d+.{0,8} declared with attribute error: "
                           + re.escape(ptx.REFUSED_MARK) + r"([^\n]*)")
 

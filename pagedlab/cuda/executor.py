@@ -86,7 +86,7 @@ class Spec(ctypes.Structure):
         ("smem_info", ctypes.c_void_p), ("diag", ctypes.c_void_p),
         ("filename", ctypes.c_char_p), ("stack_size", ctypes.c_uint64),
         ("isolate", ctypes.c_int32), ("out_pid", ctypes.c_int32), ("out_fd", ctypes.c_int32),
-        ("stdout_fd", ctypes.c_int32),
+        ("stdout_fd", ctypes.c_int32), ("collapsed", ctypes.c_int32),
     ]
 
 
@@ -205,10 +205,22 @@ def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: Lau
         _not_dumpable()
         if not cfg.isolate:
             cfg = dataclasses.replace(cfg, isolate=True)
+    collapsed = use_collapsed(build, name, cfg, sanitizer)
     if cfg.isolate:
-        _launch_in_runner(build, name, params, args, cfg, sanitizer, globals, tables)
+        _launch_in_runner(build, name, params, args, cfg, sanitizer, globals, tables, collapsed)
     else:
-        _launch_here(build, name, params, args, cfg, sanitizer, globals)
+        _launch_here(build, name, params, args, cfg, sanitizer, globals, collapsed)
+    return "collapsed" if collapsed else "fibers"
+
+
+def use_collapsed(build, name, cfg, sanitizer) -> bool:
+    """Run the kernel's collapsed version (collapse.py: the block's threads as loops, no
+    fibers)? Only unchecked launches (checked ones need the fibers' hooks), in the default
+    round_robin order (the order a collapsed kernel reproduces; the other schedules exist to
+    reorder threads), and whole warps of at most 1024 threads. PAGEDLAB_CUDA_COLLAPSE=0: never."""
+    threads = cfg.block[0] * cfg.block[1] * cfg.block[2]
+    return (sanitizer is None and os.environ.get("PAGEDLAB_CUDA_COLLAPSE", "1") != "0" and build.collapsed.get(name) == "" and cfg.schedule == "round_robin"
+            and threads % 32 == 0 and 0 < threads <= 1024)
 
 
 # ---- device pointers -----------------------------------------------------------------------------
@@ -324,7 +336,7 @@ def _check_globals(build, values) -> None:
             raise TypeError(f"globals[{k!r}] must be bytes, got {type(v).__name__}")
 
 
-def _launch_here(build, name, params, args, cfg, sanitizer, globals_) -> None:
+def _launch_here(build, name, params, args, cfg, sanitizer, globals_, collapsed=False) -> None:
     """In this process, on its threads (PAGEDLAB_CUDA_ISOLATE=0)."""
     rt = runtime(build.runtime)
     lib = _load(build.library)
@@ -348,7 +360,8 @@ def _launch_here(build, name, params, args, cfg, sanitizer, globals_) -> None:
                     shared_mem=cfg.shared_mem, schedule=SCHEDULE_CODES[cfg.schedule],
                     workers=cfg.workers, seed=cfg.seed, smem_info=smem_info,
                     diag=ctypes.addressof(diag), filename=build.filename.encode(),
-                    stack_size=cfg.stack_size, isolate=0, out_pid=-1, out_fd=-1, stdout_fd=-1)
+                    stack_size=cfg.stack_size, isolate=0, out_pid=-1, out_fd=-1, stdout_fd=-1,
+                    collapsed=int(collapsed))
         if sanitizer is not None:  # the sanitizer's checks and profile of this launch
             keep.append(sanitizer.arm(rt, build, params, args, slots))
         with _INPROCESS_LOCK:
@@ -361,7 +374,8 @@ def _launch_here(build, name, params, args, cfg, sanitizer, globals_) -> None:
             sanitizer.disarm()
 
 
-def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_, tables=None) -> None:
+def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_, tables=None,
+                      collapsed=False) -> None:
     """In the kernel runner: lay the launch out in a shared region, spawn, wait, copy back."""
     rt = runtime(build.runtime)  # checks the struct layouts; the sanitizer configures it
     prog = runner.program(build.runtime)
@@ -370,14 +384,33 @@ def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_, table
     region = runner.take_region(plan.lay.size)
     reuse = False
     try:
-        slots, san_cfg = _fill(region, plan, build, params, args, cfg, sanitizer, rt, globals_)
-        _relocate_tables(region, plan, entries)
+        slots, san_cfg = _fill(region, plan, build, params, args, cfg, sanitizer, rt, globals_,
+                               buffers=False)
+        Spec.from_address(region.at(plan.spec)).collapsed = int(collapsed)
         hdr = runner.header_of(region)
         live = Diag.from_address(region.at(plan.diag))
         printed = tempfile.TemporaryFile()
         try:
-            pid = runner.spawn(prog, build, f"pl_entry_{build.symbol(name)}", region,
-                               printed.fileno())
+            # The runner starts (exec, loading the libraries) while the arguments are copied in.
+            go_read, go_write = os.pipe()
+            try:
+                pid = runner.spawn(prog, build, f"pl_entry_{build.symbol(name)}", region,
+                                   printed.fileno(), go_fd=go_read)
+            except BaseException:
+                os.close(go_write)
+                raise
+            finally:
+                os.close(go_read)
+            try:
+                _copy_buffers(region, plan)
+                _relocate_tables(region, plan, entries)
+                os.write(go_write, b"g")
+            except BaseException:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise
+            finally:
+                os.close(go_write)
             try:
                 _wait_child(pid, runner.exit_watch(pid), cfg, live, build,
                             lib_base=lambda: hdr.lib_base)  # written by the runner once started
@@ -492,9 +525,21 @@ def _plan(build, params, args, sanitizer, globals_, table_entries: int = 0) -> _
     return plan
 
 
-def _fill(region, plan: _Plan, build, params, args, cfg, sanitizer, rt, globals_):
+def _copy_buffers(region, plan: _Plan) -> None:
+    """The argument arrays' bytes into their buffers in the region."""
+    for (lo, hi, _), off, (start, length) in zip(plan.regions, plan.buffers, plan.segments,
+                                                 strict=True):
+        # zeros around the data, as in fresh pages: a reused region's old bytes read past an
+        # array (an index table's, say) would send the kernel somewhere else each launch
+        ctypes.memset(region.at(start), 0, off - start)
+        ctypes.memmove(region.at(off), lo, hi - lo)
+        ctypes.memset(region.at(off + hi - lo), 0, start + length - (off + hi - lo))
+
+
+def _fill(region, plan: _Plan, build, params, args, cfg, sanitizer, rt, globals_, buffers=True):
     """Write the launch into the region (addresses in this process's mapping) and list the
-    words the runner must relocate. Returns the slots and the sanitizer's own Config."""
+    words the runner must relocate. Returns the slots and the sanitizer's own Config.
+    buffers=False: all but the argument arrays' bytes (_copy_buffers, later)."""
     relocs: list[int] = []
     # A reused region holds the last launch's bytes: clear everything before the buffers.
     ctypes.memset(region.at(0), 0, plan.buffers[0] if plan.buffers else plan.reloc)
@@ -503,13 +548,8 @@ def _fill(region, plan: _Plan, build, params, args, cfg, sanitizer, rt, globals_
         ctypes.c_uint64.from_address(region.at(off)).value = addr
         relocs.append(off)
 
-    for (lo, hi, _), off, (start, length) in zip(plan.regions, plan.buffers, plan.segments,
-                                                 strict=True):
-        # zeros around the data, as in fresh pages: a reused region's old bytes read past an
-        # array (an index table's, say) would send the kernel somewhere else each launch
-        ctypes.memset(region.at(start), 0, off - start)
-        ctypes.memmove(region.at(off), lo, hi - lo)
-        ctypes.memset(region.at(off + hi - lo), 0, start + length - (off + hi - lo))
+    if buffers:
+        _copy_buffers(region, plan)
     slots = (ctypes.c_void_p * max(1, len(params))).from_address(region.at(plan.slots))
     for i, (p, a) in enumerate(zip(params, args, strict=True)):
         put_ptr(plan.slots + 8 * i, region.at(plan.cells[i]))

@@ -106,9 +106,18 @@ class RawKernel:
         self._san_build = None
         self._cupy_kernel = None
         self._lock = threading.Lock()
+        # How the last CPU launch ran: "collapsed" (collapse.py: the block's threads as loops)
+        # or "fibers" (one fiber per CUDA thread); None before the first launch.
+        self.last_mode = None
 
     def __repr__(self):
         return f"RawKernel({self.name!r}, backend={self.backend!r})"
+
+    @property
+    def collapsible(self) -> str:
+        """"" when unchecked round_robin launches of this kernel run collapsed (collapse.py),
+        else why they run on fibers (needs a build)."""
+        return self._cpu_build().collapsed.get(self.name, "not collapsed")
 
     def compile(self):
         """Build now (otherwise the first launch does); returns self."""
@@ -189,11 +198,13 @@ class RawKernel:
             timeout=float(timeout), workers=workers or executor.default_workers(),
             isolate=isolate, stack_size=int(os.environ.get("PAGEDLAB_CUDA_STACK_KB", "256")) * 1024)
         if checks or _profile or sched == "interleaved":  # the instrumented build
+            self.last_mode = "fibers"
             return sanitizer.run(self, tuple(args), cfg, checks, profile=_profile)
         globals_ = self._module.launch_globals() if self._module is not None else None
+        self.last_mode = "fibers"
         try:
-            executor.launch(self._cpu_build(), self.name, self.params, tuple(args), cfg,
-                            globals=globals_)
+            self.last_mode = executor.launch(self._cpu_build(), self.name, self.params, tuple(args),
+                                             cfg, globals=globals_)
         except OSError as e:
             if "static TLS" not in str(e) or compiler.SLOW_TLS:
                 raise
@@ -202,8 +213,8 @@ class RawKernel:
                 self._build = None
             if self._module is not None:
                 self._module._build = None
-            executor.launch(self._cpu_build(), self.name, self.params, tuple(args), cfg,
-                            globals=globals_)
+            self.last_mode = executor.launch(self._cpu_build(), self.name, self.params, tuple(args),
+                                             cfg, globals=globals_)
 
     def profile(self, grid, block, args, shared_mem: int = 0, **launch):
         """Run one launch on the CPU executor and return its memory-access profile

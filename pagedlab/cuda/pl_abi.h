@@ -28,6 +28,7 @@ struct ThreadCtx {
     uint3 bid;
     dim3 bdim;
     dim3 gdim;
+    uint32_t collapsed;  // 1: the kernel runs its collapsed version (collapse.py), whole block
 };
 
 enum WarpKind : int {
@@ -51,6 +52,15 @@ struct ParamInfo {
     char name[96];      // the type as the compiler spells it
 };
 
+// A collapsed kernel's inline dynamic shared memory check (collapse.py): where the canary
+// starts in each dynamic shared array and the 64 bytes it holds there. n = -1: call
+// pl_cox_smem every time (an array too small for the quick compare).
+struct CoxGuard {
+    int32_t n;
+    const unsigned char* at[8];
+    const unsigned char* pattern;
+};
+
 }  // namespace pl
 
 #define PL_API __attribute__((visibility("default")))
@@ -62,4 +72,6 @@ PL_API int pl_syncthreads_reduce(int line, int kind, int pred);
 PL_API uint64_t pl_warp_op(int line, int kind, unsigned mask, uint64_t bits, int arg, int width);
 PL_API unsigned pl_activemask(void);
 PL_API [[noreturn]] void pl_trap(int line, const char* what);
+PL_API int pl_cox_smem(int line, int thread);
+PL_API const pl::CoxGuard* pl_cox_guard(void);
 }

@@ -73,6 +73,9 @@ struct Spec {
     int32_t isolate;
     int32_t out_pid, out_fd;
     int32_t stdout_fd;  // forked child: printf output goes here (the parent shows it), or -1
+    // entry is a collapsed kernel (collapse.py): it runs a whole block in one call, its threads
+    // as loops over thread ids; no fibers.
+    int32_t collapsed;
 };
 
 }  // namespace pl::launch

@@ -420,3 +420,52 @@ using ::pl_memset_checked;
 #define memcpy(d, s, n) pl_memcpy_checked((d), (s), (n), __builtin_object_size((d), 0), __LINE__, #d)
 #define memmove(d, s, n) pl_memmove_checked((d), (s), (n), __builtin_object_size((d), 0), __LINE__, #d)
 #define memset(d, c, n) pl_memset_checked((d), (c), (n), __builtin_object_size((d), 0), __LINE__, #d)
+
+// ---- collapsed kernels (collapse.py): the helpers of a block run as loops over thread ids ----
+namespace pl {
+inline size_t cox_round(size_t n) { return (n + 63) & ~(size_t)63; }
+// One allocation per block for every variable that lives across a barrier or warp operation,
+// one element per thread.
+inline char* cox_frame(int nt, int n, const size_t* sizes) {
+    size_t total = 64;
+    for (int i = 0; i < n; ++i) total += cox_round(sizes[i] * (size_t)nt);
+    return (char*)::operator new(total, std::align_val_t{64});
+}
+inline void cox_free(char* p) { ::operator delete(p, std::align_val_t{64}); }
+// The thread a shuffle reads, as the runtime's complete_warp_op picks it (full warps only).
+inline int cox_src(int kind, int t, int arg, int width) {
+    int lane = t & 31, base = lane & ~(width - 1), src = lane;
+    switch (kind) {
+        case SHFL_IDX: src = base + (arg & (width - 1)); break;
+        case SHFL_UP: src = (lane - base) >= arg ? lane - arg : lane; break;
+        case SHFL_DOWN: src = (lane - base) + arg < width ? lane + arg : lane; break;
+        default: src = lane ^ arg; if (src < base || src >= base + width) src = lane; break;
+    }
+    if (src < 0 || src > 31) src = lane;
+    return (t & ~31) + src;
+}
+// The canary right past shared_mem intact in every dynamic shared array (the fibers' check
+// at a switch, inline); false: ask pl_cox_smem, which reports.
+inline bool cox_guard_ok(const CoxGuard* g) {
+    if (g->n <= 0) return g->n == 0;
+    for (int i = 0; i < g->n; ++i) {
+        uint64_t x = 0;
+        for (int k = 0; k < 8; ++k) {
+            uint64_t a, b;
+            __builtin_memcpy(&a, g->at[i] + 8 * k, 8);
+            __builtin_memcpy(&b, g->pattern + 8 * k, 8);
+            x |= a ^ b;
+        }
+        if (x) return false;
+    }
+    return true;
+}
+inline unsigned cox_vote(int kind, const unsigned* pred, int t) {
+    const unsigned* w = pred + (t & ~31);
+    unsigned bits = 0;
+    for (int l = 0; l < 32; ++l) bits |= (w[l] ? 1u : 0u) << l;
+    if (kind == ANY) return bits != 0;
+    if (kind == ALL) return bits == 0xffffffffu;
+    return bits;
+}
+}  // namespace pl

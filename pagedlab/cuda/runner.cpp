@@ -73,6 +73,9 @@ constexpr uint64_t GAP = 64ull << 20;
 #endif
 
 constexpr int REGION_FD = 3;
+// With a third argument "--go": the parent copies the argument buffers in while this process
+// starts, and writes one byte on GO_FD when they are complete (EOF: it gave up).
+constexpr int GO_FD = 4;
 
 Header* g_hdr = nullptr;
 
@@ -169,7 +172,8 @@ int main(int argc, char** argv) {
     // reset what the parent had set, so it is set here, before anything else runs).
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 #endif
-    if (argc != 3) fail("usage: %s KERNEL_LIBRARY ENTRY_SYMBOL|--describe\n", argv[0]);
+    if (argc != 3 && !(argc == 4 && strcmp(argv[3], "--go") == 0))
+        fail("usage: %s KERNEL_LIBRARY ENTRY_SYMBOL|--describe [--go]\n", argv[0]);
     struct stat st;
     if (fstat(REGION_FD, &st) != 0 || st.st_size < (off_t)sizeof(Header))
         fail("no launch region on fd 3%s\n", "");
@@ -196,6 +200,13 @@ int main(int argc, char** argv) {
     Dl_info info;
     if (dladdr((void*)spec->entry, &info)) g_hdr->lib_base = (uint64_t)(uintptr_t)info.dli_fbase;
 
+    if (argc == 4) {  // the argument buffers (and pointer tables) are written by now
+        char go = 0;
+        ssize_t n;
+        do n = read(GO_FD, &go, 1); while (n < 0 && errno == EINTR);
+        if (n != 1) _exit(3);
+        close(GO_FD);
+    }
     relocate(base);
     write_globals(lib, base);
 

@@ -290,14 +290,18 @@ def _wait(pid: int, timeout: float) -> int:
     return os.waitpid(pid, 0)[1]
 
 
-def spawn(prog: Path, build, entry: str, region: Region, stdout_fd: int) -> int:
-    """Start the runner on the region; returns its pid."""
-    # Fresh descriptors above 9, so the dup2s onto 1 and 3 never overwrite each other's source.
-    fds = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (stdout_fd, region.fd)]
+def spawn(prog: Path, build, entry: str, region: Region, stdout_fd: int, go_fd: int | None = None) -> int:
+    """Start the runner on the region; returns its pid. go_fd: the read end of a pipe on which
+    the caller writes one byte once the argument buffers are in the region (it fills them while
+    the runner starts); the runner waits for it before it touches them."""
+    # Fresh descriptors above 9, so the dup2s onto 1, 3 and 4 never overwrite each other's source.
+    sources = (stdout_fd, region.fd) + ((go_fd,) if go_fd is not None else ())
+    fds = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in sources]
     try:
-        return os.posix_spawn(str(prog), [str(prog), str(build.library), entry], {},
-                              file_actions=[(os.POSIX_SPAWN_DUP2, fds[0], 1),
-                                            (os.POSIX_SPAWN_DUP2, fds[1], 3)])
+        return os.posix_spawn(str(prog), [str(prog), str(build.library), entry]
+                              + (["--go"] if go_fd is not None else []), {},
+                              file_actions=[(os.POSIX_SPAWN_DUP2, fd, target)
+                                            for fd, target in zip(fds, (1, 3, 4))])
     finally:
         for fd in fds:
             os.close(fd)

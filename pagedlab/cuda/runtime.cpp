@@ -71,6 +71,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <string>
 #include <sys/mman.h>
 #include <sys/ucontext.h>
@@ -205,6 +206,8 @@ struct Worker {
     uint64_t quick_from = ~0ull;
     bool canary_ok = false;  // the last block ended with every canary intact: keep, not refill
     uint3 bid{};
+    pl::CoxGuard guard{};  // collapsed kernels: pl_cox_guard
+    jmp_buf cox_out;       // collapsed kernels: where a fiber-only call (cox_escape) returns to
     uint64_t rng = 0;
     char* altstack = nullptr;
     pthread_t self{};
@@ -492,9 +495,19 @@ void release_barrier(Worker* w) {
     w->bar_arrived = 0; w->bar_count = 0; w->bar_and = 1; w->bar_or = 0; w->bar_split = false;
 }
 
+// A collapsed kernel (no fibers: w->cur < 0) reached code only fibers can run (collapse.py
+// should have kept such a kernel on fibers): fail the launch and leave the block.
+[[noreturn]] void cox_escape(Worker* w, Status st, const std::string& text) {
+    report(w, st, text);
+    longjmp(w->cox_out, 1);
+}
+
 int barrier(int line, int kind, int pred) {
     Worker* w = tl_worker;
     if (!w) { fprintf(stderr, "pagedlab: __syncthreads() outside a kernel launch\n"); abort(); }
+    if (w->cur < 0)
+        cox_escape(w, ST_INTERNAL, "pagedlab internal error: a collapsed kernel reached " + std::string(bar_name(kind)) +
+                   "() at " + where(line) + "; run it with PAGEDLAB_CUDA_COLLAPSE=0 and report this");
     Fiber& f = w->fibers[w->cur];
     f.state = AT_BARRIER; f.line = line; f.kind = kind;
     if (w->bar_arrived++ == 0) { w->bar_line = line; w->bar_kind = kind; }
@@ -586,6 +599,9 @@ std::string lane_list(unsigned bits) {
 uint64_t warp_op(int line, int kind, unsigned mask, uint64_t bits, int arg, int width) {
     Worker* w = tl_worker;
     if (!w) { fprintf(stderr, "pagedlab: warp operation outside a kernel launch\n"); abort(); }
+    if (w->cur < 0)
+        cox_escape(w, ST_INTERNAL, "pagedlab internal error: a collapsed kernel reached " + std::string(kind_name(kind)) +
+                   "() at " + where(line) + "; run it with PAGEDLAB_CUDA_COLLAPSE=0 and report this");
     Fiber& f = w->fibers[w->cur];
     int warp = f.warp, lane = f.lane;
     int tid = w->cur;
@@ -754,7 +770,7 @@ bool setup_worker(Worker* w, int nthreads) {
     w->page = (size_t)sysconf(_SC_PAGESIZE);
     size_t ss = (g_spec->stack_size + w->page - 1) & ~(w->page - 1);
     w->stack_stride = ss + w->page;  // one guard page below each stack: overflow faults
-    w->stack_count = (size_t)nthreads;
+    w->stack_count = g_spec->collapsed ? 1 : (size_t)nthreads;  // collapsed: no fibers run
     size_t total = w->stack_stride * w->stack_count;
     void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS
 #ifdef MAP_NORESERVE
@@ -840,6 +856,25 @@ void run_block(Worker* w, uint32_t linear) {
     }
     w->canary_ok = false;
 
+    if (s->collapsed) {  // collapse.py: the whole block is one call, threads are loops inside it
+        pl::ThreadCtx ctx{};
+        ctx.bid = w->bid;
+        ctx.bdim = dim3(s->block[0], s->block[1], s->block[2]);
+        ctx.gdim = dim3(s->grid[0], s->grid[1], s->grid[2]);
+        ctx.collapsed = 1;
+        w->failed = false;
+        w->cur = -1;  // a crash names the block, not a thread
+        p.thread = -1;
+        san::block_begin(w);
+        pl_cur = &ctx;
+        if (setjmp(w->cox_out) == 0) s->entry(s->args);
+        pl_cur = nullptr;
+        if (w->ndyn) w->canary_ok = smem_check(w, 0, -1);
+        if (!w->failed) san::block_end(w);
+        if (!w->failed) s->diag->blocks_done.fetch_add(1, std::memory_order_relaxed);
+        p.active = 0;
+        return;
+    }
     uint32_t bx = s->block[0], by = s->block[1];
     for (int t = 0; t < w->nthreads; ++t) {
         Fiber& f = w->fibers[t];
@@ -1087,6 +1122,43 @@ int run_launch(Spec* s) {
 extern "C" {
 
 void pl_syncthreads(int line) { barrier(line, pl::BAR_PLAIN, 1); }
+// A collapsed kernel's dynamic shared memory check: after thread `thread`'s piece (the
+// canary right past shared_mem, as at a fiber's switch), or at the barrier at `line`
+// (thread -1: the guard window, as the fibers' barrier). Nonzero: the launch failed, stop.
+const pl::CoxGuard* pl_cox_guard(void) {
+    Worker* w = tl_worker;
+    pl::CoxGuard& g = w->guard;
+    uint64_t used = g_spec->shared_mem;
+    g.n = w->ndyn;
+    if (!w->ndyn) return &g;
+    if (w->quick_from != used) {
+        for (uint64_t k = 0; k < QUICK_WINDOW; ++k)
+            w->quick[k] = ((const unsigned char*)&CANARY)[(used + k) & 3];
+        w->quick_from = used;
+    }
+    g.pattern = w->quick;
+    for (int i = 0; i < w->ndyn && i < 8; ++i) {
+        if (used + QUICK_WINDOW > w->dyn_cap[i]) { g.n = -1; break; }
+        g.at[i] = (const unsigned char*)w->dyn[i] + used;
+    }
+    if (w->ndyn > 8) g.n = -1;
+    return &g;
+}
+
+int pl_cox_smem(int line, int thread) {
+    Worker* w = tl_worker;
+    if (!w || !w->ndyn) return 0;
+    if (w->failed) return 1;
+    if (thread >= 0) {  // what the thread's report says: the cut it reached (0: it returned)
+        Fiber& f = w->fibers[thread];
+        f.line = line;
+        f.state = line > 0 ? RUNNABLE : EXITED;
+        smem_check(w, 0, thread);
+    } else {
+        smem_check(w, line, -1);
+    }
+    return w->failed;
+}
 int pl_syncthreads_reduce(int line, int kind, int pred) { return barrier(line, kind, pred); }
 uint64_t pl_warp_op(int line, int kind, unsigned mask, uint64_t bits, int arg, int width) {
     return warp_op(line, kind, mask, bits, arg, width);
@@ -1094,12 +1166,20 @@ uint64_t pl_warp_op(int line, int kind, unsigned mask, uint64_t bits, int arg, i
 unsigned pl_activemask(void) {
     Worker* w = tl_worker;
     if (!w) return 0;
+    if (w->cur < 0)
+        cox_escape(w, ST_INTERNAL, "pagedlab internal error: a collapsed kernel called __activemask(); "
+                   "run it with PAGEDLAB_CUDA_COLLAPSE=0 and report this");
     Fiber& f = w->fibers[w->cur];
     return w->warp_exists[f.warp] & ~w->warp_exited[f.warp];
 }
 void pl_trap(int line, const char* what) {
     Worker* w = tl_worker;
     if (!w) abort();
+    if (w->cur < 0) {  // collapsed: the thread is not known here
+        Msg m;
+        m.add("%s at %s in %s", what, where(line).c_str(), block_name(w).c_str());
+        cox_escape(w, ST_TRAP, m.s);
+    }
     Msg m;
     m.add("%s at %s in thread %d of %s", what, where(line).c_str(), w->cur, block_name(w).c_str());
     report(w, ST_TRAP, m.s, w->cur);
