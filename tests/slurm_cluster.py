@@ -3,7 +3,10 @@
 Debian's slurm-wlm and munge (installed with apt where missing, as root), started by hand the way
 a container allows (no systemd): munged, slurmctld and slurmd in the foreground, each with its
 configuration, sockets, state, spool and logs under one temporary folder, on free ports, and
-stopped by PID at the end. The node has 2 CPUs, so an array of one-CPU tasks runs two at once.
+stopped by PID at the end. The node has 2 CPUs, so an array of one-CPU tasks runs two at once;
+backfill passes every second (bf_interval=1, not the default 30) start a pending task within a
+second of a free CPU (one loaded CI run saw no two tasks at once; the test prints slurmctld's
+allocations if it happens again).
 Process tracking by /proc and no task plugin: the container has no delegated cgroup for Slurm.
 The clients (sbatch, squeue, scancel, scontrol) find the cluster through SLURM_CONF.
 """
@@ -116,6 +119,7 @@ AccountingStorageType=accounting_storage/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1
 MpiDefault=none
 SwitchType=switch/none
 MailProg=/bin/true

@@ -162,6 +162,12 @@ def held_locks() -> dict[str, str]:
     return held
 
 
+def _allocations(cluster) -> list[str]:
+    """When slurmctld started each task (its log), for a failure that found no two at once."""
+    log = cluster.base / "log" / "slurmctld.log"
+    return [line for line in log.read_text(errors="replace").splitlines() if "Allocate" in line] if log.is_file() else []
+
+
 class LockWatch(threading.Thread):
     """Samples the kernel's lock table while the array runs: which student's grading process holds
     the lock of which pool user (users.claimed), ten times a second."""
@@ -293,7 +299,7 @@ def test_the_readme_recipe_on_a_real_slurm_gives_grade_class_grades(cluster, set
     # Two tasks graded at once, each holding its own user's lock (the kernel's lock table says
     # so), each graded as the user it held, and no check died of the other's kill step.
     assert any(len(held) == 2 and None not in held.values() and len(set(held.values())) == 2
-               for held in samples), samples[-20:]
+               for held in samples), (samples[-20:], _allocations(cluster))
     for held in samples:
         for user, key in held.items():
             if key:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .signature import _KERNEL_RE, strip_comments
+from .signature import _KERNEL_RE, kernel_scopes, strip_comments
 
 _TOKEN = re.compile(r"""
  (?P<ws>\s+)
@@ -626,7 +626,7 @@ class Emitter:
 
     def cut(self, p: Parser, st: Stmt):
         if st.kind == "barrier":
-            self.line(f"if (pl_cox_smem(__LINE__, -1)) goto __pl_fail;  /* __syncthreads() */",
+            self.line("if (pl_cox_smem(__LINE__, -1)) goto __pl_fail;  /* __syncthreads() */",
                       p.t[st.start].line)
             return
         if st.kind == "block":
@@ -1199,7 +1199,6 @@ def _collapse(code: str, kernel: str, filename: str) -> Collapsed:
     for inc in re.findall(r"^\s*#\s*include\s*[<\"]([^>\"]+)[>\"]", text, re.M):
         if inc not in _INCLUDES_OK:
             raise Refused(f"includes {inc}")
-    from .compiler import kernel_scopes
     if kernel_scopes(code, [kernel]):
         raise Refused("kernel inside a namespace")
     macros = _macros(text)

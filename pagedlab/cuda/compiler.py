@@ -24,7 +24,7 @@ from pathlib import Path
 
 from . import ptx
 from .errors import CompileError
-from .signature import kernel_names, strip_comments
+from .signature import _namespaces_at, kernel_names, kernel_scopes, strip_comments
 from .unsupported import asm_refusal, refuse_unsupported
 
 HERE = Path(__file__).resolve().parent
@@ -349,22 +349,6 @@ def dynamic_shared_arrays(code: str) -> list[DynArray]:
     return list(found.values())
 
 
-_NAMESPACE_HEAD = re.compile(r"\bnamespace\s*([A-Za-z_][\w:]*)?\s*$")
-
-
-def _namespaces_at(text: str, pos: int) -> tuple[str, ...]:
-    """The namespaces enclosing offset `pos`, outermost first (`namespace a::b` gives a, b)."""
-    stack: list[tuple[str, ...] | None] = []
-    for i in range(pos):
-        ch = text[i]
-        if ch == "{":
-            m = _NAMESPACE_HEAD.search(text, max(0, i - 80), i)
-            stack.append(tuple((m.group(1) or "").split("::")) if m else None)
-        elif ch == "}" and stack:
-            stack.pop()
-    return tuple(n for entry in stack if entry for n in entry)
-
-
 def _inside_template(text: str, top: list[bool], pos: int) -> bool:
     """Is the file-scope construct enclosing `pos` a template (or one's specialisation)?"""
     brace = pos
@@ -491,20 +475,6 @@ def _defines(options) -> list[str]:
     arch = cuda_arch(options)
     if arch != DEFAULT_ARCH:
         out.append(f"-D__CUDA_ARCH__={arch}")
-    return out
-
-
-def kernel_scopes(code: str, kernels: list[str]) -> dict[str, str]:
-    """Kernel name -> how the glue names it: `::lab::k` for a kernel inside `namespace lab`."""
-    from .signature import _KERNEL_RE
-    text = strip_comments(code)
-    out = {}
-    for m in _KERNEL_RE.finditer(text):
-        name = m.group(1)
-        if name in kernels and name not in out:
-            spaces = [n for n in _namespaces_at(text, m.start()) if n]
-            if spaces:
-                out[name] = "::" + "::".join([*spaces, name])
     return out
 
 

@@ -303,3 +303,33 @@ def _check_scalar(p: Param, a) -> None:
         raise TypeError(
             f"{p.describe()} needs numpy.{want.name} ({_c_name(want)}), got numpy.{a.dtype.name}. "
             f"Pass numpy.{want.name}(value).")
+
+
+# A kernel's namespaces: the compiler's glue and the collapsing pass both name it by them.
+_NAMESPACE_HEAD = re.compile(r"\bnamespace\s*([A-Za-z_][\w:]*)?\s*$")
+
+
+def _namespaces_at(text: str, pos: int) -> tuple[str, ...]:
+    """The namespaces enclosing offset `pos`, outermost first (`namespace a::b` gives a, b)."""
+    stack: list[tuple[str, ...] | None] = []
+    for i in range(pos):
+        ch = text[i]
+        if ch == "{":
+            m = _NAMESPACE_HEAD.search(text, max(0, i - 80), i)
+            stack.append(tuple((m.group(1) or "").split("::")) if m else None)
+        elif ch == "}" and stack:
+            stack.pop()
+    return tuple(n for entry in stack if entry for n in entry)
+
+
+def kernel_scopes(code: str, kernels: list[str]) -> dict[str, str]:
+    """Kernel name -> how the glue names it: `::lab::k` for a kernel inside `namespace lab`."""
+    text = strip_comments(code)
+    out = {}
+    for m in _KERNEL_RE.finditer(text):
+        name = m.group(1)
+        if name in kernels and name not in out:
+            spaces = [n for n in _namespaces_at(text, m.start()) if n]
+            if spaces:
+                out[name] = "::" + "::".join([*spaces, name])
+    return out
