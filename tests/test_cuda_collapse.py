@@ -289,3 +289,29 @@ def test_the_v2_kernels_run_collapsed_and_bit_identical(monkeypatch):
     assert modes == [True, True, False, False]
     assert outs[0].tobytes() == outs[1].tobytes()
     np.testing.assert_allclose(outs[0], batch.expected(), rtol=1e-4, atol=1e-5)
+
+
+def test_graded_kernel_checks_run_on_fibers_even_where_round_robin_is_unchecked(monkeypatch):
+    """Tasks 10 and 14 launch inside `cuda.fibers_only()`: a grade never depends on the
+    collapsing pass. Today round_robin comes first and is checked (so on fibers anyway); here the
+    order is turned round, round_robin unchecked second, where it would collapse without the guard."""
+    from pagedlab import kernels
+    from pagedlab.checks import framework, paged_attention_cu, paged_attention_v2_cu
+    from pagedlab.cuda import executor
+    from pagedlab.kernel_batch import make_kernel_batch
+
+    modes = []
+    real = executor.use_collapsed
+    monkeypatch.setattr(executor, "use_collapsed", lambda *a: modes.append(real(*a)) or modes[-1])
+    order = lambda: ("warp0_first", "round_robin")  # noqa: E731
+    monkeypatch.setattr(paged_attention_cu, "check_schedules", order)
+    monkeypatch.setattr(paged_attention_v2_cu, "check_schedules", order)
+    # The recorder sees a collapse where nothing forbids one: the same kernel, outside a check.
+    batch = make_kernel_batch([20, 37], num_heads=2, head_size=32, seed=5).numpy()
+    kernels.decode_on_executor(*batch, impl=str(ROOT / "solutions"), schedule="round_robin")
+    assert modes == [True], modes
+    modes.clear()
+    for task in ("task10", "task14"):
+        check = framework.checks_of(task)[0]
+        framework.drive(check, "solutions", 0)
+    assert modes and not any(modes), f"{modes.count(True)} of {len(modes)} graded launches ran collapsed"

@@ -97,7 +97,7 @@ def drive_kernel(run, cases, schedules=None) -> None:
             # finds races, out-of-bounds and uninitialised reads, with both source lines.
             checking = cuda.checking(SANITIZER if schedule == first_schedule else None)
             try:
-                with checking:
+                with checking, cuda.fibers_only():  # a grade never depends on collapse.py
                     out = decode_on_executor(*args, scale=scale, impl=run.impl, schedule=schedule,
                                              timeout=launch_timeout())
             except Exception as exc:  # noqa: BLE001 - compile errors, barrier errors, crashes

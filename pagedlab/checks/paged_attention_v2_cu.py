@@ -67,7 +67,7 @@ def _launch(run, batch_args, scale, partition_size, schedule, seq_lens, workspac
     if source in _HUNG:
         return None, f"not launched: the kernel hung earlier ({_HUNG[source]})"
     try:
-        with cuda.checking(SANITIZER if sanitize else None):
+        with cuda.checking(SANITIZER if sanitize else None), cuda.fibers_only():  # as Task 10
             return decode_v2_on_executor(*batch_args, scale=scale, impl=run.impl, partition_size=partition_size,
                                          workspace=workspace, schedule=schedule, timeout=LAUNCH_TIMEOUT)
     except Exception as exc:  # noqa: BLE001 - compile errors, barrier errors, crashes

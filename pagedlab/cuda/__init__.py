@@ -53,7 +53,9 @@ Design:
   Dynamic shared memory canaries are checked after each thread's piece and at each barrier, as
   at the fibers' switches; a crash in a collapsed kernel names its block but no thread.
   The collapsed version is compiled into the kernel itself (behind a flag of the launch), so
-  both use the same ``__shared__`` variables. ``PAGEDLAB_CUDA_COLLAPSE=0``: fibers always.
+  both use the same ``__shared__`` variables. ``PAGEDLAB_CUDA_COLLAPSE=0``: fibers always;
+  ``with cuda.fibers_only():`` the same for a block of code (the graded checks of Tasks 10 and
+  14 launch inside one, so a grade never depends on the collapsing pass).
 * Rules. ``__syncthreads()`` opens only when every thread of the block waits at the same call;
   a thread that returned early never arrives (``BarrierError``, listing who waits where). A warp
   operation completes only when every lane in its mask calls the same operation with the same
@@ -206,7 +208,7 @@ from .errors import (
     UninitializedReadError,
     WarpSyncError,
 )
-from .executor import device_ptr
+from .executor import device_ptr, fibers_only
 from .kernel import MAX_DYNAMIC_SHARED_MEMORY, SCHEDULES, RawKernel, RawModule, cupy_available
 from .nvrtc import compile_ptx
 from .sanitizer import checking
@@ -215,5 +217,5 @@ __all__ = [
     "RawKernel", "RawModule", "SCHEDULES", "device_ptr", "MAX_DYNAMIC_SHARED_MEMORY", "compile_ptx", "cupy_available",
     "KernelError", "CompileError", "BarrierError", "WarpSyncError", "SharedMemoryError",
     "KernelCrash", "KernelTimeout",
-    "SanitizerError", "RaceError", "OutOfBoundsError", "UninitializedReadError", "checking",
+    "SanitizerError", "RaceError", "OutOfBoundsError", "UninitializedReadError", "checking", "fibers_only",
 ]

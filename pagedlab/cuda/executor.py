@@ -12,6 +12,7 @@ watchdog cannot stop a spinning kernel); a grading child ignores it and always i
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import os
@@ -213,13 +214,27 @@ def launch(build: compiler.Build, name: str, params: list[Param], args, cfg: Lau
     return "collapsed" if collapsed else "fibers"
 
 
+_FIBERS_ONLY = [0]  # depth of `fibers_only()` blocks open in this process
+
+
+@contextlib.contextmanager
+def fibers_only():
+    """Every launch inside runs on fibers. The graded checks use it: a grade then never
+    depends on the collapsing pass, whatever order their schedules come in."""
+    _FIBERS_ONLY[0] += 1
+    try:
+        yield
+    finally:
+        _FIBERS_ONLY[0] -= 1
+
+
 def use_collapsed(build, name, cfg, sanitizer) -> bool:
     """Run the kernel's collapsed version (collapse.py: the block's threads as loops, no
     fibers)? Only unchecked launches (checked ones need the fibers' hooks), in the default
     round_robin order (the order a collapsed kernel reproduces; the other schedules exist to
     reorder threads), and whole warps of at most 1024 threads. PAGEDLAB_CUDA_COLLAPSE=0: never."""
     threads = cfg.block[0] * cfg.block[1] * cfg.block[2]
-    return (sanitizer is None and os.environ.get("PAGEDLAB_CUDA_COLLAPSE", "1") != "0" and build.collapsed.get(name) == "" and cfg.schedule == "round_robin"
+    return (sanitizer is None and not _FIBERS_ONLY[0] and os.environ.get("PAGEDLAB_CUDA_COLLAPSE", "1") != "0" and build.collapsed.get(name) == "" and cfg.schedule == "round_robin"
             and threads % 32 == 0 and 0 < threads <= 1024)
 
 
