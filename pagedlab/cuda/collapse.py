@@ -869,20 +869,21 @@ class Emitter:
         self.out.append("}")
         self.depth -= 1
 
-    def full_mask(self, toks) -> bool:
+    def resolved(self, toks) -> str:
+        """The tokens' text with object-like macros expanded and parentheses stripped (a few
+        levels: enough for a mask or a width written through a #define)."""
         text = "".join(t.text for t in toks)
         for _ in range(5):
             if text in self.macros:
                 text = self.macros[text].replace(" ", "")
             text = text.strip("()")
-        return text in _FULL_MASKS
+        return text
+
+    def full_mask(self, toks) -> bool:
+        return self.resolved(toks) in _FULL_MASKS
 
     def const_int(self, toks) -> str:
-        text = "".join(t.text for t in toks)
-        for _ in range(5):
-            if text in self.macros:
-                text = self.macros[text].replace(" ", "")
-            text = text.strip("()")
+        text = self.resolved(toks)
         if text == "warpSize":
             text = "32"
         if text not in ("1", "2", "4", "8", "16", "32"):

@@ -509,12 +509,18 @@ def translation_unit(code: str, filename: str, kernels: list[str], dyn: list[Dyn
     return f'#include "{filename}"\n' + "\n".join(tail) + "\n"
 
 
+def collapse_enabled() -> bool:
+    """PAGEDLAB_CUDA_COLLAPSE=0 turns collapsing off: at build (no collapsed version) and at
+    launch (a cached build that has one still runs on fibers)."""
+    return os.environ.get("PAGEDLAB_CUDA_COLLAPSE", "1") != "0"
+
+
 def collapsed_source(code: str, filename: str, kernels: list[str]) -> tuple[str, dict[str, str]]:
     """The source with the collapsed version of each kernel in collapse.py's class put into
     the kernel (collapse.apply), and per kernel "" (collapsed) or why not.
     PAGEDLAB_CUDA_COLLAPSE=0 turns it off."""
     from . import collapse
-    if os.environ.get("PAGEDLAB_CUDA_COLLAPSE", "1") == "0":
+    if not collapse_enabled():
         return code, {k: "PAGEDLAB_CUDA_COLLAPSE=0" for k in kernels}
     done, status = [], {}
     for k in kernels:

@@ -234,7 +234,8 @@ def use_collapsed(build, name, cfg, sanitizer) -> bool:
     round_robin order (the order a collapsed kernel reproduces; the other schedules exist to
     reorder threads), and whole warps of at most 1024 threads. PAGEDLAB_CUDA_COLLAPSE=0: never."""
     threads = cfg.block[0] * cfg.block[1] * cfg.block[2]
-    return (sanitizer is None and not _FIBERS_ONLY[0] and os.environ.get("PAGEDLAB_CUDA_COLLAPSE", "1") != "0" and build.collapsed.get(name) == "" and cfg.schedule == "round_robin"
+    return (sanitizer is None and not _FIBERS_ONLY[0] and compiler.collapse_enabled()
+            and build.collapsed.get(name) == "" and cfg.schedule == "round_robin"
             and threads % 32 == 0 and 0 < threads <= 1024)
 
 
