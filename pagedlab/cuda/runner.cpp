@@ -5,7 +5,7 @@
 // runtime only; the kernel library is dlopened here, never in a Python process that launches.
 //
 // Protocol (executor.py / runner.py write it):
-//   argv: pagedlab-runner KERNEL_LIBRARY ENTRY_SYMBOL
+//   argv: pagedlab-runner KERNEL_LIBRARY ENTRY_SYMBOL [--go|--serve]
 //   fd 3: the launch region (a memfd or a file in a private folder), mapped shared. It starts
 //         with a Header; the Spec, Diag, argument slots and cells, argument buffers, sanitizer
 //         Config and report, and bytes of __constant__/__device__ globals all live inside it.
@@ -76,6 +76,9 @@ constexpr int REGION_FD = 3;
 // With a third argument "--go": the parent copies the argument buffers in while this process
 // starts, and writes one byte on GO_FD when they are complete (EOF: it gave up).
 constexpr int GO_FD = 4;
+// With "--serve" instead: the same for each launch, and after each one its status (0 ok, 1 the
+// Diag reports an error) as one byte on DONE_FD; the runner waits for the next byte on GO_FD.
+constexpr int DONE_FD = 5;
 
 Header* g_hdr = nullptr;
 
@@ -102,10 +105,35 @@ void write_globals(void* lib, char* base) {
 
 // lock_down() and confine_files(): pl_seal.h (shared with the C track's runner).
 
+// Where the argument buffers of the mapped launch are (a served runner keeps them between
+// launches: mapping 16 MB of arguments again costs as much as the copy itself).
+char* g_arena = nullptr;
+uint64_t g_arena_len = 0;
+uint64_t g_mapped[2 * 64];  // (off, len) of each mapped segment
+uint64_t g_nmapped = 0;
+
+bool same_segments(const Segment* seg) {
+    if (!g_arena || g_hdr->nseg != g_nmapped || g_nmapped > 64) return false;
+    for (uint64_t i = 0; i < g_nmapped; ++i)
+        if (seg[i].off != g_mapped[2 * i] || seg[i].len != g_mapped[2 * i + 1]) return false;
+    return true;
+}
+
 void map_segments(char* base) {
     Segment* seg = (Segment*)(base + g_hdr->seg_off);
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), total = GAP;
     for (uint64_t i = 0; i < g_hdr->nseg; ++i) total += seg[i].len + page + GAP;
+    if (same_segments(seg)) {  // the same files at the same places: only say where they are
+        char* at = g_arena + GAP;
+        for (uint64_t i = 0; i < g_hdr->nseg; ++i) {
+            seg[i].runner_addr = (uint64_t)(uintptr_t)at;
+            at += seg[i].len + page + GAP;
+        }
+        return;
+    }
+    if (g_arena) munmap(g_arena, g_arena_len);
+    g_arena = nullptr;
+    g_nmapped = 0;
     char* arena = (char*)mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                               -1, 0);
     if (arena == MAP_FAILED) fail("cannot reserve address space for the arguments: %s", strerror(errno));
@@ -116,6 +144,15 @@ void map_segments(char* base) {
             fail("cannot map an argument buffer: %s", strerror(errno));
         seg[i].runner_addr = (uint64_t)(uintptr_t)at;
         at += seg[i].len + page + GAP;
+    }
+    g_arena = arena;
+    g_arena_len = total;
+    if (g_hdr->nseg <= 64) {
+        for (uint64_t i = 0; i < g_hdr->nseg; ++i) {
+            g_mapped[2 * i] = seg[i].off;
+            g_mapped[2 * i + 1] = seg[i].len;
+        }
+        g_nmapped = g_hdr->nseg;
     }
 }
 
@@ -172,8 +209,10 @@ int main(int argc, char** argv) {
     // reset what the parent had set, so it is set here, before anything else runs).
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 #endif
-    if (argc != 3 && !(argc == 4 && strcmp(argv[3], "--go") == 0))
-        fail("usage: %s KERNEL_LIBRARY ENTRY_SYMBOL|--describe [--go]\n", argv[0]);
+    bool go = argc == 4 && strcmp(argv[3], "--go") == 0;
+    bool serve = argc == 4 && strcmp(argv[3], "--serve") == 0;
+    if (argc != 3 && !go && !serve)
+        fail("usage: %s KERNEL_LIBRARY ENTRY_SYMBOL|--describe [--go|--serve]\n", argv[0]);
     struct stat st;
     if (fstat(REGION_FD, &st) != 0 || st.st_size < (off_t)sizeof(Header))
         fail("no launch region on fd 3%s\n", "");
@@ -185,36 +224,55 @@ int main(int argc, char** argv) {
         fail("the launch region has the wrong format%s", "");
     g_hdr->runner_base = (uint64_t)(uintptr_t)base;
     map_segments(base);
-    close(REGION_FD);
+    if (!serve) close(REGION_FD);  // a served runner maps the next launches' buffers from it
 
     // Before the library's own code (its constructors) runs: no exec, no fork from here on.
-    g_hdr->locked = lock_down() ? 1 : 0;
-    if (g_hdr->locked) confine_files(argv[1]);
+    int32_t locked = lock_down() ? 1 : 0;
+    g_hdr->locked = locked;
+    if (locked) confine_files(argv[1]);
     void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!lib) fail("cannot load the kernel library: %s", dlerror());
     if (strcmp(argv[2], "--describe") == 0) _exit(describe(lib, base));
-    Spec* spec = (Spec*)(base + g_hdr->spec_off);
-    spec->entry = (void (*)(void**))dlsym(lib, argv[2]);
-    spec->smem_info = (SmemInfo)dlsym(lib, "pl_smem_info");
-    if (!spec->entry || !spec->smem_info) fail("the kernel library has no %s", argv[2]);
+    auto entry = (void (*)(void**))dlsym(lib, argv[2]);
+    auto smem_info = (SmemInfo)dlsym(lib, "pl_smem_info");
+    if (!entry || !smem_info) fail("the kernel library has no %s", argv[2]);
+    uint64_t lib_base = 0;
     Dl_info info;
-    if (dladdr((void*)spec->entry, &info)) g_hdr->lib_base = (uint64_t)(uintptr_t)info.dli_fbase;
+    if (dladdr((void*)entry, &info)) lib_base = (uint64_t)(uintptr_t)info.dli_fbase;
+    g_hdr->lib_base = lib_base;
 
-    if (argc == 4) {  // the argument buffers (and pointer tables) are written by now
-        char go = 0;
-        ssize_t n;
-        do n = read(GO_FD, &go, 1); while (n < 0 && errno == EINTR);
-        if (n != 1) _exit(3);
-        close(GO_FD);
+    // --serve: one launch per byte on GO_FD, each answered by its status on DONE_FD, until the
+    // parent closes GO_FD. The parent rewrites the whole region (header included) in between.
+    for (uint64_t launches = 0;; ++launches) {
+        if (go || serve) {  // the argument buffers (and pointer tables) are written by now
+            char byte = 0;
+            ssize_t n;
+            do n = read(GO_FD, &byte, 1); while (n < 0 && errno == EINTR);
+            if (n == 0 && serve && launches) _exit(0);  // the parent is done with us
+            if (n != 1) _exit(3);
+        }
+        if (launches) {
+            if (memcmp(g_hdr->magic, "PLRUN01", 8) != 0 || g_hdr->size != (uint64_t)st.st_size)
+                fail("the launch region has the wrong format%s", "");
+            g_hdr->runner_base = (uint64_t)(uintptr_t)base;
+            g_hdr->locked = locked;
+            g_hdr->lib_base = lib_base;
+            map_segments(base);
+        }
+        Spec* spec = (Spec*)(base + g_hdr->spec_off);
+        spec->entry = entry;
+        spec->smem_info = smem_info;
+        relocate(base);
+        write_globals(lib, base);
+
+        spec->isolate = IN_RUNNER;
+        spec->stdout_fd = -1;  // our stdout already is the parent's printf file
+        if (g_hdr->san_off) pl_san_configure(base + g_hdr->san_off);
+        int status = pl_launch(spec);
+        fflush(stdout);
+        fflush(stderr);
+        if (!serve) _exit(status == 0 ? 0 : 1);
+        char answer = status == 0 ? 0 : 1;
+        if (write(DONE_FD, &answer, 1) != 1) _exit(3);
     }
-    relocate(base);
-    write_globals(lib, base);
-
-    spec->isolate = IN_RUNNER;
-    spec->stdout_fd = -1;  // our stdout already is the parent's printf file
-    if (g_hdr->san_off) pl_san_configure(base + g_hdr->san_off);
-    int status = pl_launch(spec);
-    fflush(stdout);
-    fflush(stderr);
-    _exit(status == 0 ? 0 : 1);
 }

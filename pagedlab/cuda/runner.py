@@ -4,6 +4,8 @@ A kernel library loaded into Python (or into a fork of it) can look up the inter
 and compute its output with torch. So an isolated launch never loads the kernel there: it lays
 the whole launch out in one shared region (a memfd), spawns `runner.cpp` (built once per
 runtime, next to it in the build cache), and reads results and the Diag back from the region.
+An unchecked launch outside grading goes to a served runner instead (`Served`, below): the same
+protocol, one launch per byte on a pipe, in a runner kept from the kernel's last clean launch.
 
 Region layout, every part at an offset from the start: Header | Spec | Diag | argument slots |
 cells | file name | sanitizer Config and report | globals | argument buffers | relocation
@@ -290,21 +292,144 @@ def _wait(pid: int, timeout: float) -> int:
     return os.waitpid(pid, 0)[1]
 
 
-def spawn(prog: Path, build, entry: str, region: Region, stdout_fd: int, go_fd: int | None = None) -> int:
+def spawn(prog: Path, build, entry: str, region: Region, stdout_fd: int, go_fd: int | None = None,
+          done_fd: int | None = None) -> int:
     """Start the runner on the region; returns its pid. go_fd: the read end of a pipe on which
     the caller writes one byte once the argument buffers are in the region (it fills them while
-    the runner starts); the runner waits for it before it touches them."""
-    # Fresh descriptors above 9, so the dup2s onto 1, 3 and 4 never overwrite each other's source.
-    sources = (stdout_fd, region.fd) + ((go_fd,) if go_fd is not None else ())
+    the runner starts); the runner waits for it before it touches them. done_fd (with go_fd):
+    serve launches, one per byte on go_fd, each answered by its status byte on done_fd."""
+    # Fresh descriptors above 9, so the dup2s onto 1, 3, 4 and 5 never overwrite each other's source.
+    sources = (stdout_fd, region.fd) + ((go_fd,) if go_fd is not None else ()) \
+        + ((done_fd,) if done_fd is not None else ())
     fds = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in sources]
+    mode = [] if go_fd is None else ["--serve"] if done_fd is not None else ["--go"]
     try:
-        return os.posix_spawn(str(prog), [str(prog), str(build.library), entry]
-                              + (["--go"] if go_fd is not None else []), {},
+        return os.posix_spawn(str(prog), [str(prog), str(build.library), entry] + mode, {},
                               file_actions=[(os.POSIX_SPAWN_DUP2, fd, target)
-                                            for fd, target in zip(fds, (1, 3, 4))])
+                                            for fd, target in zip(fds, (1, 3, 4, 5))])
     finally:
         for fd in fds:
             os.close(fd)
+
+
+class Served:
+    """A runner kept between unchecked launches of one kernel: spawning one (exec, loading the
+    libraries, mapping the arguments) costs more than a decode kernel's whole run. It owns its
+    region, maps the argument buffers once while their layout stays the same, and runs a launch
+    per byte on `go`, answering its status on `done`. Only a runner that could not fork (`locked`)
+    and whose last launch ended clean is kept; any fault, timeout or error retires it, so a
+    launch never starts in a process a failed one left behind. Globals are rewritten every
+    launch (all of them: those the caller never set get the library's initial bytes), so a
+    kernel sees the same memory as in a fresh runner."""
+
+    def __init__(self, build, entry: str, size: int):
+        self.key = (str(build.library), entry)
+        self.entry = entry
+        self.owner = os.getpid()
+        self.region = Region(-(-size // (1 << 20)) * (1 << 20))
+        self.printed = tempfile.TemporaryFile()
+        self.pid = -1
+        self.go = self.done = self.watch = -1
+        self.launches = 0
+
+    def start(self, prog: Path, build) -> None:
+        """Spawn the runner on the region (its first launch already laid out in it)."""
+        go_read, self.go = os.pipe()
+        self.done, done_write = os.pipe()
+        try:
+            self.pid = spawn(prog, build, self.entry, self.region, self.printed.fileno(),
+                             go_fd=go_read, done_fd=done_write)
+            self.watch = exit_watch(self.pid)
+        finally:
+            os.close(go_read)
+            os.close(done_write)
+
+    def printed_text(self) -> bytes:
+        """What the kernel printed since the last call (the runner shares this file's offset)."""
+        self.printed.seek(0)
+        text = self.printed.read()
+        self.printed.seek(0)
+        self.printed.truncate()
+        return text
+
+    def kill(self) -> None:
+        """Stop the runner (if it is ours); its region stays mapped here for the Diag."""
+        if self.pid > 0 and self.owner == os.getpid():
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        self.pid = -1
+
+    def close(self) -> None:
+        """Stop the runner and release everything it held."""
+        self.kill()
+        for fd in (self.go, self.done, self.watch):
+            if fd >= 0:
+                os.close(fd)
+        self.go = self.done = self.watch = -1
+        self.region.close()
+        self.printed.close()
+
+
+_SERVED: list[Served] = []  # idle served runners, the most recently used last
+_SERVED_LOCK = threading.Lock()
+KEEP_SERVED = 4
+
+
+def serve_enabled() -> bool:
+    """PAGEDLAB_CUDA_SERVE=0: every launch in a fresh runner (as checked launches always are)."""
+    return os.environ.get("PAGEDLAB_CUDA_SERVE", "1") != "0" and hasattr(os, "pidfd_open")
+
+
+def take_served(build, entry: str, size: int) -> Served | None:
+    """An idle served runner of this kernel whose region holds `size` bytes (it is then the
+    caller's alone until keep_served), else None. A runner whose region is too small is retired."""
+    key = (str(build.library), entry)
+    with _SERVED_LOCK:
+        mine = [s for s in _SERVED if s.key == key]
+        if not mine:
+            return None
+        served = mine[-1]
+        _SERVED.remove(served)
+    if served.region.size >= size:
+        return served
+    served.close()
+    return None
+
+
+def keep_served(served: Served) -> None:
+    with _SERVED_LOCK:
+        _SERVED.append(served)
+        old = _SERVED[:-KEEP_SERVED] if len(_SERVED) > KEEP_SERVED else []
+        del _SERVED[:len(old)]
+    for s in old:
+        s.close()
+
+
+def close_served() -> None:
+    """Stop every idle served runner (tests; the runners also end when this process does)."""
+    with _SERVED_LOCK:
+        old = list(_SERVED)
+        _SERVED.clear()
+    for s in old:
+        s.close()
+
+
+def _forget_served_in_child() -> None:
+    # A forked child must not drive its parent's runners: drop its copies of their descriptors
+    # (the runners stay the parent's and end when the parent closes its own).
+    global _SERVED_LOCK
+    _SERVED_LOCK = threading.Lock()
+    old = list(_SERVED)
+    _SERVED.clear()
+    for s in old:
+        s.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_served_in_child)
 
 
 def exit_watch(pid: int) -> int:

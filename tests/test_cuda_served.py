@@ -1,0 +1,204 @@
+"""Served runners (runner.Served): an unchecked launch reuses the runner of the last clean launch
+of the same kernel instead of spawning one. Reuse must never show: each launch gets its own
+inputs, the globals a fresh runner would see, its own printf lines, and a launch after a crash
+or a timeout starts in a new process."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from pagedlab.cuda import KernelCrash, KernelTimeout, RawKernel, RawModule, runner
+
+pytestmark = pytest.mark.skipif(not runner.serve_enabled(), reason="needs pidfd_open (Linux)")
+
+SCALE = r'''
+extern "C" __global__ void scale(float* out, const float* x, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a * x[i];
+}
+'''
+
+
+@pytest.fixture(autouse=True)
+def _fresh_pool(monkeypatch):
+    monkeypatch.delenv("PAGEDLAB_CUDA_ISOLATE", raising=False)
+    monkeypatch.delenv("PAGEDLAB_CUDA_SERVE", raising=False)
+    runner.close_served()
+    yield
+    runner.close_served()
+
+
+def served_pids():
+    return sorted(s.pid for s in runner._SERVED)
+
+
+def scale(kern, x, a):
+    out = np.full_like(x, np.nan)  # poisoned: an element the launch never wrote shows
+    kern(((x.size + 63) // 64,), (64,), (out, x, np.float32(a), np.int32(x.size)))
+    return out
+
+
+def test_the_second_launch_runs_in_the_first_launchs_runner_with_its_own_inputs():
+    kern = RawKernel(SCALE, "scale", backend="cpu")
+    rng = np.random.default_rng(0)
+    x1, x2 = rng.standard_normal(1000).astype(np.float32), rng.standard_normal(1000).astype(np.float32)
+    np.testing.assert_array_equal(scale(kern, x1, 2.0), 2 * x1)
+    first = served_pids()
+    assert len(first) == 1
+    np.testing.assert_array_equal(scale(kern, x2, -3.0), np.float32(-3) * x2)
+    assert served_pids() == first  # no new process
+    x3 = rng.standard_normal(300_000).astype(np.float32)  # a larger region: a new runner
+    np.testing.assert_array_equal(scale(kern, x3, 1.5), np.float32(1.5) * x3)
+    second = served_pids()
+    assert len(second) == 1 and second != first
+    # Smaller buffers in that runner's region: it maps them anew, where a stale mapping of the
+    # last launch's buffers would give the kernel the old x (and the old out).
+    np.testing.assert_array_equal(scale(kern, x1, 0.5), np.float32(0.5) * x1)
+    np.testing.assert_array_equal(scale(kern, x2, 4.0), np.float32(4) * x2)
+    assert served_pids() == second
+
+
+def test_switching_it_off_spawns_a_runner_per_launch(monkeypatch):
+    monkeypatch.setenv("PAGEDLAB_CUDA_SERVE", "0")
+    kern = RawKernel(SCALE, "scale", backend="cpu")
+    x = np.random.default_rng(1).standard_normal(100).astype(np.float32)
+    np.testing.assert_array_equal(scale(kern, x, 2.0), 2 * x)
+    assert served_pids() == []
+
+
+COUNTER = r'''
+__device__ int calls = 5;
+__constant__ float bias[2];
+extern "C" __global__ void count(int* seen, float* b) {
+    seen[0] = atomicAdd(&calls, 1);
+    b[0] = bias[0] + bias[1];
+}
+'''
+
+
+@pytest.mark.parametrize("serve", ["1", "0"])
+def test_each_launch_sees_the_globals_a_fresh_runner_would(serve, monkeypatch):
+    monkeypatch.setenv("PAGEDLAB_CUDA_SERVE", serve)
+    mod = RawModule(code=COUNTER, backend="cpu")
+    kern = mod.get_function("count")
+    seen, b = np.full(1, -1, np.int32), np.full(1, np.nan, np.float32)
+    for k in range(3):  # the kernel's own increment never carries over: always the initial 5
+        kern((1,), (1,), (seen, b))
+        assert seen[0] == 5, f"launch {k} saw calls={seen[0]}"
+    mod.get_global("bias")[:] = [1.5, 2.0]
+    kern((1,), (1,), (seen, b))
+    assert (seen[0], b[0]) == (5, 3.5)
+    assert len(served_pids()) == (serve == "1")
+
+
+PRINTS = r'''
+extern "C" __global__ void say(int k) { if (threadIdx.x == 0) printf("launch %d%s\n", k, k ? "" : ", the longest line"); }
+'''
+
+
+def test_printf_of_each_launch_is_shown_once(capfd):
+    kern = RawKernel(PRINTS, "say", backend="cpu")
+    for k in range(3):
+        kern((1,), (32,), (np.int32(k),))
+    out = capfd.readouterr().out
+    assert out.splitlines() == ["launch 0, the longest line", "launch 1", "launch 2"]
+
+
+FAULT = r'''
+extern "C" __global__ void maybe_fault(float* out, int bad) {
+    if (bad && threadIdx.x == 0) *(volatile float*)0x10 = 1.0f;
+    out[threadIdx.x] = 7.0f;
+}
+extern "C" __global__ void maybe_spin(float* out, int spin) {
+    volatile int s = spin;
+    while (s) { }
+    out[threadIdx.x] = 7.0f;
+}
+'''
+
+
+def test_a_crash_retires_the_runner_and_the_next_launch_starts_fresh():
+    kern = RawKernel(FAULT, "maybe_fault", backend="cpu")
+    out = np.full(32, np.nan, np.float32)
+    kern((1,), (32,), (out, np.int32(0)))
+    before = served_pids()
+    with pytest.raises(KernelCrash):
+        kern((1,), (32,), (out, np.int32(1)))
+    assert served_pids() == []
+    out[:] = np.nan
+    kern((1,), (32,), (out, np.int32(0)))
+    assert (out == 7).all()
+    assert served_pids() and served_pids() != before
+    assert all(_gone(pid) for pid in before)
+
+
+def test_a_timeout_kills_the_served_runner():
+    kern = RawKernel(FAULT, "maybe_spin", backend="cpu")
+    out = np.full(32, np.nan, np.float32)
+    kern((1,), (32,), (out, np.int32(0)))
+    before = served_pids()
+    with pytest.raises(KernelTimeout):
+        kern((1,), (32,), (out, np.int32(1)), timeout=1.0)
+    assert all(_gone(pid) for pid in before)
+    out[:] = np.nan
+    kern((1,), (32,), (out, np.int32(0)))
+    assert (out == 7).all()
+
+
+def test_a_forked_child_never_drives_its_parents_runner():
+    kern = RawKernel(SCALE, "scale", backend="cpu")
+    x = np.random.default_rng(2).standard_normal(500).astype(np.float32)
+    scale(kern, x, 2.0)
+    parent = served_pids()
+    pid = os.fork()
+    if pid == 0:  # the child: its own launch must work, in a runner of its own
+        try:
+            ok = runner._SERVED == [] and np.array_equal(scale(kern, x, 3.0), np.float32(3) * x)
+            ok = ok and served_pids() and served_pids() != parent
+        except BaseException:
+            ok = False
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert served_pids() == parent  # still ours, still working
+    np.testing.assert_array_equal(scale(kern, x, -1.0), -x)
+    assert served_pids() == parent
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+ADD = r'''
+extern "C" __global__ void add(float* out, const float* a, const float* b, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        out[i] = a[i] + b[i];
+}
+'''
+
+
+@pytest.mark.parametrize("serve", ["1", "0"])
+def test_arguments_copied_by_two_threads_arrive_whole(serve, monkeypatch):
+    """Above executor.PARALLEL_COPY bytes a helper thread copies the last half of the arguments,
+    splitting an array between the two threads: every element must still arrive."""
+    from pagedlab.cuda import executor
+
+    monkeypatch.setenv("PAGEDLAB_CUDA_SERVE", serve)
+    n = 1_500_001  # three arrays of ~6 MB: the half falls inside `a`
+    assert 3 * 4 * n > 2 * executor.PARALLEL_COPY
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    out = np.full(n, np.nan, np.float32)
+    kern = RawKernel(ADD, "add", backend="cpu")
+    for _ in range(2):
+        kern((64,), (256,), (out, a, b, np.int32(n)))
+        np.testing.assert_array_equal(out, a + b)
+        a, b = b, rng.standard_normal(n).astype(np.float32)
+        out[:] = np.nan
