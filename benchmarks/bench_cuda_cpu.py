@@ -65,18 +65,12 @@ LAST_CPU = {}  # "mean": CPU time per call (this process and its runners) of the
 
 
 def _cpu():
-    """CPU seconds of this process, its reaped children (fresh runners) and the served runners
-    still alive (not reaped, so not in RUSAGE_CHILDREN: read from /proc)."""
+    """CPU seconds of this process, its reaped children (fresh runners) and its served runners
+    (alive, so not in RUSAGE_CHILDREN: they report their own)."""
     import resource
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    served = 0
-    for s in list(cuda.runner._SERVED):
-        try:
-            fields = Path(f"/proc/{s.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            served += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
-            pass
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime + served
+    return (me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+            + cuda.runner.served_cpu_seconds())
 
 
 def timed(fn, repeat):
@@ -86,7 +80,6 @@ def timed(fn, repeat):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    # a mean: a served runner's CPU time comes from /proc in clock ticks (10 ms)
     LAST_CPU["mean"] = (_cpu() - c) / repeat
     return statistics.median(times), min(times)
 

@@ -202,3 +202,33 @@ def test_arguments_copied_by_two_threads_arrive_whole(serve, monkeypatch):
         np.testing.assert_array_equal(out, a + b)
         a, b = b, rng.standard_normal(n).astype(np.float32)
         out[:] = np.nan
+
+
+BUSY = r'''
+extern "C" __global__ void busy(float* out, int n) {
+    float x = threadIdx.x;
+    for (int i = 0; i < n; ++i) x = x * 0.999f + 1.0f;  // a chain of dependent operations
+    out[threadIdx.x] = x;
+}
+'''
+
+
+def test_a_served_runners_cpu_time_is_counted_once():
+    """A served runner is not reaped after a launch, so its CPU time is not in RUSAGE_CHILDREN:
+    served_cpu_seconds() reports it (benchmarks add the two), until the runner is reaped."""
+    import resource
+
+    def children():
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    kern = RawKernel(BUSY, "busy", backend="cpu")
+    out = np.full(32, np.nan, np.float32)
+    kern((1,), (32,), (out, np.int32(10)))
+    c0, s0 = children(), runner.served_cpu_seconds()
+    kern((1,), (32,), (out, np.int32(3_000_000)))
+    used = runner.served_cpu_seconds() - s0
+    assert children() == c0 and used > 0.03
+    runner.close_served()
+    assert runner.served_cpu_seconds() == 0
+    assert children() - c0 >= used - 0.01  # reaped: its whole time is the children's now

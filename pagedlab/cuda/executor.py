@@ -507,6 +507,7 @@ def _launch_served(build, name, prog, plan, params, args, cfg, rt, globals_, ent
             diag.fault_addr = runner.runner_to_user(diag.fault_addr, plan.regions, plan.buffers,
                                                     _segments(region, plan))
         served.launches += 1
+        served.count_cpu(int(hdr.cpu_ns))
         # Kept only after a clean launch in a runner that cannot fork.
         keep = answer == 0 and diag.status == ST_OK and bool(hdr.locked)
         _raise_for(diag, build, cfg, lib_base=hdr.lib_base)
@@ -535,6 +536,7 @@ def _wait_served(served, cfg: LaunchConfig, diag: Diag, build, lib_base) -> int:
         if ready:
             break
     pid, served.pid = served.pid, -1  # it ended: reaped here, so close() leaves it
+    runner._LIVE.discard(served)
     try:
         _, status = os.waitpid(pid, 0)
     except ChildProcessError:

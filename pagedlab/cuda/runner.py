@@ -49,7 +49,7 @@ class Header(ctypes.Structure):
                 ("reloc_off", ctypes.c_uint64), ("nseg", ctypes.c_uint64),
                 ("seg_off", ctypes.c_uint64), ("nglobal", ctypes.c_uint64),
                 ("global_off", ctypes.c_uint64), ("locked", ctypes.c_int32),
-                ("pad_", ctypes.c_int32), ("error", ctypes.c_char * 512)]
+                ("pad_", ctypes.c_int32), ("cpu_ns", ctypes.c_uint64), ("error", ctypes.c_char * 512)]
 
 
 class Segment(ctypes.Structure):
@@ -331,6 +331,11 @@ class Served:
         self.pid = -1
         self.go = self.done = self.watch = -1
         self.launches = 0
+        self.cpu_ns = 0  # the runner's CPU time after its last launch
+
+    def count_cpu(self, now_ns: int) -> None:
+        """The runner's CPU time after a launch, as it reported it (served_cpu_seconds)."""
+        self.cpu_ns = max(self.cpu_ns, now_ns)
 
     def start(self, prog: Path, build) -> None:
         """Spawn the runner on the region (its first launch already laid out in it)."""
@@ -340,6 +345,7 @@ class Served:
             self.pid = spawn(prog, build, self.entry, self.region, self.printed.fileno(),
                              go_fd=go_read, done_fd=done_write)
             self.watch = exit_watch(self.pid)
+            _LIVE.add(self)
         finally:
             os.close(go_read)
             os.close(done_write)
@@ -361,6 +367,7 @@ class Served:
             except (ProcessLookupError, ChildProcessError):
                 pass
         self.pid = -1
+        _LIVE.discard(self)
 
     def close(self) -> None:
         """Stop the runner and release everything it held."""
@@ -374,8 +381,16 @@ class Served:
 
 
 _SERVED: list[Served] = []  # idle served runners, the most recently used last
+_LIVE: set = set()  # served runners started and not yet reaped (idle or in a launch)
+
+
+def served_cpu_seconds() -> float:
+    """CPU seconds of the served runners not reaped yet, as of their last launch. Reaped, a
+    runner's time is in RUSAGE_CHILDREN instead, so this plus that counts each launch once."""
+    return sum(s.cpu_ns for s in list(_LIVE)) / 1e9
 _SERVED_LOCK = threading.Lock()
 KEEP_SERVED = 4
+KEEP_SERVED_BYTES = 256 << 20  # an idle runner holds its region: a huge one is not worth keeping
 
 
 def serve_enabled() -> bool:
@@ -400,6 +415,11 @@ def take_served(build, entry: str, size: int) -> Served | None:
 
 
 def keep_served(served: Served) -> None:
+    """Keep an idle served runner for its kernel's next launch (the least recently used beyond
+    KEEP_SERVED is stopped; one whose region exceeds KEEP_SERVED_BYTES is not kept at all)."""
+    if served.region.size > KEEP_SERVED_BYTES:
+        served.close()
+        return
     with _SERVED_LOCK:
         _SERVED.append(served)
         old = _SERVED[:-KEEP_SERVED] if len(_SERVED) > KEEP_SERVED else []
@@ -424,6 +444,7 @@ def _forget_served_in_child() -> None:
     _SERVED_LOCK = threading.Lock()
     old = list(_SERVED)
     _SERVED.clear()
+    _LIVE.clear()
     for s in old:
         s.close()
 
