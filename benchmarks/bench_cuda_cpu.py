@@ -29,8 +29,9 @@ Measures, in one run:
     buffers, and K and V are copied by two threads. Measured 4 Dec, repeat 15, load ~0.5: served
     best 6.0 ms, median 6.4 ms (7.4x the 0.80 ms read: within 10x); a fresh runner per launch
     (PAGEDLAB_CUDA_SERVE=0, the "fresh runner" row) best 9.8 ms (12.3x); in-process 3.6 ms;
-    an empty kernel 0.24 ms served, 2.1 ms fresh. Checked launches, and every launch of a
-    grading child, still get a fresh runner each.
+    an empty kernel 0.24 ms served, 2.1 ms fresh. Checked launches are served too (their
+    instrumented build has runners of its own); every launch of a grading child gets a fresh
+    runner.
 
   * the same launch with the sanitizer on (check="race,memcheck,init") against checks
     off, in the same run. Target: checks on <= 10x checks off (checked launches run on fibers,

@@ -232,3 +232,40 @@ def test_a_served_runners_cpu_time_is_counted_once():
     runner.close_served()
     assert runner.served_cpu_seconds() == 0
     assert children() - c0 >= used - 0.01  # reaped: its whole time is the children's now
+
+
+SHADOW = r'''
+extern "C" __global__ void swap_pairs(float* out, const float* x, int flip) {
+    __shared__ float s[64];
+    int t = threadIdx.x, me = flip ? 63 - t : t;  // which thread writes which word changes
+    s[me] = x[me];
+    __syncthreads();
+    out[me] = s[me ^ 1];
+}
+extern "C" __global__ void racy(float* out, const float* x, int flip) {
+    __shared__ float s[64];
+    s[threadIdx.x] = x[threadIdx.x];
+    out[threadIdx.x] = s[threadIdx.x ^ 1];  // no barrier: a read-after-write race
+}
+'''
+
+
+def test_checked_launches_in_a_served_runner_start_from_clean_shadow_memory():
+    """The sanitizer's shadow of shared and global memory must not carry over: a word written by
+    thread 3 in one launch and by thread 60 in the next is no race, and a real race is still
+    found after clean launches of the same build."""
+    from pagedlab.cuda import RaceError
+
+    mod = RawModule(code=SHADOW, backend="cpu")
+    x = np.random.default_rng(4).standard_normal(64).astype(np.float32)
+    out = np.full(64, np.nan, np.float32)
+    for flip, schedule in [(0, "round_robin"), (1, "reversed"), (0, "random:3"), (1, "round_robin")]:
+        out[:] = np.nan
+        mod.get_function("swap_pairs")((1,), (64,), (out, x, np.int32(flip)), check="all",
+                                       schedule=schedule)
+        np.testing.assert_array_equal(out, x[np.arange(64) ^ 1])
+    assert len(served_pids()) == 1  # all four in one runner
+    with pytest.raises(RaceError):
+        mod.get_function("racy")((1,), (64,), (out, x, np.int32(0)), check="race")
+    # After the report the runner of that launch is gone; the clean kernel's stays clean.
+    mod.get_function("swap_pairs")((1,), (64,), (out, x, np.int32(1)), check="all")

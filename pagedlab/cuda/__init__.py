@@ -73,12 +73,13 @@ Design:
   Python interpreter in it; arguments and results go through one shared region
   (``PAGEDLAB_CUDA_ISOLATE=0`` runs in-process, except in a grading child); it is
   spawned before the argument arrays are copied into the region and waits for them on a pipe,
-  so its start and the copy overlap. An unchecked launch reuses the runner of the last clean
-  launch of the same kernel (a *served* runner: it keeps its region and its mapping of the
+  so its start and the copy overlap. A launch reuses the runner of the last clean launch of
+  the same kernel and build (a *served* runner: it keeps its region and its mapping of the
   arguments, and runs a launch per byte on a pipe), which makes a decode launch ~40% faster;
-  every global is rewritten before each launch, so a kernel sees what a fresh runner would, and
-  any crash, timeout or error retires the runner. Checked launches and every launch in a
-  grading child get a fresh runner; ``PAGEDLAB_CUDA_SERVE=0`` does that for all. The runner
+  every global is rewritten before each launch and the sanitizer's shadow memory is made anew,
+  so a kernel sees what a fresh runner would, and any crash, timeout, error or sanitizer report
+  retires the runner. Every launch in a grading child gets a fresh runner;
+  ``PAGEDLAB_CUDA_SERVE=0`` does that for all. The runner
   cannot exec or fork, and Python never loads a kernel library (parameters and globals are
   asked of the runner), so kernel code cannot reach Python's C API.
   Chosen over in-process sigaltstack/siglongjmp recovery: a spinning kernel cannot be stopped

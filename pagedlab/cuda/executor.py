@@ -396,12 +396,12 @@ def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_, table
     rt = runtime(build.runtime)  # checks the struct layouts; the sanitizer configures it
     prog = runner.program(build.runtime)
     entries = tables.entries if tables is not None else []
-    if sanitizer is None and runner.serve_enabled() and not grading():
+    if runner.serve_enabled() and not grading():
         # Every global, so a kept runner starts each launch from the memory a fresh one would.
         globals_ = {**{g: raw for g, (_, raw) in describe(build).globals.items()}, **globals_}
-        plan = _plan(build, params, args, None, globals_, len(entries))
-        return _launch_served(build, name, prog, plan, params, args, cfg, rt, globals_, entries,
-                              collapsed)
+        plan = _plan(build, params, args, sanitizer, globals_, len(entries))
+        return _launch_served(build, name, prog, plan, params, args, cfg, rt, sanitizer, globals_,
+                              entries, collapsed)
     plan = _plan(build, params, args, sanitizer, globals_, len(entries))
     region = runner.take_region(plan.lay.size)
     reuse = False
@@ -468,16 +468,17 @@ def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_, table
             region.close()
 
 
-def _launch_served(build, name, prog, plan, params, args, cfg, rt, globals_, entries,
+def _launch_served(build, name, prog, plan, params, args, cfg, rt, sanitizer, globals_, entries,
                    collapsed) -> None:
-    """An unchecked launch in a served runner (runner.Served): kept from the last launch of this
-    kernel when there is one, else started while the arguments are copied in."""
+    """A launch in a served runner (runner.Served): kept from the last clean launch of this
+    build's kernel when there is one, else started while the arguments are copied in."""
     entry = f"pl_entry_{build.symbol(name)}"
     served = runner.take_served(build, entry, plan.lay.size) or runner.Served(build, entry, plan.lay.size)
     keep = False
     try:
         region = served.region
-        _fill(region, plan, build, params, args, cfg, None, rt, globals_, buffers=False)
+        _, san_cfg = _fill(region, plan, build, params, args, cfg, sanitizer, rt, globals_,
+                           buffers=False)
         Spec.from_address(region.at(plan.spec)).collapsed = int(collapsed)
         hdr = runner.header_of(region)
         live = Diag.from_address(region.at(plan.diag))
@@ -508,10 +509,15 @@ def _launch_served(build, name, prog, plan, params, args, cfg, rt, globals_, ent
                                                     _segments(region, plan))
         served.launches += 1
         served.count_cpu(int(hdr.cpu_ns))
-        # Kept only after a clean launch in a runner that cannot fork.
-        keep = answer == 0 and diag.status == ST_OK and bool(hdr.locked)
+        if sanitizer is not None:
+            _sanitizer_back(region, plan, san_cfg, sanitizer, hdr)
+            sanitizer.finish(diag, build)  # raises the report
         _raise_for(diag, build, cfg, lib_base=hdr.lib_base)
+        # Kept only after a clean launch (nothing raised) in a runner that cannot fork.
+        keep = answer == 0 and diag.status == ST_OK and bool(hdr.locked)
     finally:
+        if sanitizer is not None:
+            sanitizer.disarm()
         if keep:
             runner.keep_served(served)
         else:

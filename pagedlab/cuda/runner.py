@@ -4,8 +4,8 @@ A kernel library loaded into Python (or into a fork of it) can look up the inter
 and compute its output with torch. So an isolated launch never loads the kernel there: it lays
 the whole launch out in one shared region (a memfd), spawns `runner.cpp` (built once per
 runtime, next to it in the build cache), and reads results and the Diag back from the region.
-An unchecked launch outside grading goes to a served runner instead (`Served`, below): the same
-protocol, one launch per byte on a pipe, in a runner kept from the kernel's last clean launch.
+A launch outside grading goes to a served runner instead (`Served`, below): the same protocol,
+one launch per byte on a pipe, in a runner kept from the kernel's last clean launch.
 
 Region layout, every part at an offset from the start: Header | Spec | Diag | argument slots |
 cells | file name | sanitizer Config and report | globals | argument buffers | relocation
@@ -313,7 +313,7 @@ def spawn(prog: Path, build, entry: str, region: Region, stdout_fd: int, go_fd: 
 
 
 class Served:
-    """A runner kept between unchecked launches of one kernel: spawning one (exec, loading the
+    """A runner kept between launches of one kernel of one build: spawning one (exec, loading the
     libraries, mapping the arguments) costs more than a decode kernel's whole run. It owns its
     region, maps the argument buffers once while their layout stays the same, and runs a launch
     per byte on `go`, answering its status on `done`. Only a runner that could not fork (`locked`)
