@@ -269,3 +269,49 @@ def test_checked_launches_in_a_served_runner_start_from_clean_shadow_memory():
         mod.get_function("racy")((1,), (64,), (out, x, np.int32(0)), check="race")
     # After the report the runner of that launch is gone; the clean kernel's stays clean.
     mod.get_function("swap_pairs")((1,), (64,), (out, x, np.int32(1)), check="all")
+
+
+def _runner_children() -> set[int]:
+    """pids of this process's kernel runners (served or fresh), from /proc."""
+    pids = set()
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids.update(int(p) for p in f.read().split())
+        except OSError:
+            pass
+    out = set()
+    for pid in pids:
+        try:
+            if "pagedlab-runner" in os.readlink(f"/proc/{pid}/exe"):
+                out.add(pid)
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.parametrize("serve", ["1", "0"])
+def test_interrupting_a_spinning_launch_stops_its_runner_and_the_next_launch_works(serve, monkeypatch):
+    """The notebook's stop button at 2 a.m.: Ctrl-C during a launch that never ends raises
+    KeyboardInterrupt, leaves no runner spinning on a core, and the kernel launches again."""
+    import signal
+    import threading
+
+    if not os.path.exists("/proc/self/task"):
+        pytest.skip("reads /proc")
+    monkeypatch.setenv("PAGEDLAB_CUDA_SERVE", serve)
+    kern = RawKernel(FAULT, "maybe_spin", backend="cpu")
+    out = np.full(32, np.nan, np.float32)
+    kern((1,), (32,), (out, np.int32(0)))  # built, and (served) its runner kept for the next
+    assert len(_runner_children()) == (serve == "1")
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            kern((1,), (32,), (out, np.int32(1)), timeout=60)
+    finally:
+        timer.cancel()
+    assert _runner_children() == set(), "the runner of the interrupted launch is still there"
+    out[:] = np.nan
+    kern((1,), (32,), (out, np.int32(0)))
+    assert (out == 7).all()
