@@ -381,21 +381,22 @@ class Served:
 
 
 _SERVED: list[Served] = []  # idle served runners, the most recently used last
+_SERVED_LOCK = threading.Lock()
 _LIVE: set = set()  # served runners started and not yet reaped (idle or in a launch)
+KEEP_SERVED = 4
+KEEP_SERVED_BYTES = 256 << 20  # an idle runner holds its region: a huge one is not worth keeping
+
+
+def serve_enabled() -> bool:
+    """PAGEDLAB_CUDA_SERVE=0: every launch in a fresh runner (as every launch of a grading
+    child is). Off where there is no pidfd to watch a runner with (macOS)."""
+    return os.environ.get("PAGEDLAB_CUDA_SERVE", "1") != "0" and hasattr(os, "pidfd_open")
 
 
 def served_cpu_seconds() -> float:
     """CPU seconds of the served runners not reaped yet, as of their last launch. Reaped, a
     runner's time is in RUSAGE_CHILDREN instead, so this plus that counts each launch once."""
     return sum(s.cpu_ns for s in list(_LIVE)) / 1e9
-_SERVED_LOCK = threading.Lock()
-KEEP_SERVED = 4
-KEEP_SERVED_BYTES = 256 << 20  # an idle runner holds its region: a huge one is not worth keeping
-
-
-def serve_enabled() -> bool:
-    """PAGEDLAB_CUDA_SERVE=0: every launch in a fresh runner (as checked launches always are)."""
-    return os.environ.get("PAGEDLAB_CUDA_SERVE", "1") != "0" and hasattr(os, "pidfd_open")
 
 
 def take_served(build, entry: str, size: int) -> Served | None:
