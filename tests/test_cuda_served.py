@@ -315,3 +315,17 @@ def test_interrupting_a_spinning_launch_stops_its_runner_and_the_next_launch_wor
     out[:] = np.nan
     kern((1,), (32,), (out, np.int32(0)))
     assert (out == 7).all()
+
+
+def test_a_grading_process_never_keeps_a_runner(monkeypatch):
+    """Each launch of a grading child gets a fresh runner: nothing one check's launch leaves in a
+    runner (a static, a stray thread) reaches the next check."""
+    from pagedlab.cuda import executor
+
+    monkeypatch.setenv("PAGEDLAB_GRADING", "1")
+    monkeypatch.setattr(executor, "_not_dumpable", lambda: None)  # keep pytest debuggable
+    kern = RawKernel(SCALE, "scale", backend="cpu")
+    x = np.random.default_rng(5).standard_normal(100).astype(np.float32)
+    for a in (2.0, 3.0):
+        np.testing.assert_array_equal(scale(kern, x, a), np.float32(a) * x)
+        assert served_pids() == [] and _runner_children() == set()
