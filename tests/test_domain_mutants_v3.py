@@ -224,8 +224,11 @@ KERNEL_CASES = {  # make_kernel_batch arguments, q scale, sanitizer checks
         (dict(seq_lens=[5, 40], num_heads=2, head_size=32, block_size=16, seed=3), 200.0, None),
     "head sizes 8 and 24 (dot product unrolled by 16)":
         (dict(seq_lens=[5, 40], num_heads=2, head_size=8, block_size=16, seed=3), 1.0, None),
+    # Unchecked, the write past logits[2048] is undefined behaviour (it lands in another library's
+    # thread-local data): it crashed the runner in hundreds of launches, but one loaded CI run
+    # (four workers, 4 Dec) came out right. The sanitizer's out-of-bounds report does not vary.
     "sequences past 2048 tokens (a fixed logits[2048])":
-        (dict(seq_lens=[2100], num_heads=1, head_size=16, block_size=32, seed=3), 1.0, None),
+        (dict(seq_lens=[2100], num_heads=1, head_size=16, block_size=32, seed=3), 1.0, "memcheck"),
     # Its sums come out right on the executor: only a report of the global race can show it.
     "a global-memory race (warps add into out without atomicAdd)":
         (dict(seq_lens=[40, 7], num_heads=2, head_size=32, block_size=16, seed=3), 1.0, "race"),
