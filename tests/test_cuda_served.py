@@ -329,3 +329,88 @@ def test_a_grading_process_never_keeps_a_runner(monkeypatch):
     for a in (2.0, 3.0):
         np.testing.assert_array_equal(scale(kern, x, a), np.float32(a) * x)
         assert served_pids() == [] and _runner_children() == set()
+
+
+SPIN_IN_A_CHILD = r"""
+import os, sys
+import numpy as np
+from pagedlab.cuda import RawKernel
+kern = RawKernel(sys.argv[1], "maybe_spin", backend="cpu")
+out = np.zeros(32, np.float32)
+kern((1,), (32,), (out, np.int32(0)))  # built: the next launch spins at once
+print("spinning", flush=True)
+kern((1,), (32,), (out, np.int32(1)), timeout=600)
+"""
+
+
+@pytest.mark.parametrize("serve", ["1", "0"])
+def test_a_runner_dies_with_the_notebook_kernel_that_launched_it(serve, tmp_path):
+    """A kernel restarted (SIGKILL) during a launch that never ends: its watchdog is gone with
+    it, so the runner must end too instead of spinning on a core for good."""
+    import subprocess
+    import sys
+    import time
+
+    env = dict(os.environ, PAGEDLAB_CUDA_SERVE=serve)
+    proc = subprocess.Popen([sys.executable, "-c", SPIN_IN_A_CHILD, FAULT], stdout=subprocess.PIPE,
+                            env=env, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "spinning"
+        deadline = time.monotonic() + 30
+        runners = set()
+        while not runners and time.monotonic() < deadline:
+            runners = {pid for pid in _children_of(proc.pid) if _is_runner(pid)}
+            time.sleep(0.05)
+        assert runners, "no runner started"
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not all(_gone_or_zombie(pid) for pid in runners):
+        time.sleep(0.05)
+    assert all(_gone_or_zombie(pid) for pid in runners), "the runner outlived its launcher"
+
+
+def test_a_served_runner_whose_spawning_thread_ended_is_replaced():
+    """The runner dies with the thread that spawned it; a launch from another thread afterwards
+    must notice and start a new one, not write to a dead runner."""
+    import threading
+
+    kern = RawKernel(SCALE, "scale", backend="cpu")
+    x = np.random.default_rng(6).standard_normal(100).astype(np.float32)
+    worker = threading.Thread(target=scale, args=(kern, x, 2.0))
+    worker.start()
+    worker.join()
+    first = served_pids()
+    assert len(first) == 1
+    deadline = __import__("time").monotonic() + 5
+    while not _gone_or_zombie(first[0]) and __import__("time").monotonic() < deadline:
+        pass
+    np.testing.assert_array_equal(scale(kern, x, 3.0), np.float32(3) * x)
+    assert served_pids() and served_pids() != first
+
+
+def _children_of(pid: int) -> set[int]:
+    out = set()
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out.update(int(p) for p in f.read().split())
+    except OSError:
+        pass
+    return out
+
+
+def _is_runner(pid: int) -> bool:
+    try:
+        return "pagedlab-runner" in os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return False
+
+
+def _gone_or_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True

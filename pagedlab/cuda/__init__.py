@@ -79,7 +79,9 @@ Design:
   every global is rewritten before each launch and the sanitizer's shadow memory is made anew,
   so a kernel sees what a fresh runner would, and any crash, timeout, error or sanitizer report
   retires the runner. Every launch in a grading child gets a fresh runner;
-  ``PAGEDLAB_CUDA_SERVE=0`` does that for all. The runner
+  ``PAGEDLAB_CUDA_SERVE=0`` does that for all. A runner dies with the thread that spawned it
+  (``PR_SET_PDEATHSIG``), so a notebook kernel killed during a launch that never ends leaves no
+  runner spinning. The runner
   cannot exec or fork, and Python never loads a kernel library (parameters and globals are
   asked of the runner), so kernel code cannot reach Python's C API.
   Chosen over in-process sigaltstack/siglongjmp recovery: a spinning kernel cannot be stopped

@@ -476,18 +476,28 @@ def _launch_served(build, name, prog, plan, params, args, cfg, rt, sanitizer, gl
     served = runner.take_served(build, entry, plan.lay.size) or runner.Served(build, entry, plan.lay.size)
     keep = False
     try:
-        region = served.region
-        _, san_cfg = _fill(region, plan, build, params, args, cfg, sanitizer, rt, globals_,
-                           buffers=False)
-        Spec.from_address(region.at(plan.spec)).collapsed = int(collapsed)
-        hdr = runner.header_of(region)
-        live = Diag.from_address(region.at(plan.diag))
-        if served.pid < 0:
-            served.start(prog, build)  # exec and libraries while the arguments are copied
-        try:
+        for attempt in (1, 2):
+            region = served.region
+            _, san_cfg = _fill(region, plan, build, params, args, cfg, sanitizer, rt, globals_,
+                               buffers=False)
+            Spec.from_address(region.at(plan.spec)).collapsed = int(collapsed)
+            hdr = runner.header_of(region)
+            live = Diag.from_address(region.at(plan.diag))
+            if served.pid < 0:
+                served.start(prog, build)  # exec and libraries while the arguments are copied
             _copy_buffers(region, plan)
             _relocate_tables(region, plan, entries)
-            os.write(served.go, b"g")
+            try:
+                os.write(served.go, b"g")
+                break
+            except BrokenPipeError:
+                # A kept runner ended before this launch began (the thread that spawned it is
+                # gone: PR_SET_PDEATHSIG); a fresh one runs it. A fresh one that died: its error.
+                if attempt == 2 or served.launches == 0:
+                    break
+                served.close()
+                served = runner.Served(build, entry, plan.lay.size)
+        try:
             answer = _wait_served(served, cfg, live, build, lib_base=lambda: hdr.lib_base)
         except KernelError as e:
             if type(e) is KernelError and hdr.error:

@@ -17,6 +17,7 @@
 // Before the kernel library is loaded the process drops the ability to exec or fork
 // (no_new_privs + seccomp), so neither a kernel nor the library's constructors can start a Python.
 #include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -210,6 +211,10 @@ int main(int argc, char** argv) {
     // Non-dumpable: no process of this uid opens our /proc/<pid>/mem or attaches to us (exec
     // reset what the parent had set, so it is set here, before anything else runs).
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    // Ended with the thread that spawned us: a notebook kernel killed during a launch that never
+    // finishes (a restart at 2 a.m.) must not leave this process spinning on a core with no
+    // watchdog left to stop it. Dying before this line is caught by the go pipe's EOF.
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 #endif
     bool go = argc == 4 && strcmp(argv[3], "--go") == 0;
     bool serve = argc == 4 && strcmp(argv[3], "--serve") == 0;

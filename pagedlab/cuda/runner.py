@@ -409,7 +409,8 @@ def take_served(build, entry: str, size: int) -> Served | None:
             return None
         served = mine[-1]
         _SERVED.remove(served)
-    if served.region.size >= size:
+    # Its spawning thread may have ended since (the runner dies with it: PR_SET_PDEATHSIG).
+    if served.region.size >= size and not select.select([served.watch], [], [], 0)[0]:
         return served
     served.close()
     return None
