@@ -58,6 +58,16 @@ Since 4 Dec unchecked launches of kernels in collapse.py's class run collapsed (
 checked launch still runs on them), which makes the checks-off side faster and these ratios
 larger: the naive attention value kernel, CPU time, 4.2 ms collapsed vs 8.0 ms on fibers
 unchecked, 77-82 ms checked: 18x against collapsed, 10x against fibers.
+Then launches became served (a kernel's runner kept between launches, runner.Served), which
+took the ~2 CPU-ms of a runner's spawn out of both sides; what is left of a small kernel's
+checked launch is the instrumentation itself. The "fibers" figure in each row is checks on over
+checks off on fibers: the sanitizer's own cost. One run (4 Dec, --repeat 3), against collapsed
+(fibers): naive attention value 55x (17.5x), softmax 53x (12.6x), q.k 24x (4.4x); 32x32-tile
+matmul 31.6x (6.7x), 16x16 12.1x (5.3x); layernorm 11.0x (10.5x); the other seven 1.2-9.1x
+(1.1-6.9x); median 9.1x (4.4x). Per access a checked build calls __tsan_read4/__tsan_write4
+(67% of the value kernel's samples, most of it loading the 32-byte shadow cell), while the
+collapsed loop vectorises: a <= 10x ratio against collapsed code would need checks hoisted out
+of the loops (per access range), not a faster hook.
 
 Run: .venv/bin/python benchmarks/bench_cuda_corpus.py [--repeat 3] [--quick] [--no-checks]
 (also run from benchmarks/bench_cuda_cpu.py --corpus)
