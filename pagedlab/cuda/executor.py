@@ -437,23 +437,10 @@ def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_, table
                 _wait_child(pid, runner.exit_watch(pid), cfg, live, build,
                             lib_base=lambda: hdr.lib_base)  # written by the runner once started
             except KernelError as e:
-                if type(e) is KernelError and hdr.error:
-                    text = hdr.error.decode(errors="replace")
-                    if "static TLS" in text:  # kernel.py rebuilds with PL_NO_FAST_TLS on this
-                        raise OSError(text) from None
-                    raise KernelError(f"the kernel runner could not start the launch: {text}") from None
-                raise
+                _raise_start_error(e, hdr)
         finally:
             _show_printed(printed)
-        for (lo, hi, written), off in zip(plan.regions, plan.buffers, strict=True):
-            if written:  # results come back even from a failed launch, like on a GPU
-                ctypes.memmove(lo, region.at(off), hi - lo)
-        for table, j, addr in entries:  # a writable table comes back with the caller's addresses
-            table.reshape(-1, order="A").view(np.uint64)[j] = addr
-        diag = Diag.from_buffer_copy(live)
-        if diag.fault_addr >= 4096:  # a null pointer (plus a small offset) stays as it is
-            diag.fault_addr = runner.runner_to_user(diag.fault_addr, plan.regions, plan.buffers,
-                                                    _segments(region, plan))
+        diag = _results_back(region, plan, entries, live)
         if sanitizer is not None:
             _sanitizer_back(region, plan, san_cfg, sanitizer, hdr)
             sanitizer.finish(diag, build)
@@ -466,6 +453,32 @@ def _launch_in_runner(build, name, params, args, cfg, sanitizer, globals_, table
             runner.give_back(region)
         else:
             region.close()
+
+
+def _raise_start_error(e: KernelError, hdr) -> None:
+    """Re-raise a runner's failure; one that could not start the launch says why (Header.error),
+    as an OSError when the library needs more static TLS (kernel.py rebuilds on that)."""
+    if type(e) is KernelError and hdr.error:
+        text = hdr.error.decode(errors="replace")
+        if "static TLS" in text:
+            raise OSError(text) from None
+        raise KernelError(f"the kernel runner could not start the launch: {text}") from None
+    raise e
+
+
+def _results_back(region, plan: _Plan, entries, live: Diag) -> Diag:
+    """Written arrays and pointer tables back to the caller; the Diag, its fault address among
+    the caller's arrays."""
+    for (lo, hi, written), off in zip(plan.regions, plan.buffers, strict=True):
+        if written:  # results come back even from a failed launch, like on a GPU
+            ctypes.memmove(lo, region.at(off), hi - lo)
+    for table, j, addr in entries:  # a writable table comes back with the caller's addresses
+        table.reshape(-1, order="A").view(np.uint64)[j] = addr
+    diag = Diag.from_buffer_copy(live)
+    if diag.fault_addr >= 4096:  # a null pointer (plus a small offset) stays as it is
+        diag.fault_addr = runner.runner_to_user(diag.fault_addr, plan.regions, plan.buffers,
+                                                _segments(region, plan))
+    return diag
 
 
 def _launch_served(build, name, prog, plan, params, args, cfg, rt, sanitizer, globals_, entries,
@@ -500,23 +513,10 @@ def _launch_served(build, name, prog, plan, params, args, cfg, rt, sanitizer, gl
         try:
             answer = _wait_served(served, cfg, live, build, lib_base=lambda: hdr.lib_base)
         except KernelError as e:
-            if type(e) is KernelError and hdr.error:
-                text = hdr.error.decode(errors="replace")
-                if "static TLS" in text:  # kernel.py rebuilds with PL_NO_FAST_TLS on this
-                    raise OSError(text) from None
-                raise KernelError(f"the kernel runner could not start the launch: {text}") from None
-            raise
+            _raise_start_error(e, hdr)
         finally:
             _show_text(served.printed_text())
-        for (lo, hi, written), off in zip(plan.regions, plan.buffers, strict=True):
-            if written:
-                ctypes.memmove(lo, region.at(off), hi - lo)
-        for table, j, addr in entries:
-            table.reshape(-1, order="A").view(np.uint64)[j] = addr
-        diag = Diag.from_buffer_copy(live)
-        if diag.fault_addr >= 4096:
-            diag.fault_addr = runner.runner_to_user(diag.fault_addr, plan.regions, plan.buffers,
-                                                    _segments(region, plan))
+        diag = _results_back(region, plan, entries, live)
         served.launches += 1
         served.count_cpu(int(hdr.cpu_ns))
         if sanitizer is not None:
@@ -557,12 +557,7 @@ def _wait_served(served, cfg: LaunchConfig, diag: Diag, build, lib_base) -> int:
         _, status = os.waitpid(pid, 0)
     except ChildProcessError:
         status = 0
-    if os.WIFSIGNALED(status) and diag.status == ST_OK:
-        raise KernelCrash(f"the launch process died on signal {signal.Signals(os.WTERMSIG(status)).name} "
-                          "before it could report (out of memory?)")
-    if os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0 and diag.status == ST_OK:
-        raise KernelError(f"the launch process exited with status {os.WEXITSTATUS(status)} "
-                          "without a report (did the kernel call exit()?)")
+    _raise_for_exit(status, diag)
     return 0 if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else 1  # as a fresh runner's
 
 
@@ -875,13 +870,7 @@ def _wait_child(pid: int, fd: int, cfg: LaunchConfig, diag: Diag, build,
         except ChildProcessError:  # SIGCHLD ignored by the host program: already reaped
             status = 0
         pid = -1
-        if os.WIFSIGNALED(status) and diag.status == ST_OK:
-            sig = os.WTERMSIG(status)
-            raise KernelCrash(f"the launch process died on signal {signal.Signals(sig).name} "
-                              "before it could report (out of memory?)")
-        if os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0 and diag.status == ST_OK:
-            raise KernelError(f"the launch process exited with status {os.WEXITSTATUS(status)} "
-                              "without a report (did the kernel call exit()?)")
+        _raise_for_exit(status, diag)
     finally:
         if pid > 0:  # KeyboardInterrupt or another error while waiting: stop the child
             try:
@@ -890,6 +879,17 @@ def _wait_child(pid: int, fd: int, cfg: LaunchConfig, diag: Diag, build,
             except (ProcessLookupError, ChildProcessError):
                 pass
         os.close(fd)
+
+
+def _raise_for_exit(status: int, diag: Diag) -> None:
+    """A launch process that ended (wait status) without writing a report into its Diag."""
+    if os.WIFSIGNALED(status) and diag.status == ST_OK:
+        sig = os.WTERMSIG(status)
+        raise KernelCrash(f"the launch process died on signal {signal.Signals(sig).name} "
+                          "before it could report (out of memory?)")
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0 and diag.status == ST_OK:
+        raise KernelError(f"the launch process exited with status {os.WEXITSTATUS(status)} "
+                          "without a report (did the kernel call exit()?)")
 
 
 def _sample_stuck(pid: int, diag: Diag) -> None:

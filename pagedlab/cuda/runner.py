@@ -178,6 +178,12 @@ def take_region(size: int) -> Region:
             region = min(fits, key=lambda r: r.size)
             _IDLE.remove(region)
             return region
+    return new_region(size)
+
+
+def new_region(size: int) -> Region:
+    """A fresh region of at least `size` bytes, in MiB steps so the next launch of similar size
+    fits it too."""
     return Region(-(-size // (1 << 20)) * (1 << 20))
 
 
@@ -326,7 +332,7 @@ class Served:
         self.key = (str(build.library), entry)
         self.entry = entry
         self.owner = os.getpid()
-        self.region = Region(-(-size // (1 << 20)) * (1 << 20))
+        self.region = new_region(size)
         self.printed = tempfile.TemporaryFile()
         self.pid = -1
         self.go = self.done = self.watch = -1
