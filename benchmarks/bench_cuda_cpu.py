@@ -196,19 +196,12 @@ def attention(repeat, workers):
         rows.append(("fresh runner", med, best, err, LAST_CPU["mean"], kern.last_mode))
     # The same launch in this process (no runner to spawn, no copy of K and V into its region):
     # what the fibers and the kernel's own loops cost, apart from isolation.
-    old = os.environ.get("PAGEDLAB_CUDA_ISOLATE")
-    os.environ["PAGEDLAB_CUDA_ISOLATE"] = "0"
-    try:
+    with env("PAGEDLAB_CUDA_ISOLATE", "0"):
         out[:] = np.nan
         med, best = timed(lambda: kern((heads, seqs), (128,), args, shared_mem=int(lens.max()) * 4,
                                        workers=workers), repeat)
         err = float(np.abs(out - ref).max() / np.abs(ref).max())
         rows.append(("in-process", med, best, err, LAST_CPU["mean"], kern.last_mode))
-    finally:
-        if old is None:
-            del os.environ["PAGEDLAB_CUDA_ISOLATE"]
-        else:
-            os.environ["PAGEDLAB_CUDA_ISOLATE"] = old
     return base, rows
 
 
@@ -242,12 +235,9 @@ def sanitizer_overhead(repeat, workers):
                                                 workers=workers), repeat)
         rows.append((check or "off", med))
     # checks off on fibers (a checked launch always runs on them): what the ratios were against
-    os.environ["PAGEDLAB_CUDA_COLLAPSE"] = "0"
-    try:
+    with env("PAGEDLAB_CUDA_COLLAPSE", "0"):
         med, _ = timed(lambda: kern(grid, (128,), args, shared_mem=smem, workers=workers), repeat)
         rows.append(("off, fibers", med))
-    finally:
-        del os.environ["PAGEDLAB_CUDA_COLLAPSE"]
     t = time.perf_counter()
     prof = kern.profile(grid, (128,), args, shared_mem=smem, workers=workers)
     return rows, time.perf_counter() - t, prof
