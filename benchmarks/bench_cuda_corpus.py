@@ -67,7 +67,16 @@ matmul 31.6x (6.7x), 16x16 12.1x (5.3x); layernorm 11.0x (10.5x); the other seve
 (1.1-6.9x); median 9.1x (4.4x). Per access a checked build calls __tsan_read4/__tsan_write4
 (67% of the value kernel's samples, most of it loading the 32-byte shadow cell), while the
 collapsed loop vectorises: a <= 10x ratio against collapsed code would need checks hoisted out
-of the loops (per access range), not a faster hook.
+of the loops (per access range), not a faster hook. GCC places its instrumentation pass before
+the loop optimisers (`g++ -O3 -fsanitize=thread -fdump-passes`: tree-tsan1, then tree-vect), so
+a checked build's loops never vectorise, whatever the hook costs.
+Then (4 Dec, later) the global-race shadow was mapped with its pages present (up to 64 MB):
+mapped lazily, a cell's first read mapped the shared zero page and its first write copied it,
+a second page fault plus a TLB shootdown of the other worker's CPU (perf: 22% of samples in
+flush IPIs). The naive softmax went from 41.6 to 8.5 CPU-ms checked, q.k from 85 to 50. One
+--quick --repeat 3 run after it, against collapsed (fibers): naive attention value 39x (13x),
+softmax 16x (4.6x), q.k 10.5x (2.4x); 32x32-tile matmul 25x (6.9x), 16x16 16x (2.9x); the
+other eight 1.8-7.5x (1.2-5.8x); median 5.9x (2.9x).
 
 Run: .venv/bin/python benchmarks/bench_cuda_corpus.py [--repeat 3] [--quick] [--no-checks]
 (also run from benchmarks/bench_cuda_cpu.py --corpus)
