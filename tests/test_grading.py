@@ -193,6 +193,46 @@ def test_grader_problems_score_zero_and_blame_the_grader_not_the_student(tmp_pat
     assert all("autograder problem, not your code" in t["output"] for t in results["tests"])
 
 
+def _register_in_the_grader_only(name: str):
+    """A check of task2 in this process's registry and nowhere else: the plugin the child loads
+    does not register it (as Task 10's GPU check exists only where the grader sees a GPU)."""
+    import sys
+
+    from pagedlab.checks import framework
+
+    framework.load_plugin()
+    framework.check("task2", name)(sys.modules["pagedlab_grading_plugin"].t2_twice)
+
+
+def test_the_child_runs_the_graders_plan_even_where_its_own_registry_differs(tmp_path):
+    _register_in_the_grader_only("t2 returns 3, twice")
+    good = by_number(quiet_grade(submission(tmp_path / "good"), tasks=["2"]))["2"]
+    assert good["status"] == "passed", good["output"]
+    assert "✓ t2 returns 3, twice" in good["output"]
+    wrong = by_number(quiet_grade(submission(tmp_path / "wrong", t2="return 4"), tasks=["2"]))["2"]
+    assert wrong["status"] == "failed" and "autograder problem" not in wrong["output"], wrong["output"]
+    assert "✗ t2 returns 3, twice" in wrong["output"]
+
+
+def test_a_plan_the_child_cannot_load_is_the_graders_problem_and_a_lost_record_the_students(tmp_path):
+    from pagedlab.sandbox import runner
+
+    impl = str(submission(tmp_path / "impl"))
+    plan = [{"key": "task2/ghost", "function": "pagedlab_grading_plugin:no_such_driver", "engines": {}}]
+    records, problems, grader_problem, _ = runner._run_children("task2", impl, plan, limit=20, env=None,
+                                                                sandbox=None)
+    assert "ended before its checks started" in grader_problem and "without the submission too" in grader_problem
+    assert not records and not problems  # nothing counted against the student
+    # A submission that wipes its record and exits looks the same from outside: the probe starts
+    # (no submission file in it), so it stays the submission's failure.
+    wipe = ("fd = int(os.environ['PAGEDLAB_RECORD_FD'])\nos.ftruncate(fd, 0)\nos.lseek(fd, 0, 0)\n"
+            "os._exit(3)")
+    results = quiet_grade(submission(tmp_path / "wipe", t1_a=wipe), tasks=["1"])
+    out = by_number(results)["1"]
+    assert out["status"] == "failed" and "autograder problem" not in out["output"], out["output"]
+    assert "ended before its checks started" in out["output"], out["output"]
+
+
 def test_a_missing_file_fails_the_tasks_that_need_it(tmp_path):
     (tmp_path / "prefix_cache.py").write_text("")
     results = quiet_grade(tmp_path, tasks=["1", "2"])

@@ -762,8 +762,10 @@ def test_the_child_is_sent_scenarios_as_data_never_a_seed():
             if c.hidden:
                 assert set(request) == {"key", "driver", "scenario"}
                 assert framework.find_scenario_driver(request["driver"]).__module__.startswith("pagedlab.checks.")
-            else:
-                assert request == {"key": c.key}
+            else:  # a finished plan: the driver by name and its case data, no registry needed
+                assert set(request) <= {"key", "function", "cases"} and request["key"] == c.key
+                assert framework.find_public_driver(request["function"]) is c.driver
+                assert request.get("cases") == (json.loads(json.dumps(c.cases)) if c.cases is not None else None)
         assert "1234567" not in json.dumps(requests)
 
 

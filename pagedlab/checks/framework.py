@@ -85,6 +85,10 @@ class Check:
     # Names of earlier checks of the task whose rules this one's scenario relies on: when one of
     # them fails too, this failure is reported as following from it (`causes`), not explained anew.
     follows: tuple = ()
+    # Public case data one driver shared by several checks runs on: the driver is called as
+    # `driver(run, cases)`. The grader sends the data with the driver's name (`public_driver`),
+    # so the child builds the check from the plan alone.
+    cases: object = None
 
     @property
     def key(self) -> str:
@@ -112,8 +116,10 @@ _loaded: set[str] = set()
 
 
 def check(task: str, name: str, rule: str = "", *, hint: str = "", hidden: bool = False,
-          expected: Callable | None = None, scenario: Callable | None = None, when=(), follows=()):
-    """Register a driver ``fn(run)`` as a graded check of `task`. With `scenario` (hidden checks:
+          expected: Callable | None = None, scenario: Callable | None = None, when=(), follows=(),
+          cases=None):
+    """Register a driver ``fn(run)`` as a graded check of `task` (``fn(run, cases)`` with public
+    `cases`, JSON data: one driver for several checks). With `scenario` (hidden checks:
     ``scenario(seed) -> JSON data``, run in the grader only) the driver must be a public
     `scenario_driver`, which the sandboxed child runs on the data alone. `when`: conditional
     hints (hints.When) for the trusted numeric record. `follows`: names of checks of the task
@@ -125,7 +131,8 @@ def check(task: str, name: str, rule: str = "", *, hint: str = "", hidden: bool 
         module = getattr(fn, "__module__", "")
         if scenario is not None and driver_name(fn) is None:
             raise ValueError(f"{task}/{name}: a check with a scenario needs a @scenario_driver driver")
-        found = Check(task, name, fn, rule, hint, hidden, expected, module, scenario, tuple(when), tuple(follows))
+        found = Check(task, name, fn, rule, hint, hidden, expected, module, scenario, tuple(when), tuple(follows),
+                      cases)
         bucket = _REGISTRY.setdefault(task, [])
         bucket[:] = [c for c in bucket if c.key != found.key]  # re-registering replaces
         bucket.append(found)
@@ -177,6 +184,48 @@ def find_scenario_driver(name: str) -> Callable:
 
 
 MAX_SCENARIO_BYTES = 4 * 2**20  # what the grader sends the child for one check
+
+
+# A public check's driver as the grader names it in the plan it sends the child: the child builds
+# each check from that name and the data beside it, and consults no registry of its own (a
+# registry that depends on the machine, like Task 10's GPU check, could differ between the two).
+def public_driver(c: Check) -> dict:
+    """``{"function": "module:name"[, "file": path]}`` for `c`'s driver: a module-level function
+    of an importable pagedlab module, or of a module the grader loaded from a file (a test's
+    stand-in checks). Raises ValueError for a driver the child could not find by that name."""
+    fn = c.driver
+    module_name, name = getattr(fn, "__module__", ""), getattr(fn, "__qualname__", "")
+    module = sys.modules.get(module_name)
+    if module is None or not name.isidentifier() or getattr(module, name, None) is not fn:
+        raise ValueError(f"the driver of {c.key!r} ({module_name}.{name}) is not a module-level function: "
+                         "the check child finds drivers by name (give it a name, with `cases=` for shared data)")
+    ref = {"function": f"{module_name}:{name}"}
+    if not module_name.startswith("pagedlab."):
+        ref["file"] = str(getattr(module, "__file__", "") or "")
+    return ref
+
+
+def find_public_driver(function: str, file: str | None = None) -> Callable:
+    """The driver the grader named (`public_driver`), importing its module."""
+    module_name, _, name = str(function).partition(":")
+    if not name.isidentifier() or not all(part.isidentifier() for part in module_name.split(".")):
+        raise KeyError(f"no driver {function!r}")
+    module = sys.modules.get(module_name)
+    if module is None and file:
+        spec = importlib.util.spec_from_file_location(module_name, file)
+        if spec is None or spec.loader is None:
+            raise KeyError(f"no driver {function!r}: cannot load {file}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    elif module is None:
+        if not module_name.startswith("pagedlab."):
+            raise KeyError(f"no driver {function!r}: drivers live in pagedlab or in a file the grader names")
+        module = importlib.import_module(module_name)
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise KeyError(f"no driver {function!r}")
+    return fn
 
 
 def engine_totals(c: Check, scenario=None) -> list[int]:
@@ -248,7 +297,7 @@ def _import_module(name: str) -> None:
 PLUGIN_ENV = "PAGEDLAB_GRADING_PLUGIN"  # tests: a file of stand-in checks, imported by both sides
 
 
-def _load_plugin() -> None:
+def load_plugin() -> None:
     import os
 
     plugin = os.environ.get(PLUGIN_ENV)
@@ -262,7 +311,7 @@ def _load_plugin() -> None:
 
 def checks_of(task: str, *, hidden: bool | None = False, hidden_from: Path | None = None) -> list[Check]:
     """The checks of `task`: public ones (hidden=False), hidden ones (True) or both (None)."""
-    _load_plugin()
+    load_plugin()
     if _checks_of_override is not None:
         return _checks_of_override(task, hidden=hidden, hidden_from=hidden_from)
     return _checks_of(task, hidden=hidden, hidden_from=hidden_from)
@@ -561,7 +610,10 @@ def drive(c: Check, impl=None, seed: int = 0, scenario=None, engines=None) -> St
         run = Run(impl, seed, scenario=scenario, engines=engines)
     previous, _current = _current, run
     try:
-        c.driver(run)
+        if c.cases is None:
+            c.driver(run)
+        else:
+            c.driver(run, c.cases)
     except Stop:
         run.stream.status = "stopped"
     except CheckFailure as exc:

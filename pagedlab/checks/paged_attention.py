@@ -319,5 +319,5 @@ SHARED_AND_SCALE = [
 for _name, _cases in (("MHA in float64 and float32, lengths 1, bs-1, bs, bs+1, 511", MHA),
                       ("grouped-query attention: 8/2, 12/4, 16/1 heads", GQA),
                       ("blocks shared between sequences, block sizes 8 and 32, a custom scale", SHARED_AND_SCALE)):
-    check("task9", _name, rule=RULE_ATTN, hint=ATTN_HINT, when=ATTN_WHEN, expected=expected_attention(_cases))(
-        lambda run, cases=_cases: drive_attention(run, cases))
+    check("task9", _name, rule=RULE_ATTN, hint=ATTN_HINT, when=ATTN_WHEN, expected=expected_attention(_cases),
+          cases=_cases)(drive_attention)

@@ -145,7 +145,7 @@ def expected_v2(cases, schedules=None) -> Expected:
 
 
 def _register(name, cases):
-    check("task14", name, rule=RULE, hint=HINT, when=WHEN, expected=expected_v2(cases))(lambda run: drive_v2(run, cases))
+    check("task14", name, rule=RULE, hint=HINT, when=WHEN, expected=expected_v2(cases), cases=cases)(drive_v2)
 
 
 _register("partition edges: lengths k*P-1, k*P, k*P+1 for P = 64 and P = 512", [

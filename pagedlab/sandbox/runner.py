@@ -182,6 +182,9 @@ def _run_children(task: str, impl: str, requests: list[dict], *, limit: float, e
             what = _ended("the check process ended before its checks started", end, limit)
             if trusted:
                 grader_problem = what
+            elif not _plan_starts(task, impl, requests[start:], env=env, sandbox=sandbox, part_a=part_a):
+                # The same plan with no submission file loaded fails too: the grader's.
+                grader_problem = what + "\n(the same checks fail to start without the submission too)"
             else:  # the submission's code may have rewritten the record: its failure
                 for index in range(start, len(requests)):
                     problems.setdefault(index, what)
@@ -214,6 +217,27 @@ def _run_children(task: str, impl: str, requests: list[dict], *, limit: float, e
                                            f"({deaths[-1]})")
             break
     return records, problems, grader_problem, output
+
+
+PROBE_SECONDS = 60.0  # CPU time for a child to load a plan's drivers
+
+
+def _plan_starts(task: str, impl: str, requests: list[dict], *, env: dict | None, sandbox: Sandbox | None,
+                 part_a: str | None) -> bool:
+    """Whether a check child started on `requests` with no submission file loaded (its `probe`:
+    the plan's drivers found, then exit), in the same sandbox: run when the submission's child
+    ended before it started. The probe's own record is the only one it writes (no student code
+    runs in it), so a child that cannot load the grader's plan is never counted against the
+    student, and a submission cannot claim to be the grader's problem."""
+    request = {"task": task, "impl": impl, "checks": requests, "probe": True, "track": part_a}
+    try:
+        end = run_limited([sys.executable, "-s", "-m", "pagedlab.checks.child"], env=_child_env(impl, env),
+                          timeout=PROBE_SECONDS, wall_factor=WALL_FACTOR,
+                          memory_bytes=manifest.memory_limit() * 2**30, sandbox=sandbox,
+                          stdin=json.dumps(request).encode(), record_cap=child_record.MAX_RECORD_BYTES)
+    except KillFailed:
+        return True  # the sandbox's own failure is reported by the run that follows
+    return child_record.parse(end.record, end.record_size).started
 
 
 def _ended(what: str, end: Finished, limit: float) -> str:
@@ -325,10 +349,11 @@ def plan_for(row: manifest.Task, *, hidden: bool, hidden_seed: int | None = None
 
 
 def requests_for(checks: list, plan: list[tuple[str, int]]) -> list[dict]:
-    """What the child is sent for each planned check: a public check's key; for a hidden one, the
-    name of its public driver and the scenario drawn here from its seed (data, never the seed);
-    and the bytes of the empty engines its scenes start from, written here (no code in the child
-    makes an engine: `pagedlab.trusted.engines`)."""
+    """What the child is sent for each planned check, a finished plan it needs no registry for:
+    a public check's driver by name (`framework.public_driver`) with its case data; for a hidden
+    one, the name of its public driver and the scenario drawn here from its seed (data, never the
+    seed); and the bytes of the empty engines its scenes start from, written here (no code in the
+    child makes an engine: `pagedlab.trusted.engines`)."""
     from ..trusted import engines
 
     requests = []
@@ -336,7 +361,9 @@ def requests_for(checks: list, plan: list[tuple[str, int]]) -> list[dict]:
         if c.scenario is None:
             if c.hidden:
                 raise ValueError(f"the hidden check {c.name!r} has no scenario planner (a seed is never sent)")
-            request = {"key": key}
+            request = {"key": key, **framework.public_driver(c)}
+            if c.cases is not None:
+                request["cases"] = json.loads(json.dumps(c.cases, allow_nan=False))
         else:
             request = {"key": key, "driver": framework.driver_name(c.driver),
                        "scenario": framework.scenario_data(c, seed)}
