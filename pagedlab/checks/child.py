@@ -2,9 +2,12 @@
 
     PAGEDLAB_RECORD_FD=N python -m pagedlab.checks.child  < request.json
 
-The request names the task, the implementation, and the checks to run: a public check by its key
-(its scenario is fixed in its public module), a hidden one by its public driver and the scenario
-the grader drew for it, as data. Nothing here sees a hidden seed or imports a hidden check. Each
+The request names the task, the implementation, and the checks to run, as a finished plan: a
+public check by its driver's name (`module:function`) and its case data, a hidden one by its
+public driver and the scenario the grader drew for it, as data. No registry is consulted here, so
+the grader's list of checks is the one that runs. Nothing here sees a hidden seed or imports a
+hidden check. A `probe` request only loads the plan's drivers and reports `start`: the grader
+asks it, with no submission file loaded, when a child ended before its checks started. Each
 driver's record is written to descriptor N (a file the parent opened in a folder of its own) as
 one JSON line, flushed at once, after a `begin` line,
 so when the student's code kills this process the parent knows which check it died in. Nothing
