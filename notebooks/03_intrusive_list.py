@@ -38,9 +38,9 @@ import matplotlib.pyplot as plt
 
 import pagedlab
 from pagedlab import cmem, viz
-from pagedlab.checks import scenes
 from pagedlab.harness import hw3
 from pagedlab.hw3 import ListNode, LLMEngine, Sequence
+from pagedlab.reference import scenes  # engines start from the judge side's empty engine
 
 # Your exercises/memory_manager.py (PAGEDLAB_IMPL, or impl=, picks another folder).
 mm = pagedlab.load("memory_manager")

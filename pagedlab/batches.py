@@ -1,9 +1,9 @@
 """Test data for the attention tasks: a decode batch stored in a paged KV cache.
 
-Public: the check child builds its scenarios with it. The answer a batch is checked against
-(`PagedBatch.expected`, dense attention) lives in `pagedlab.trusted.reference`, which the check child never
-imports and the grading set-up makes root-only. `pagedlab.reference` re-exports these names for
-the notebooks.
+Public: the check child builds its scenarios with it, and nothing here computes an answer. The
+answer a batch is checked against (dense attention) is judge side (`pagedlab.trusted.reference`,
+root-only in the grading set-up); the notebooks' batches (`pagedlab.reference.PagedBatch`) add
+`expected()` and `holds()`, which ask the judge side.
 """
 
 from __future__ import annotations
@@ -37,43 +37,6 @@ class PagedBatch:
     @property
     def block_size(self) -> int:
         return self.k_cache.shape[1]
-
-    def expected(self, scale: float | None = None) -> torch.Tensor:
-        """Decode output per sequence from `dense_attention` in float64: ``[num_seqs, num_heads, head_size]``."""
-        from . import judge_link
-
-        if judge_link.active():  # a grader's notebook run: root computes it (pagedlab.judge_link)
-            return judge_link.batch_expected(self, scale)
-        return self.judged_expected(scale)
-
-    def holds(self, s: int, k, v) -> bool:
-        """True when `k` and `v` are sequence `s`'s tokens in order, exactly (compared on the judge
-        side; the batch hands out no tokens, so a notebook can check a gather without one)."""
-        from . import judge_link
-
-        if judge_link.active():
-            return judge_link.batch_holds(self, s, k, v)
-        return self.judged_holds(s, k, v)
-
-    # The judge side's own answers (root's, in a grader's notebook run: judge_service).
-    def judged_expected(self, scale: float | None = None) -> torch.Tensor:
-        # judge side: root-only where the checks run
-        from .trusted.attention import _sequence_tokens
-        from .trusted.reference import dense_attention
-
-        rows = []
-        for s in range(len(self.seq_lens)):
-            k, v = (torch.from_numpy(t).double() for t in _sequence_tokens(self, s))
-            rows.append(dense_attention(self.q[s:s + 1].double(), k, v, scale)[0])
-        return torch.stack(rows)
-
-    def judged_holds(self, s: int, k, v) -> bool:
-        from .trusted.attention import _sequence_tokens
-
-        want = _sequence_tokens(self, s)
-        got = [np.asarray(x.detach().cpu() if isinstance(x, torch.Tensor) else x) for x in (k, v)]
-        return all(g.shape == w.shape and g.dtype == w.dtype and np.array_equal(g, w)
-                   for g, w in zip(got, want, strict=True))
 
     def numpy(self) -> tuple:
         """``(q, k_cache, v_cache, block_tables, seq_lens)`` as numpy float32/int32, for the kernel."""

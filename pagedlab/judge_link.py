@@ -1,8 +1,9 @@
 """A grader's notebook run asks root for the judge side's answers to its demo cells.
 
 The demos of notebooks 07, 08 and 10 put the student's attention next to dense float64 attention
-(`PagedBatch.expected`, `PagedBatch.holds`, `pagedlab.reference.dense_attention`), and notebooks
-03 and 10 draw engines the harness builds from an empty engine's bytes (`checks.scenes`). That
+(`pagedlab.reference`: `PagedBatch.expected`, `PagedBatch.holds`, `dense_attention`), and notebooks
+03 and 10 draw engines the harness builds from an empty engine's bytes (`checks.scenes`, which
+`pagedlab.reference.empty_engine` serves). That
 code is the judge's (`pagedlab.trusted`): in the grading set-up it is root-only, and the notebook's kernel
 runs as the sandbox user with the submission's code in it. So in `pagedlab grade --notebooks` the
 kernel sends the demo's arrays to root over a socket root made in a folder of its own

@@ -4,8 +4,7 @@ The kernel checks (Tasks 10 and 14) launch the student's CUDA C on numpy arrays 
 output against float64 attention. Neither side runs torch code, so neither should pay torch's
 import (seconds of CPU per graded process): this is `pagedlab.reference.make_paged_batch`'s
 layout and NaN poisoning with numpy's random generator. The decode attention the output is judged
-against (`KernelBatch.expected`) is `pagedlab.trusted.attention`, which the check child never
-imports.
+against is `pagedlab.trusted.attention.kernel_expected`, which the check child never imports.
 """
 
 from __future__ import annotations
@@ -15,14 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["KernelBatch", "make_kernel_batch"]
-
-
-def __getattr__(name: str):
-    if name == "decode_attention":  # moved to the judge side; the old name still works there
-        from .trusted.attention import decode_attention
-
-        return decode_attention
-    raise AttributeError(name)
 
 
 @dataclass
@@ -42,14 +33,6 @@ class KernelBatch:
     def numpy(self) -> tuple:
         """``(q, k_cache, v_cache, block_tables, seq_lens)``, in the kernel's argument order."""
         return self.q, self.k_cache, self.v_cache, self.block_tables, self.seq_lens
-
-    def expected(self, scale: float | None = None) -> np.ndarray:
-        """Decode output in float64: ``[num_seqs, num_heads, head_size]``."""
-        # judge side: root-only where the checks run
-        from .trusted.attention import _sequence_tokens, decode_attention
-
-        return np.stack([decode_attention(self.q[s], *_sequence_tokens(self, s), scale)
-                         for s in range(len(self.seq_lens))])
 
 
 def block_plan(seq_lens, block_size: int, shared_blocks: int, spare_blocks: int):

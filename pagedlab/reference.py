@@ -1,13 +1,73 @@
-"""Dense attention, the answer every paged implementation in the course is checked against, under
-the name the notebooks use. It lives on the judge side (`pagedlab.trusted.reference`): the check
-child never imports it, and the grading set-up makes it root-only. So it is imported only when
-called, and in a grader's notebook run (`pagedlab grade --notebooks`) it is computed by root and
-sent back (`pagedlab.judge_link`). The batch builders re-exported here are public (`pagedlab.batches`).
+"""The notebooks' door to the judge side: dense attention (the answer every paged implementation
+in the course is checked against), batches that know their expected output, and the empty
+engines the harness builds from.
+
+The answers live on the judge side (`pagedlab.trusted`): the check child never imports them, and
+the grading set-up makes them root-only. So they are imported only when called, and in a
+grader's notebook run (`pagedlab grade --notebooks`) root computes them and sends them back
+(`pagedlab.judge_link`). The check child's own modules (`pagedlab.batches`, `checks.scenes`)
+compute no answer; this module adds that, for notebooks, tests and the instructor's tools.
 """
 
-from .batches import PagedBatch, make_paged_batch, max_relative_error  # noqa: F401 - the notebooks' names
+from __future__ import annotations
 
-__all__ = ["dense_attention", "causal_mask", "PagedBatch", "make_paged_batch", "max_relative_error"]
+from dataclasses import fields
+
+from . import batches
+from .batches import max_relative_error  # noqa: F401 - the notebooks' name
+from .checks import scenes  # noqa: F401 - notebooks 03 and 10 build their engines with it
+
+__all__ = ["dense_attention", "causal_mask", "PagedBatch", "make_paged_batch", "max_relative_error", "scenes",
+           "empty_engine"]
+
+
+def empty_engine(total: int):
+    """The bytes of the empty engine of `total` blocks (Task 1's answer), which the notebooks'
+    engines start from (`scenes`): root's in a grader's notebook run, else the judge side's."""
+    from . import judge_link
+
+    if judge_link.active():
+        return judge_link.empty_engine(total)
+    from .trusted import engines
+
+    return engines.empty(total)
+
+
+scenes.LOCAL_IMAGES = empty_engine
+
+
+class PagedBatch(batches.PagedBatch):
+    """The notebooks' paged batch: `batches.PagedBatch` (the check child's, which computes no
+    answer) plus `expected()` and `holds()`, which ask the judge side."""
+
+    def expected(self, scale: float | None = None):
+        """Decode output per sequence from `dense_attention` in float64: ``[num_seqs, num_heads, head_size]``."""
+        from . import judge_link
+
+        if judge_link.active():  # a grader's notebook run: root computes it (pagedlab.judge_link)
+            return judge_link.batch_expected(self, scale)
+        from .trusted.reference import paged_expected
+
+        return paged_expected(self, scale)
+
+    def holds(self, s: int, k, v) -> bool:
+        """True when `k` and `v` are sequence `s`'s tokens in order, exactly (compared on the judge
+        side; the batch hands out no tokens, so a notebook can check a gather without one)."""
+        from . import judge_link
+
+        if judge_link.active():
+            return judge_link.batch_holds(self, s, k, v)
+        from .trusted.attention import holds
+
+        return holds(self, s, k, v)
+
+
+def make_paged_batch(seq_lens, **kwargs) -> PagedBatch:  # its text: batches.make_paged_batch's, below
+    made = batches.make_paged_batch(seq_lens, **kwargs)
+    return PagedBatch(*(getattr(made, f.name) for f in fields(made)))
+
+
+make_paged_batch.__doc__ = batches.make_paged_batch.__doc__
 
 
 def dense_attention(q, k, v, scale: float | None = None, *, causal: bool = True):

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+# A test process holds the judge side, as a notebook's kernel does: importing `pagedlab.reference`
+# plugs its empty engines into `checks.scenes` for the drivers a test runs in-process (through the
+# judge link when a test makes one active, as in a grader's notebook run).
+import pagedlab.reference  # noqa: F401
+
 
 @pytest.fixture(scope="session")
 def course_lab(tmp_path_factory):

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from pagedlab.checks import framework, judge
+from pagedlab.trusted.expectations import expected_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 HIDDEN = ROOT / "grading" / "hidden"
@@ -192,7 +193,7 @@ IDS = [f"{m.task}: {m.domain_class}" for m in MUTANTS]
 @cache
 def _trusted(key: str, task: str, seed: int):
     c = framework.find(task, key)
-    return framework.expected_stream(c, seed) if c.expected else framework.drive(c, "solutions", seed)
+    return expected_stream(c, seed) if c.expected else framework.drive(c, "solutions", seed)
 
 
 def _fails(c, impl: str, task: str, seed: int) -> bool:

@@ -293,9 +293,9 @@ def test_feedback_only_entries_name_registered_checks():
 def test_the_gpu_check_joins_task10_when_asked_and_fails_without_a_gpu(monkeypatch):
     """On a GPU machine Task 10 also runs the kernel through CuPy. Forcing that check here, with
     no GPU, proves the wiring: it is listed, fails saying why, and costs Task 10 its points."""
-    from pagedlab.grading import gpu_checks
+    from pagedlab.checks import gpu
 
-    if gpu_checks.gpu_usable():
+    if gpu.gpu_usable():
         pytest.skip("a GPU is present: the GPU check runs for real in every Task 10 grade")
     monkeypatch.setenv("PAGEDLAB_GRADE_GPU", "1")
     out = quiet("solutions", ["task10"])["tests"][0]

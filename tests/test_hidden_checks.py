@@ -23,6 +23,7 @@ from pagedlab.checks import framework
 from pagedlab.checks.judge import judge
 from pagedlab.grading.cli import grade
 from pagedlab.sandbox.runner import plan_for
+from pagedlab.trusted.expectations import expected_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "submissions"))
@@ -107,6 +108,6 @@ def test_the_reference_passes_the_hidden_checks_for_many_seeds(task):
     hidden = ROOT / "grading" / "hidden"
     for c in framework.checks_of(task, hidden=True, hidden_from=hidden):
         for seed in range(3):
-            trusted = framework.expected_stream(c, seed) if c.expected else framework.drive(c, "solutions", seed)
+            trusted = expected_stream(c, seed) if c.expected else framework.drive(c, "solutions", seed)
             assert trusted.status == "completed", (c.key, seed, trusted.error)
             assert judge.judge(trusted, framework.drive(c, "solutions", seed)).passed, (c.key, seed)

@@ -14,6 +14,7 @@ from pagedlab.checks.paged_attention_cu import check_schedules
 from pagedlab.kernels import decode_on_executor, paged_attention_decode
 from pagedlab.loader import ROOT, kernel_source
 from pagedlab.reference import make_paged_batch, max_relative_error
+from pagedlab.trusted.expectations import expected_stream
 
 TOL = 2e-5
 
@@ -234,7 +235,7 @@ def first_failing_check(impl):
     from pagedlab.checks import framework, judge
 
     for c in checks.checks_of("task10"):
-        verdict = judge.judge(framework.expected_stream(c), framework.drive(c, str(impl)))
+        verdict = judge.judge(expected_stream(c), framework.drive(c, str(impl)))
         if not verdict.passed:
             return c.name, verdict.message
     return None

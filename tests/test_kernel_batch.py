@@ -7,6 +7,7 @@ import numpy as np
 
 from pagedlab.kernel_batch import make_kernel_batch
 from pagedlab.reference import dense_attention
+from pagedlab.trusted.attention import kernel_expected
 
 
 def _tokens(batch, s):
@@ -41,7 +42,7 @@ def test_shared_blocks_hold_the_first_sequences_tokens():
 def test_the_float64_answer_is_dense_attention_with_grouped_query_heads():
     batch = make_kernel_batch([1, 37, 100], num_heads=8, num_kv_heads=2, head_size=16, block_size=8, seed=9)
     for scale in (None, 0.3):
-        got = batch.expected(scale)
+        got = kernel_expected(batch, scale)
         for s in range(3):
             k, v = (x.astype(np.float64) for x in _tokens(batch, s))
             want = dense_attention(batch.q[s:s + 1].astype(np.float64), k, v, scale)[0]

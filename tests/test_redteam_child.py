@@ -97,7 +97,7 @@ def llm_init(pool_addr, pool_size):
 '''
 
 # Task 9 with paged_attention unwritten: the driver's own check objects replay the judge's
-# expectation (`framework.expected_stream`) for the case on the caller's stack, with the run's seed.
+# expectation (`trusted.expectations.expected_stream`) for the case on the caller's stack, with the run's seed.
 EXPECTED_REPLAY = _MODULES + '''
 def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, scale=None):
     fw = _mods["pagedlab.checks.framework"]
@@ -108,7 +108,8 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, scale=None):
     for c in _g(fw, "_REG" + "ISTRY")["task9"]:
         if c.expected is None:
             continue
-        for obs in fw.expected_stream(c, run.seed).obs:
+        judge_side = _g(_mods["importlib"], "import_module")("pagedlab.trusted.expectations")
+        for obs in judge_side.expected_stream(c, run.seed).obs:
             if obs["w"] == label:
                 return torch.from_numpy(fw.decode_array(obs["v"]).copy()).to(q.dtype)
     raise NotImplementedError("no expectation to replay")
@@ -282,7 +283,7 @@ def test_tokens_taken_from_the_drivers_batch_earn_nothing_on_tasks_8_9(tmp_path,
 _GAPS = textwrap.dedent('''
     import json, sys
     from pathlib import Path
-    import pagedlab, pagedlab.harness.hw3, pagedlab.checks.framework
+    import pagedlab, pagedlab.harness.hw3, pagedlab.checks.framework, pagedlab.reference
     from pagedlab.guard import StudentAPIError, audit
     folder = Path(sys.argv[1])
     (folder / "clean.py").write_text("x = 1\\n")
@@ -294,12 +295,13 @@ _GAPS = textwrap.dedent('''
                                              f"type(f)(f.__code__.replace(co_filename={fake!r}), {{}})()",
         "importlib of the cached harness": "importlib.import_module('pagedlab.harness.hw3')",
         "the guard's folder reset": "audit._student_dir = '/nowhere/'\\nimport pagedlab.checks.swap",
-        "the judge's expectations, through pagedlab": "fw.Expected('attention', ([],))(None)",
+        "the judge's empty engine, through pagedlab": "ref.empty_engine(64)",
         "sys._getframe": "sys._getframe(0)",
     }
     # Modules the student reached some other way (the static reading would refuse the imports).
     import importlib
-    given = {"importlib": importlib, "audit": audit, "fw": pagedlab.checks.framework, "sys": sys}
+    given = {"importlib": importlib, "audit": audit, "fw": pagedlab.checks.framework, "sys": sys,
+             "ref": pagedlab.reference}
     out = {}
     for name, source in probes.items():
         code = compile(source, str(folder / "clean.py"), "exec")

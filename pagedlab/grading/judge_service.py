@@ -70,7 +70,9 @@ def answer(op: str, args: dict, arrays: dict):
     """(value, result array or None, the result's kind is torch) for one question."""
     if op == "batch_expected":
         scale = args.get("scale")
-        out = _batch(arrays).judged_expected(None if scale is None else float(scale))
+        from ..trusted.reference import paged_expected
+
+        out = paged_expected(_batch(arrays), None if scale is None else float(scale))
         return None, out.numpy(), True
     if op == "batch_holds":
         if "k" not in arrays or "v" not in arrays:
@@ -79,7 +81,9 @@ def answer(op: str, args: dict, arrays: dict):
         s = args.get("s")
         if type(s) is not int or not 0 <= s < len(batch.seq_lens):
             raise ValueError(f"no sequence {s!r} in this batch")
-        return bool(batch.judged_holds(s, _tensor(*arrays["k"]), _tensor(*arrays["v"]))), None, False
+        from ..trusted.attention import holds
+
+        return bool(holds(batch, s, _tensor(*arrays["k"]), _tensor(*arrays["v"]))), None, False
     if op == "dense_attention":
         from ..trusted.reference import dense_attention
 

@@ -299,7 +299,10 @@ def _trusted_records(task: str, plan: list[tuple[str, int]], checks: list, reque
     for index, (c, (_, seed), request) in enumerate(zip(checks, plan, requests, strict=True)):
         if c.expected is not None:
             try:
-                expected[index] = framework.expected_stream(c, seed, scenario=request.get("scenario"))
+                # root-only in the grading set-up, like everything that computes an answer
+                from ..trusted.expectations import expected_stream
+
+                expected[index] = expected_stream(c, seed, scenario=request.get("scenario"))
             except Exception as exc:  # noqa: BLE001 - a broken expectation is the grader's problem
                 return expected, f"computing the expected result of {c.name!r} failed: {type(exc).__name__}: {exc}"
             continue

@@ -36,3 +36,18 @@ def _sequence_tokens(batch, s: int) -> tuple:
     rows = np.arange(n)
     blocks = table[rows // block_size]
     return k_cache[blocks, rows % block_size], v_cache[blocks, rows % block_size]
+
+
+def kernel_expected(batch, scale: float | None = None) -> np.ndarray:
+    """The decode output of a `kernel_batch.KernelBatch` in float64: ``[num_seqs, num_heads, head_size]``."""
+    return np.stack([decode_attention(batch.q[s], *_sequence_tokens(batch, s), scale)
+                     for s in range(len(batch.seq_lens))])
+
+
+def holds(batch, s: int, k, v) -> bool:
+    """True when `k` and `v` are sequence `s`'s tokens of `batch` in order, exactly (dtype too):
+    a notebook checks a gather against the judge side's own reading of the cache."""
+    want = _sequence_tokens(batch, s)
+    got = [np.asarray(x.detach().cpu() if hasattr(x, "detach") else x) for x in (k, v)]
+    return all(g.shape == w.shape and g.dtype == w.dtype and np.array_equal(g, w)
+               for g, w in zip(got, want, strict=True))

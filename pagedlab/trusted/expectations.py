@@ -1,7 +1,7 @@
 """The expected records of the numeric checks (Tasks 9, 10, 14), computed on the judge side.
 
 A check registers `expected=Expected(name, data)` (`pagedlab.checks.framework`): `name` is a
-function here and `data` the check's public scenario (its cases). `framework.expected_stream`
+function here and `data` the check's public scenario (its cases). `expected_stream` below
 calls it with the run in the judge's process. The check child never imports this module, so a
 submission that replays a check there has no expected values to copy.
 """
@@ -12,16 +12,43 @@ import math
 
 import numpy as np
 
+from .attention import kernel_expected
+
+
+def outputs(expected, run) -> list:
+    """[(label, array, tol[, hints])] of a check's `expected`: a `framework.Expected` names a
+    function here; anything else (a test's stand-in checks) is called with the run."""
+    from ..checks.framework import Expected
+
+    if isinstance(expected, Expected):
+        return globals()[expected.function](*expected.args)(run)
+    return expected(run)
+
+
+def expected_stream(c, seed: int = 0, scenario=None):
+    """For checks with trusted numeric expectations: the record a correct implementation makes."""
+    from ..checks.framework import Run, scenario_data
+
+    if c.scenario is not None:
+        run = Run(None, 0, scenario=scenario_data(c, seed) if scenario is None else scenario)
+    else:
+        run = Run(None, seed)
+    for what, array, tol, *when in outputs(c.expected, run):
+        # a fourth item: this output's own conditional hints (what a known bug computes there)
+        run.see_array(what, array, tol=tol, rule=c.rule, hint=c.hint, when=c.when + tuple(*when))
+    return run.stream
+
 
 def attention(cases):
     """Task 9: float64 dense attention of every case's batch, with the padding hint's trigger."""
     from ..checks.paged_attention import _attention_label, attention_tol, build_batch
+    from .reference import paged_expected  # torch: only Task 9's judging pays its import
 
     def expected(run):
         found = []
         for context, kwargs, scale in cases:
             batch, tol = build_batch(kwargs), attention_tol(kwargs)
-            found.append((_attention_label(context), batch.expected(scale).numpy(), tol,
+            found.append((_attention_label(context), paged_expected(batch, scale).numpy(), tol,
                           padding_hints(batch, scale, tol)))
         return found
     return expected
@@ -138,7 +165,7 @@ def kernel_outputs(cases, schedules=None):
     def expected(run):
         found = []
         for context, kwargs, scale in cases(run) if callable(cases) else cases:
-            want = make_kernel_batch(**kwargs).expected(scale)
+            want = kernel_expected(make_kernel_batch(**kwargs), scale)
             found += [(kernel_label(context, s), want, output_tol(kwargs)) for s in schedules or check_schedules()]
         return found
     return expected
@@ -154,7 +181,7 @@ def v2_outputs(cases, schedules=None):
         found = []
         for context, kwargs, scale, partition_size in cases:
             batch = make_kernel_batch(**kwargs)
-            want, bugs = batch.expected(scale), v2_bug_hints(batch, scale, partition_size)
+            want, bugs = kernel_expected(batch, scale), v2_bug_hints(batch, scale, partition_size)
             found += [(_label(context, s), want, output_tol(kwargs), bugs) for s in schedules or check_schedules()]
         return found
     return expected
@@ -168,7 +195,7 @@ def v2_temporaries():
 
     def expected(run):
         batch = make_kernel_batch(**v2.TEMP_BATCH)
-        found = [(v2._label(v2.TEMP_CONTEXT, v2.TEMP_SCHEDULE), batch.expected(), v2.TOL,
+        found = [(v2._label(v2.TEMP_CONTEXT, v2.TEMP_SCHEDULE), kernel_expected(batch), v2.TOL,
                   v2_bug_hints(batch, None, v2.TEMP_P))]
         head_size = batch.q.shape[-1]
         scale = 1.0 / math.sqrt(head_size)
@@ -196,11 +223,11 @@ def v2_temporaries():
 
 def gpu_kernel():
     """The GPU feedback check: the same cases as its driver, float64 dense attention."""
-    from ..grading import gpu_checks
+    from ..checks import gpu
     from ..kernel_batch import make_kernel_batch
     from ..kernels import OUTPUT_TOL
 
     def expected(run):
-        return [(gpu_checks._label(c), make_kernel_batch(**kw).expected(scale), OUTPUT_TOL)
-                for c, kw, scale in gpu_checks._cases()]
+        return [(gpu._label(c), kernel_expected(make_kernel_batch(**kw), scale), OUTPUT_TOL)
+                for c, kw, scale in gpu._cases()]
     return expected

@@ -94,3 +94,15 @@ def _as_tensor(x, name: str) -> torch.Tensor:
     if isinstance(x, np.ndarray):
         return torch.from_numpy(x)
     raise TypeError(f"{name} must be a torch tensor or a numpy array, got {type(x).__name__}")
+
+
+def paged_expected(batch, scale: float | None = None):
+    """Decode output of a paged batch (`batches.PagedBatch`) by `dense_attention` in float64:
+    ``[num_seqs, num_heads, head_size]``, a torch tensor."""
+    from .attention import _sequence_tokens
+
+    rows = []
+    for s in range(len(batch.seq_lens)):
+        k, v = (torch.from_numpy(t).double() for t in _sequence_tokens(batch, s))
+        rows.append(dense_attention(batch.q[s:s + 1].double(), k, v, scale)[0])
+    return torch.stack(rows)
