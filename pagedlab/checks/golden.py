@@ -38,7 +38,8 @@ def generate() -> dict:
     from ..trusted import engines
     from . import scenes
 
-    scenes.LOCAL_IMAGES = engines.empty
+    if scenes.LOCAL_IMAGES is None:  # a notebook's or test's own (`pagedlab.reference`) stays
+        scenes.LOCAL_IMAGES = engines.empty
 
     records = {}
     for row in manifest.TABLE:
