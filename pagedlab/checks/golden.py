@@ -34,12 +34,9 @@ def fingerprint() -> str:
 
 def generate() -> dict:
     """Run every public check on the reference (in this process) and collect the records."""
-    # This process holds the judge side: the drivers' scenes start from its empty engines.
-    from ..trusted import engines
-    from . import scenes
-
-    if scenes.LOCAL_IMAGES is None:  # a notebook's or test's own (`pagedlab.reference`) stays
-        scenes.LOCAL_IMAGES = engines.empty
+    # This process holds the judge side: importing it plugs its empty engines into the drivers'
+    # scenes, as in a notebook (the drivers import torch anyway).
+    from .. import reference  # noqa: F401
 
     records = {}
     for row in manifest.TABLE:

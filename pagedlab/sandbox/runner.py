@@ -154,10 +154,7 @@ def _run_children(task: str, impl: str, requests: list[dict], *, limit: float, e
         request = {"task": task, "impl": impl, "checks": requests[start:], "dump_after": round(remaining, 1),
                    "began": time.time(), "track": part_a}
         try:
-            end = run_limited([sys.executable, "-s", "-m", "pagedlab.checks.child"], env=_child_env(impl, env),
-                              timeout=remaining + GRACE, wall_factor=WALL_FACTOR,
-                              memory_bytes=manifest.memory_limit() * 2**30, sandbox=sandbox,
-                              stdin=json.dumps(request).encode(), record_cap=child_record.MAX_RECORD_BYTES)
+            end = _check_child(impl, request, timeout=remaining + GRACE, env=env, sandbox=sandbox)
         except KillFailed as exc:
             grader_problem = f"the sandbox's kill step failed: {exc}"
             break
@@ -219,6 +216,13 @@ def _run_children(task: str, impl: str, requests: list[dict], *, limit: float, e
     return records, problems, grader_problem, output
 
 
+def _check_child(impl: str, request: dict, *, timeout: float, env: dict | None, sandbox: Sandbox | None) -> Finished:
+    """One `pagedlab.checks.child` on `request`, with the task's limits and a record to read back."""
+    return run_limited([sys.executable, "-s", "-m", "pagedlab.checks.child"], env=_child_env(impl, env),
+                       timeout=timeout, wall_factor=WALL_FACTOR, memory_bytes=manifest.memory_limit() * 2**30,
+                       sandbox=sandbox, stdin=json.dumps(request).encode(), record_cap=child_record.MAX_RECORD_BYTES)
+
+
 PROBE_SECONDS = 60.0  # CPU time for a child to load a plan's drivers
 
 
@@ -231,10 +235,7 @@ def _plan_starts(task: str, impl: str, requests: list[dict], *, env: dict | None
     student, and a submission cannot claim to be the grader's problem."""
     request = {"task": task, "impl": impl, "checks": requests, "probe": True, "track": part_a}
     try:
-        end = run_limited([sys.executable, "-s", "-m", "pagedlab.checks.child"], env=_child_env(impl, env),
-                          timeout=PROBE_SECONDS, wall_factor=WALL_FACTOR,
-                          memory_bytes=manifest.memory_limit() * 2**30, sandbox=sandbox,
-                          stdin=json.dumps(request).encode(), record_cap=child_record.MAX_RECORD_BYTES)
+        end = _check_child(impl, request, timeout=PROBE_SECONDS, env=env, sandbox=sandbox)
     except KillFailed:
         return True  # the sandbox's own failure is reported by the run that follows
     return child_record.parse(end.record, end.record_size).started
