@@ -57,7 +57,7 @@ def best_of(fn, repeat: int) -> float:
 def dense_batch(batch):
     """The same tokens as one padded dense tensor per sequence: what SDPA gets."""
     # the judge's own reading through the tables: the batches keep no tokens in order
-    from pagedlab.trusted.attention import _sequence_tokens
+    from pagedlab.grader.trusted.attention import _sequence_tokens
 
     q = batch.q.unsqueeze(2)  # [S, H, 1, D]
     tokens = [[torch.from_numpy(t) for t in _sequence_tokens(batch, s)] for s in range(len(batch.seq_lens))]

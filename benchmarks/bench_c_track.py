@@ -22,8 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pagedlab import ctrack  # noqa: E402
-from pagedlab.checks import framework  # noqa: E402
+from pagedlab.drivers import record  # noqa: E402
+from pagedlab.engine import ctrack  # noqa: E402
+from pagedlab.grader import registry  # noqa: E402
 
 TASKS = ("task1", "task2", "task3", "task4", "task5")
 
@@ -31,8 +32,8 @@ TASKS = ("task1", "task2", "task3", "task4", "task5")
 def drive_all(impl: str) -> float:
     began = time.perf_counter()
     for task in TASKS:
-        for c in framework.checks_of(task):
-            stream = framework.drive(c, impl, 0)
+        for c in registry.checks_of(task):
+            stream = record.drive(c, impl, 0)
             if stream.status != "completed":
                 raise SystemExit(f"{impl}: {c.key} did not complete: {stream.status} {stream.error}")
     return time.perf_counter() - began
@@ -55,7 +56,7 @@ def main() -> None:
         print(f"load from the cache:        {cached * 1e3:.1f} ms")
         py = min(drive_all("solutions") for _ in range(args.repeat))
         c = min(drive_all(sub) for _ in range(args.repeat))
-        n = sum(len(framework.checks_of(t)) for t in TASKS)
+        n = sum(len(registry.checks_of(t)) for t in TASKS)
         print(f"{n} Task 1-5 drivers, best of {args.repeat}:")
         print(f"  Python engine (solutions/memory_manager.py): {py:.3f} s")
         print(f"  C engine      (solutions/llm_memory.c):      {c:.3f} s   ratio C/Python {c / py:.2f}")

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests" / "submissions"))
 
 import classroom as fake_class  # noqa: E402
 
-from pagedlab.grading import class_queue, class_report  # noqa: E402
+from pagedlab.grader import class_queue, class_report  # noqa: E402
 
 
 def graded_class(base: Path) -> Path:

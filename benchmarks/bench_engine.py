@@ -25,9 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pagedlab import cmem  # noqa: E402
+from pagedlab.engine.pool import Pool  # noqa: E402
 from pagedlab.harness import hw3  # noqa: E402
 from pagedlab.loader import load  # noqa: E402
-from pagedlab.pool import Pool  # noqa: E402
 
 
 def make_trace(n_ops: int, seed: int = 0, max_live: int = 96) -> list[tuple]:

@@ -17,16 +17,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 _DRIVE = textwrap.dedent('''
     import sys, time
-    from pagedlab.checks import framework
+    from pagedlab.drivers import record
+    from pagedlab.grader import registry
     from pagedlab.guard import audit
     from pagedlab.loader import impl_dir
     tasks, guarded = sys.argv[1].split(","), sys.argv[2] == "1"
-    checks = [c for t in tasks for c in framework.checks_of(t, hidden=False)]
+    checks = [c for t in tasks for c in registry.checks_of(t, hidden=False)]
     if guarded:
         audit.install(impl_dir("solutions"))
     began = time.perf_counter()
     for c in checks:
-        stream = framework.drive(c, "solutions", 0)
+        stream = record.drive(c, "solutions", 0)
         assert stream.status == "completed", (c.key, stream.error)
     print(time.perf_counter() - began)
 ''')

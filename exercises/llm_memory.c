@@ -4,7 +4,7 @@
  * `pagedlab.load("memory_manager", impl=FOLDER)` compiles this file when FOLDER has no
  * memory_manager.py; malloc/calloc/free then go through pagedlab's tracked heap, so a leak, a
  * double free or a crash is reported at the line of this file. It also builds on its own:
- *     gcc -std=c11 -Wall -Wextra -g -c llm_memory.c -I $(python -c "import pagedlab.ctrack as c; print(c.INCLUDE)")
+ *     gcc -std=c11 -Wall -Wextra -g -c llm_memory.c -I $(python -c "import pagedlab.engine.ctrack as c; print(c.INCLUDE)")
  *
  * The registry of live sequences is a Linux-style intrusive list: each Sequence embeds a
  * list_node, and container_of (hw3.h) turns a node back into its Sequence. The list helpers and

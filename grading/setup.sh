@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Gradescope runs this once, as root, when the autograder zip is uploaded. The zip's root is
-# the pagedlab repository (build it with `python -m pagedlab.grading.package`), unpacked at
+# the pagedlab repository (build it with `python -m pagedlab.grader.package`), unpacked at
 # $PAGEDLAB_AUTOGRADER_ROOT/source. Base image: Gradescope's Ubuntu 22.04 or 24.04 (24.04
 # recommended: Python 3.12 and g++ 13 out of the box).
 #   PAGEDLAB_AUTOGRADER_ROOT  where Gradescope's folders are (default /autograder; a test runs
@@ -82,11 +82,12 @@ cd "$SRC"
 SMOKE=()
 [ -z "${PAGEDLAB_SETUP_TASKS:-}" ] || SMOKE=(--tasks "$PAGEDLAB_SETUP_TASKS")
 "$VENV/bin/python" -m pagedlab grade --impl solutions ${SMOKE[@]+"${SMOKE[@]}"} --json "$AUTOGRADER/setup-solutions.json"
-# Everything that encodes an answer stays the grader's: the reference solutions and attention,
-# the answer models, the judge-side expectations and the committed records (list:
-# pagedlab/sandbox/private.py). The judge reads them as root; the submission's code (user
-# student) can neither read nor import them, and the check child never needs them. Hidden checks
-# stay readable: their drivers run there.
+# Everything that encodes an answer stays the grader's: the package's grader folder (pagedlab/
+# grader/: the judge side with the reference attention and expectations, the answer models, the
+# committed records), the reference solutions and the hidden planners (pagedlab/sandbox/
+# private.py). The judge reads them as root; the submission's code (user student) can neither
+# read nor import them, and the check child never needs them: hidden checks' drivers are public
+# (pagedlab/drivers/drawn/) and get their scenarios as data.
 "$VENV/bin/python" -m pagedlab.sandbox.private seal "$SRC"
 # ...and the untouched exercises must score 0 without any autograder problem (this also proves
 # the checks never need the now-private solutions).

@@ -30,8 +30,8 @@ import matplotlib.pyplot as plt
 
 import pagedlab
 from pagedlab import cmem, viz
+from pagedlab.engine.pool import Pool
 from pagedlab.harness import hw3
-from pagedlab.pool import Pool
 
 # Your exercises/memory_manager.py (PAGEDLAB_IMPL, or impl=, picks another folder).
 mm = pagedlab.load("memory_manager")

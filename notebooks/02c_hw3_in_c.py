@@ -46,8 +46,9 @@
 import matplotlib.pyplot as plt
 
 import pagedlab
-from pagedlab import cmem, ctrack, hw3, loader, viz
-from pagedlab.pool import Pool
+from pagedlab import cmem, hw3, loader, viz
+from pagedlab.engine import ctrack
+from pagedlab.engine.pool import Pool
 
 # Your exercises/llm_memory.c (PAGEDLAB_IMPL, or impl=, picks another folder).
 source = loader.source_path("llm_memory.c")
@@ -131,7 +132,7 @@ except NotImplementedError as exc:
 # counts and the same leaked blocks at the same lines.
 
 # %%
-from pagedlab import cnative
+from pagedlab.engine import cnative
 
 if cnative.valgrind():
     session = [("init", 8, 0), ("destroy", 0, 0)]

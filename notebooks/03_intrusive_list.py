@@ -38,6 +38,7 @@ import matplotlib.pyplot as plt
 
 import pagedlab
 from pagedlab import cmem, viz
+from pagedlab.engine.pool import Pool
 from pagedlab.harness import hw3
 from pagedlab.hw3 import ListNode, LLMEngine, Sequence
 from pagedlab.reference import scenes  # engines start from the judge side's empty engine
@@ -85,7 +86,7 @@ plt.show()
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-pool = pagedlab.pool.Pool(16 * hw3.BLOCK_SIZE)
+pool = Pool(16 * hw3.BLOCK_SIZE)
 # The engine as data: 16 blocks, three in use; sequence 11 maps blocks 0 and 1 in the L2 table
 # at L1 slot 0, sequence 12 maps block 2. The harness writes exactly this into memory.
 UNMAPPED = [hw3.UNMAPPED] * 14

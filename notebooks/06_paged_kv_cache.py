@@ -35,7 +35,7 @@ import torch
 
 import pagedlab
 from pagedlab import block_tables, hw3, viz
-from pagedlab.pool import Pool
+from pagedlab.engine.pool import Pool
 
 # Your exercises/paged_attention.py (Tasks 6-9) and memory_manager.py (Tasks 1-5, used at the end).
 pa = pagedlab.load("paged_attention")

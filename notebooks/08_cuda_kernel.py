@@ -35,8 +35,8 @@ import numpy as np
 
 import pagedlab
 from pagedlab import block_tables, cuda, hw3, kernels, viz
+from pagedlab.engine.pool import Pool
 from pagedlab.loader import kernel_source, source_path
-from pagedlab.pool import Pool
 from pagedlab.reference import dense_attention, make_paged_batch, max_relative_error
 
 # Your exercises/paged_attention.cu and memory_manager.py (PAGEDLAB_IMPL, or impl=, picks another folder).

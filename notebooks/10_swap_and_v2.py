@@ -44,8 +44,8 @@ import torch
 import pagedlab
 from pagedlab import cmem, kernels, viz
 from pagedlab import scheduler as sch
+from pagedlab.engine.pool import Pool
 from pagedlab.harness import hw3
-from pagedlab.pool import Pool
 from pagedlab.reference import make_paged_batch, max_relative_error, scenes
 
 # Your exercises/swap.py (PAGEDLAB_IMPL, or impl=, picks another folder).

@@ -38,10 +38,10 @@ def _assign(args) -> int:
         return 2
     rel = lambda p: p.relative_to(assign.course_root()) if p.is_relative_to(assign.course_root()) else p  # noqa: E731
     from . import doctables, loader, track
-    from .checks import golden
+    from .grader import golden
 
     for path in doctables.write(loader.ROOT):
-        print(f"wrote {rel(path)} (its task tables, from pagedlab/tasks.toml)")
+        print(f"wrote {rel(path)} (its task tables, from pagedlab/spec/tasks.toml)")
     if golden.stale():  # the reference's records of the public checks follow solutions/
         print(f"wrote {rel(golden.write())} (the reference's record of every public check)")
     stubs = _track_stubs(assign)
@@ -70,11 +70,11 @@ def _missing_checks_modules() -> str:
     """One line naming each checks module the manifest asks for that does not exist, or ''."""
     import importlib.util
 
-    from . import manifest
+    from .spec import manifest
 
-    missing = [row for row in manifest.TABLE if importlib.util.find_spec(f"pagedlab.checks.{row.checks}") is None]
-    return "; ".join(f"{row.id} in pagedlab/tasks.toml names checks = \"{row.checks}\", but "
-                     f"pagedlab/checks/{row.checks}.py does not exist (write it before assign: "
+    missing = [row for row in manifest.TABLE if importlib.util.find_spec(f"pagedlab.drivers.{row.checks}") is None]
+    return "; ".join(f"{row.id} in pagedlab/spec/tasks.toml names checks = \"{row.checks}\", but "
+                     f"pagedlab/drivers/{row.checks}.py does not exist (write it before assign: "
                      "README, Adding Task N, step 2)" for row in missing)
 
 
@@ -87,14 +87,14 @@ def _track_stubs(assign) -> dict[str, str]:
 
 def _assign_check(assign) -> int:
     from . import doctables, loader, track
-    from .checks import golden
+    from .grader import golden
 
     s = assign.survey()
     problems = assign.stale()
-    problems += [f"{p.relative_to(loader.ROOT)}: its task tables differ from pagedlab/tasks.toml"
+    problems += [f"{p.relative_to(loader.ROOT)}: its task tables differ from pagedlab/spec/tasks.toml"
                  for p in doctables.stale(loader.ROOT)]
     if golden.stale():
-        problems.append("pagedlab/checks/expected.json: the reference's records predate solutions/ or "
+        problems.append("pagedlab/grader/expected.json: the reference's records predate solutions/ or "
                         "the checks")
     problems += [f"pagedlab/stubs.json: no fingerprint of today's {name} stub" for name in track.stale(_track_stubs(assign))]
     if s.edited or s.extra:
@@ -135,25 +135,25 @@ def _doctor(args) -> int:
 
 
 def _grade(args) -> int:
-    from .grading import cli as grade_cli
+    from .grader import cli as grade_cli
 
     return grade_cli.main(args)
 
 
 def _grade_class(args) -> int:
-    from .grading import classroom
+    from .grader import classroom
 
     return classroom.main(args)
 
 
 def _class_report(args) -> int:
-    from .grading import class_report
+    from .grader import class_report
 
     return class_report.main(args)
 
 
 def _grade_index(args) -> int:
-    from .grading import array_task
+    from .grader import array_task
 
     return array_task.main(args)
 

@@ -1,7 +1,7 @@
 """CPU time of a task's process tree, read from /proc: what its time limit counts.
 
 A leaf module: the grader (pagedlab.sandbox.process) kills by it, and the check child below it
-(pagedlab.checks.child) dumps its stack by it, so both count the same seconds.
+(pagedlab.drivers.child) dumps its stack by it, so both count the same seconds.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import manifest
+from .spec import manifest
 
 # The markers' indentation is kept on every generated line (a block inside a list item).
 BLOCK = re.compile(r"^([ \t]*)<!-- tasks: (\w[\w-]*) -->\n.*?^[ \t]*<!-- /tasks -->", re.S | re.M)
@@ -65,7 +65,7 @@ def without_last_part() -> str:
 
 def worst_case_seconds() -> float:
     """A submission whose every task hangs: each task's limit, plus the grace after it."""
-    from .sandbox.runner import GRACE
+    from .grader.pipeline import GRACE
 
     return sum(r.time_limit + GRACE for r in manifest.TABLE)
 
@@ -76,7 +76,7 @@ def gradescope_timeout_minutes() -> int:
 
 
 def worst_case_sentence() -> str:
-    from .sandbox.runner import GRACE
+    from .grader.pipeline import GRACE
 
     seconds = worst_case_seconds()
     return (f"If every task of a submission hung, the run would take the sum of the limits plus "

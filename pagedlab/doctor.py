@@ -190,7 +190,9 @@ def rows() -> list[Row]:
 
 
 def _c_track() -> list[Row]:
-    from .cnative import doctor_rows  # C compiler, Valgrind, ASan for llm_memory.c (optional)
+    from .engine.cnative import (
+        doctor_rows,  # C compiler, Valgrind, ASan for llm_memory.c (optional)
+    )
 
     return doctor_rows()
 

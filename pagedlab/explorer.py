@@ -70,7 +70,7 @@ class Explorer:
             from .loader import load
 
             mm = load("memory_manager", impl)
-        from .pool import Pool
+        from .engine.pool import Pool
 
         self.mm = mm
         self.pool_blocks = pool_blocks
@@ -117,7 +117,7 @@ class Explorer:
         if self._guard_impl is False:
             return True
         from . import graded
-        from .checks import CheckFailure
+        from .spec.catalog import CheckFailure
 
         task = self._TASK_OF.get(call.split("(", 1)[0])
         try:

@@ -2,7 +2,7 @@
 
 ``pagedlab.graded.run("task2")`` is a graded cell: it runs the task's public checks on the
 student's files in a child process with the grader's limits (the runner in `pagedlab.sandbox`),
-judges the record here (`pagedlab.checks.judge`), prints one ✓/✗ line per check and, under every
+judges the record here (`pagedlab.grader.judge`), prints one ✓/✗ line per check and, under every
 ✗, the rule broken, what was expected and what the student's code did. ``require`` guards a demo
 cell that runs the student's code in the notebook's own kernel; ``results`` is the same verdict
 as data, for tests and tools.
@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from .checks import CheckFailure
+from .spec.catalog import CheckFailure
 
 __all__ = ["Result", "require", "results", "run"]
 
@@ -39,13 +39,17 @@ class Result:
 def _outcome(task: str, impl=None, track=None):
     import os
 
-    from . import loader, manifest, verdicts
-    from .sandbox.runner import run_task
+    from . import loader, verdicts
+    from .spec import manifest
 
     row = manifest.task(task)
     folder = loader.impl_dir(impl)
     if verdicts.active():  # a grader's notebook run: root judged, this kernel may not
         return row, _judged_by_the_grader(row, folder, track)
+    # Here this kernel is its own grader (a laptop, a hub): in a grader's run the grader's folder
+    # is root-only and never imported from here.
+    from .grader.pipeline import run_task
+
     impl_arg = str(impl) if impl is not None else (os.environ.get(loader.ENV_VAR) or "exercises")
     if impl_arg not in loader.NAMED_IMPLS:
         impl_arg = str(folder)
@@ -56,7 +60,7 @@ def _judged_by_the_grader(row, folder, track=None):
     """The outcome root wrote for these files (`pagedlab.verdicts`): checks with their marks and,
     under a ✗, the rule and what went wrong; the values are in the task's report, root's."""
     from . import verdicts
-    from .sandbox.runner import CheckOutcome, TaskOutcome
+    from .verdicts import CheckOutcome, TaskOutcome
 
     outcome = TaskOutcome(row, started=True, finished=True)
     found = verdicts.lookup(row, folder, track)
@@ -94,7 +98,7 @@ def run(task: str, impl=None, *, quiet: bool = False, track: str | None = None) 
     if any failed. The student's code runs in a child process with the grader's limits, so an
     infinite loop or a segfault fails a check and the notebook's kernel lives on. `track`: "c" or
     "python" grades a Part A task from that file (notebook 02c passes "c"); None: the track rule."""
-    from . import manifest
+    from .spec import manifest
 
     _short_tracebacks_in_ipython()
     row = manifest.task(task)
@@ -211,7 +215,7 @@ def _stop(why: tuple, source: str | None) -> None:
 
 def _still_missing(name) -> str | None:
     """Why `name` does not exist, if a stopped demo would have made it and its task still fails."""
-    from . import manifest
+    from .spec import manifest
 
     why = _stopped_names.get(name)
     if why is None or _version_key(manifest.task(why[0]), why[1], why[3]) in _passed:
@@ -246,7 +250,7 @@ def require(*tasks: str, impl=None, track: str | None = None) -> None:
     global _blocking
     import sys
 
-    from . import manifest
+    from .spec import manifest
 
     _short_tracebacks_in_ipython()
     source = _cell_source(sys._getframe(1))

@@ -2,13 +2,13 @@
 
 The demos of notebooks 07, 08 and 10 put the student's attention next to dense float64 attention
 (`pagedlab.reference`: `PagedBatch.expected`, `PagedBatch.holds`, `dense_attention`), and notebooks
-03 and 10 draw engines the harness builds from an empty engine's bytes (`checks.scenes`, which
+03 and 10 draw engines the harness builds from an empty engine's bytes (`drivers.scenes`, which
 `pagedlab.reference.empty_engine` serves). That
-code is the judge's (`pagedlab.trusted`): in the grading set-up it is root-only, and the notebook's kernel
+code is the judge's (`pagedlab.grader.trusted`): in the grading set-up it is root-only, and the notebook's kernel
 runs as the sandbox user with the submission's code in it. So in `pagedlab grade --notebooks` the
 kernel sends the demo's arrays to root over a socket root made in a folder of its own
 (PAGEDLAB_JUDGE_SOCKET) and gets the result back as data; root computes it with the trusted code
-(`pagedlab.grading.judge_service`). The kernel never holds the code, and it learns nothing a
+(`pagedlab.grader.judge_service`). The kernel never holds the code, and it learns nothing a
 check keeps secret: the arrays are the demo's own, and root serves only while notebooks run,
 after every check of the submission has finished.
 
@@ -135,7 +135,7 @@ def dense_attention(q, k, v, scale, causal: bool):
 
 
 def empty_engine(total: int) -> dict:
-    """The image of an empty engine of `total` blocks (`pagedlab.trusted.engines.empty`), as data."""
+    """The image of an empty engine of `total` blocks (`pagedlab.grader.trusted.engines.empty`), as data."""
     image = call("empty_engine", {}, total=int(total))
     if not isinstance(image, dict):
         raise JudgeError("the judge sent no engine image")

@@ -32,7 +32,7 @@ def load(name: str, impl: str | os.PathLike | None = None) -> ModuleType:
     if chosen is not None and chosen.name == "c":
         if not chosen.present:
             raise ModuleNotFoundError(chosen.line())
-        from . import ctrack  # the C track: llm_memory.c stands in for memory_manager.py
+        from .engine import ctrack  # the C track: llm_memory.c stands in for memory_manager.py
 
         return ctrack.load(folder / track.C_FILE)
     if not path.is_file():

@@ -2,10 +2,10 @@
 in the course is checked against), batches that know their expected output, and the empty
 engines the harness builds from.
 
-The answers live on the judge side (`pagedlab.trusted`): the check child never imports them, and
+The answers live on the judge side (`pagedlab.grader.trusted`): the check child never imports them, and
 the grading set-up makes them root-only. So they are imported only when called, and in a
 grader's notebook run (`pagedlab grade --notebooks`) root computes them and sends them back
-(`pagedlab.judge_link`). The check child's own modules (`pagedlab.batches`, `checks.scenes`)
+(`pagedlab.judge_link`). The check child's own modules (`pagedlab.drivers.batches`, `drivers.scenes`)
 compute no answer; this module adds that, for notebooks, tests and the instructor's tools.
 """
 
@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from . import batches
-from .batches import max_relative_error  # noqa: F401 - the notebooks' name
-from .checks import scenes  # noqa: F401 - notebooks 03 and 10 build their engines with it
+from .drivers import (
+    batches,
+    scenes,  # noqa: F401 - notebooks 03 and 10 build their engines with it
+)
+from .drivers.batches import max_relative_error  # noqa: F401 - the notebooks' name
 
 __all__ = ["dense_attention", "causal_mask", "PagedBatch", "make_paged_batch", "max_relative_error", "scenes",
            "empty_engine"]
@@ -28,7 +30,7 @@ def empty_engine(total: int):
 
     if judge_link.active():
         return judge_link.empty_engine(total)
-    from .trusted import engines
+    from .grader.trusted import engines
 
     return engines.empty(total)
 
@@ -46,7 +48,7 @@ class PagedBatch(batches.PagedBatch):
 
         if judge_link.active():  # a grader's notebook run: root computes it (pagedlab.judge_link)
             return judge_link.batch_expected(self, scale)
-        from .trusted.reference import paged_expected
+        from .grader.trusted.reference import paged_expected
 
         return paged_expected(self, scale)
 
@@ -57,7 +59,7 @@ class PagedBatch(batches.PagedBatch):
 
         if judge_link.active():
             return judge_link.batch_holds(self, s, k, v)
-        from .trusted.attention import holds
+        from .grader.trusted.attention import holds
 
         return holds(self, s, k, v)
 
@@ -83,13 +85,13 @@ def dense_attention(q, k, v, scale: float | None = None, *, causal: bool = True)
 
     if judge_link.active():
         return judge_link.dense_attention(q, k, v, scale, causal)
-    from .trusted.reference import dense_attention as dense
+    from .grader.trusted.reference import dense_attention as dense
 
     return dense(q, k, v, scale, causal=causal)
 
 
 def causal_mask(q_len: int, kv_len: int, device=None):
     """Boolean ``[q_len, kv_len]``: True where query ``i`` (the last `q_len` tokens) may attend to key ``j``."""
-    from .trusted.reference import causal_mask as mask
+    from .grader.trusted.reference import causal_mask as mask
 
     return mask(q_len, kv_len, device)

@@ -1,7 +1,7 @@
 """`pagedlab release OUT`: write the student edition of the course.
 
 This repository is the instructor edition: solutions/, hidden checks (grading/hidden/), the
-answer models (pagedlab/harness/answers/), the mutation suites and the tools that build notebooks
+answer models (pagedlab/grader/answers/), the mutation suites and the tools that build notebooks
 live next to the student files. A student gets a copy without any of them. The copy is assembled from an allowlist of what a student needs
 (never by deleting from a full copy), so a file added to the instructor edition stays out until
 someone decides it belongs. Exercise files are generated from solutions/ on the spot, as
@@ -40,13 +40,13 @@ INSTRUCTOR_DOCS = ("README.md",)            # pagedlab/checks/README.md, noteboo
 INSTRUCTOR_MODULES = INSTRUCTOR_DOCS + ("release.py",)
 # Folders of pagedlab/ left out whole: the answer models (a buddy allocator, a swap model, a prefix
 # cache) answer Tasks 11-13, so the student edition must not be able to import them.
-INSTRUCTOR_PACKAGES = ("harness/answers",)
+INSTRUCTOR_PACKAGES = ("grader/answers", "harness/answers")
 # The models in there, by file: their code lines are searched for in every released file, as the
 # solution regions' lines are.
 ANSWER_MODELS = {"buddy.py": ("Buddy",), "swap.py": ("expected_move",), "prefix_cache.py": ("ReferenceCache",)}
 # Lines of a model that shipped code has for its own reasons (generic loops over a block table).
 SHARED_MODEL_LINES = {
-    "for logical, block in s.mapping:": "checks.memory_manager walks a block table the same way",
+    "for logical, block in s.mapping:": "drivers.memory_manager walks a block table the same way",
     "if self.ref[b] == 0:": "sharing.py's fork/beam block manager counts references too",
     "table.append(self._new_block())": "sharing.py's block manager grows a table the same way",
 }
@@ -335,11 +335,11 @@ def build(out: str | Path, *, source: Path = ROOT, force: bool = False) -> Repor
         raise ReleaseError(f"{len(leaks)} line(s) of fenced solution regions or answer models would ship; "
                            f"nothing was released:\n{shown}")
     if source == ROOT.resolve():
-        from .checks import golden
+        from .grader import golden
 
         if golden.stale():  # the edition's notebooks judge public checks against these records
-            report.notes.append("warning: pagedlab/checks/expected.json is older than solutions/ or "
-                                "the checks it records; regenerate it (pagedlab.checks.golden.write()) "
+            report.notes.append("warning: pagedlab/grader/expected.json is older than solutions/ or "
+                                "the checks it records; regenerate it (pagedlab.grader.golden.write()) "
                                 "and release again before publishing")
     edited = [p for p, text in exercises.items() if p.is_file() and p.read_text(encoding="utf-8") != text]
     if edited:

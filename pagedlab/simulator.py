@@ -298,7 +298,7 @@ class Arenas:
 
 def _reference_buddy():
     try:  # the instructor edition's model; the student edition has none (it is Task 12)
-        from .harness.answers.buddy import Buddy
+        from .grader.answers.buddy import Buddy
     except ImportError:
         raise ValueError(
             'allocator="buddy" is the instructor edition\'s buddy allocator, which this edition does not '

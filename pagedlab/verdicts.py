@@ -19,17 +19,78 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from . import track
+from .spec import manifest
 
 ENV = "PAGEDLAB_VERDICTS"
 VERSION = 1
 MAX_BYTES = 4 * 1024 * 1024  # a whole course's verdicts are ~40 KB
 
 
+# A task's outcome as the grader decided it (`pagedlab.grader.pipeline`), and as a graded cell of a
+# grader's notebook run rebuilds it from a verdict: here, where that kernel may import it.
+@dataclass
+class CheckOutcome:
+    name: str
+    passed: bool | None  # None: never finished (the process died or hung inside it)
+    message: str = ""
+    seconds: float = 0.0
+    scored: bool = True  # False: feedback only (the manifest's `feedback`)
+    hidden: bool = False  # an instructor-only check: shown as a count, not by name
+    rule: str = ""  # the rule the first difference broke (shown for hidden checks too)
+    gist: str = ""  # what went wrong, without the scenario's values (a hidden check's reason)
+    cause: str = ""  # a cause other checks may share (`grader.causes`): explained once
+    hint: str = ""  # the conditional hints under the first difference, as written (shown for hidden checks too)
+
+
+@dataclass
+class TaskOutcome:
+    row: manifest.Task
+    checks: list[CheckOutcome] = field(default_factory=list)
+    problem: str = ""  # why the task could not finish: crash, timeout, missing file, grader error
+    grader_error: bool = False  # the problem is the autograder's, not the student's
+    started: bool = False  # the child listed the task's checks
+    finished: bool = False  # the child reported every check
+    note: str = ""
+    seconds: float = 0.0
+    part_a: track.Track | None = None  # a Part A task: which file it was graded from, and why
+
+    @property
+    def task(self) -> str:
+        return self.row.id
+
+    @property
+    def scored_checks(self) -> list[CheckOutcome]:
+        return [c for c in self.checks if c.scored]
+
+    @property
+    def passed_checks(self) -> int:
+        return sum(1 for c in self.scored_checks if c.passed)
+
+    @property
+    def passed(self) -> bool:
+        """Every scored check ran and passed (a crash in a feedback-only check costs nothing
+        unless scored checks after it never ran)."""
+        scored = self.scored_checks
+        return not self.grader_error and bool(scored) and all(c.passed is True for c in scored)
+
+    @property
+    def score(self) -> float:
+        if self.passed:
+            return float(self.row.points)
+        scored = self.scored_checks
+        if self.row.partial and scored and not self.grader_error:
+            return round(self.row.points * self.passed_checks / len(scored), 2)
+        return 0.0
+
+
 def task_files(row, folder: Path) -> list[Path]:
     """The files of `folder` the task's checks may read: its own files and the ones that stand in
     for them (llm_memory.c for memory_manager.py), whichever the loader then takes."""
-    from .ctrack import ALTERNATE_FILES
+    from .engine.ctrack import ALTERNATE_FILES
 
     names = []
     for name in row.files:
@@ -60,7 +121,7 @@ def key(row, folder: Path, choice: str | None = None) -> str:
 
 
 def entry(outcome) -> dict:
-    """What a notebook may know of a task's outcome (`sandbox.runner.TaskOutcome`): its public
+    """What a notebook may know of a task's outcome (`TaskOutcome`, above): its public
     checks' names, marks, rules and gists. Hidden checks stay out, as a student's own graded cell
     never runs them."""
     public = [c for c in outcome.checks if not c.hidden]

@@ -15,7 +15,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from pagedlab import manifest
+from pagedlab.spec import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 USER = "pagedlab-wt-instructor-ag"
@@ -26,7 +26,7 @@ def build_image(autograder: Path, zip_dir: Path, setup_tasks: str = "1,12", *, u
     """The package's zip unpacked in `autograder` and its setup.sh run there; the environment
     run_autograder then needs."""
     zip_path = zip_dir / "autograder.zip"
-    subprocess.run([sys.executable, "-m", "pagedlab.grading.package", "--out", str(zip_path)],
+    subprocess.run([sys.executable, "-m", "pagedlab.grader.package", "--out", str(zip_path)],
                    check=True, cwd=ROOT, capture_output=True)
     source = autograder / "source"
     with zipfile.ZipFile(zip_path) as zf:  # what Gradescope does with the upload

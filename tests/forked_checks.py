@@ -44,8 +44,8 @@ def _plan(task: str, hidden_seed: int | None = None, public: bool = True) -> lis
     ones; `engines` are the empty engines' bytes the grader sends with the request."""
     key = (task, hidden_seed, public)
     if key not in _plans:
-        from pagedlab import manifest
-        from pagedlab.sandbox.runner import plan_for, requests_for
+        from pagedlab.grader.pipeline import plan_for, requests_for
+        from pagedlab.spec import manifest
 
         checks, plan = plan_for(manifest.task(task), hidden=hidden_seed is not None, hidden_seed=hidden_seed,
                                 hidden_from=HIDDEN)
@@ -79,21 +79,21 @@ def _trusted_record(c, seed: int, engines):
 def _drive_in_fork(folder: str, checks: list, start: int, out: int) -> None:
     """The forked child: run checks[start:] ((check, seed, engines)) on `folder`, one begin and one
     record line each."""
-    from pagedlab.checks import framework
+    from pagedlab.drivers import record
     from pagedlab.guard import audit
 
     devnull = os.open(os.devnull, os.O_WRONLY)  # a mutant's prints must not reach the protocol
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     os.environ["PAGEDLAB_IMPL"] = folder
-    from pagedlab import ctrack
+    from pagedlab.engine import ctrack
 
     ctrack.use_runner_for(folder)  # a C library runs in its runner, as in the real child
     audit.install(folder)  # the student-API guard, as in the real child
     for index in range(start, len(checks)):
         os.write(out, (json.dumps({"begin": index}) + "\n").encode())
         c, seed, engines = checks[index]
-        stream = framework.drive(c, folder, seed, engines=engines)
+        stream = record.drive(c, folder, seed, engines=engines)
         os.write(out, (json.dumps({"index": index, "record": stream.to_json()}) + "\n").encode())
     os._exit(0)  # no teardown: a mutant's broken heap must not turn a finished run into a crash
 
@@ -116,7 +116,7 @@ def _read_fork(pid: int, fd: int, start: int, records: dict) -> tuple[int, str]:
             if "begin" in event:
                 current, deadline = event["begin"], time.monotonic() + HANG_S
             else:
-                from pagedlab.checks.framework import Stream
+                from pagedlab.drivers.record import Stream
 
                 records[event["index"]] = Stream.from_json(event["record"])
     _, status = os.waitpid(pid, 0)
@@ -157,9 +157,9 @@ def grade(folder: str, tasks: list[str], hidden_seed: int | None = None, public:
     as the real grader does (runner.run_task, messages and causes included): the public ones
     unless `public` is False, and with a `hidden_seed` the hidden ones, each under the seed the
     real grader would give it."""
-    from pagedlab.checks.causes import refer_to_causes
-    from pagedlab.checks.judge import judge, refer_to_first_report
-    from pagedlab.sandbox.runner import CheckOutcome
+    from pagedlab.grader.causes import refer_to_causes
+    from pagedlab.grader.judge import judge, refer_to_first_report
+    from pagedlab.grader.pipeline import CheckOutcome
 
     planned = [(task, c, seed, engines) for task in tasks for c, seed, engines in _plan(task, hidden_seed, public)]
     records, problems = _drive_all(folder, [(c, seed, engines) for _, c, seed, engines in planned])

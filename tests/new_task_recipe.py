@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pagedlab import manifest
+from pagedlab.spec import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,7 +29,8 @@ def double(x):
     ### END SOLUTION
 '''
 TOY_CHECKS = '''\
-from pagedlab.checks.framework import check, expect_equal, scenario_driver, see
+from pagedlab.drivers.record import expect_equal, see
+from pagedlab.spec.catalog import check, scenario_driver
 
 
 @check("task99", "double doubles", rule="notebook 09, the toy task")
@@ -49,8 +50,8 @@ def doubles_drawn(run):
 TOY_HIDDEN = '''\
 import random
 
-from pagedlab.checks.framework import hidden_scenario
-from pagedlab.checks.toy import doubles_drawn
+from pagedlab.spec.catalog import hidden_scenario
+from pagedlab.drivers.toy import doubles_drawn
 
 
 @hidden_scenario("task99", "double on numbers drawn at grading time", rule="notebook 09, the toy task",
@@ -74,9 +75,9 @@ time_limit = 30
 NOTEBOOK = "notebooks/09_prefix_caching_and_utilization"
 
 # The recipe's four places, edited by hand, and what `pagedlab assign` and `notebook sync` write.
-BY_HAND = {"pagedlab/tasks.toml", "solutions/toy.py", "pagedlab/checks/toy.py", "grading/hidden/toy.py",
+BY_HAND = {"pagedlab/spec/tasks.toml", "solutions/toy.py", "pagedlab/drivers/toy.py", "grading/hidden/toy.py",
            f"{NOTEBOOK}.py", "notebooks/00_welcome.py", "README.md"}
-GENERATED = {"exercises/toy.py", "exercises/.assign-manifest.json", "pagedlab/checks/expected.json",
+GENERATED = {"exercises/toy.py", "exercises/.assign-manifest.json", "pagedlab/grader/expected.json",
              "grading/README.md", f"{NOTEBOOK}.ipynb", "notebooks/00_welcome.ipynb"}
 
 # The task-wide tests but the integration ones (minutes each: the whole suite runs them); of the
@@ -99,7 +100,7 @@ def copy_course(dest: Path, root: Path = ROOT) -> Path:
     """The checkout's files (tracked and untracked, not ignored) in `dest`, committed in a git
     repository of their own, as a fresh clone has them (tests that list the repository's files
     need git)."""
-    from pagedlab.grading.package import repository_files
+    from pagedlab.grader.package import repository_files
 
     for name in repository_files(root):
         if not name.startswith(("build/", "backups/")):
@@ -140,16 +141,16 @@ def _edit(path: Path, old: str, new: str) -> None:
 def apply_recipe(course: Path) -> None:
     """The README's four steps, in its order, each run as written."""
     # 1. the manifest row: assign refuses, in one line, until the checks module exists
-    with open(course / "pagedlab" / "tasks.toml", "a") as f:
+    with open(course / "pagedlab" / "spec" / "tasks.toml", "a") as f:
         f.write(TOY_ROW)
     early = run_in(course, "-m", "pagedlab", "assign")
     if not (early.returncode == 2 and "Traceback" not in early.stderr and early.stderr.count("\n") == 1
-            and "pagedlab/checks/toy.py does not exist" in early.stderr):
+            and "pagedlab/drivers/toy.py does not exist" in early.stderr):
         raise RecipeError("step 1: `pagedlab assign` before the checks module exists should refuse in "
-                          f"one line naming pagedlab/checks/toy.py; it exited {early.returncode}:\n"
+                          f"one line naming pagedlab/drivers/toy.py; it exited {early.returncode}:\n"
                           + early.stderr[-2000:])
     # 2. the checks and their hidden twin
-    (course / "pagedlab" / "checks" / "toy.py").write_text(TOY_CHECKS)
+    (course / "pagedlab" / "drivers" / "toy.py").write_text(TOY_CHECKS)
     (course / "grading" / "hidden" / "toy.py").write_text(TOY_HIDDEN)
     # 3. the fenced solution, then assign
     (course / "solutions" / "toy.py").write_text(TOY_SOLUTION)

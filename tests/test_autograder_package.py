@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from autograder_image import ROOT, USER, run_autograder, solutions, temporary_image
 
-from pagedlab import manifest
-from pagedlab.grading import notebook_plan
+from pagedlab.grader import notebook_plan
 from pagedlab.sandbox import private
+from pagedlab.spec import manifest
 
 SUBMITTED = ("memory_manager.py", "buddy.py")
 

@@ -65,7 +65,7 @@ def test_solution_agrees_with_the_answer_model_on_a_full_workload():
     import random
 
     from pagedlab import load
-    from pagedlab.harness.answers.buddy import Buddy
+    from pagedlab.grader.answers.buddy import Buddy
 
     mine, ref = load("buddy", "solutions").BuddyAllocator(4096), Buddy(4096)
     rng, live = random.Random(7), {}
@@ -88,7 +88,7 @@ def test_notebook_draws_the_sequence_the_checks_replay():
     import json
     import re
 
-    from pagedlab.checks.buddy import TRACE_16
+    from pagedlab.drivers.buddy import TRACE_16
 
     nb = json.loads((ROOT / "notebooks" / "09_prefix_caching_and_utilization.ipynb").read_text())
     cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]

@@ -18,10 +18,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import c_mutants  # noqa: E402
 
-from pagedlab import carena, cmem, ctrack  # noqa: E402
-from pagedlab.checks import scenes  # noqa: E402
+from pagedlab import cmem  # noqa: E402
+from pagedlab.drivers import scenes  # noqa: E402
+from pagedlab.engine import carena, ctrack
+from pagedlab.engine.pool import Pool  # noqa: E402
 from pagedlab.harness import hw3  # noqa: E402
-from pagedlab.pool import Pool  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not ctrack.available() or not sys.platform.startswith("linux"),
                                 reason="the runner needs a C compiler and Linux (memfd, fixed mappings)")

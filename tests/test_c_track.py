@@ -19,9 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import c_mutants  # noqa: E402
 from forked_checks import CheckServer  # noqa: E402
 
-from pagedlab import assign, checks, cmem, cnative, ctrack, load  # noqa: E402
+from pagedlab import assign, checks, cmem, load
+from pagedlab.engine import cnative, ctrack  # noqa: E402
+from pagedlab.engine.pool import Pool  # noqa: E402
 from pagedlab.harness import hw3  # noqa: E402
-from pagedlab.pool import Pool  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not ctrack.available(), reason="no C compiler on this machine")
 
@@ -222,7 +223,7 @@ def test_crash_keeps_python_alive_and_names_the_line(tmp_path, mode):
 
 
 def test_grade_cli_grades_a_c_submission(tmp_path):
-    from pagedlab.grading.cli import grade
+    from pagedlab.grader.cli import grade
 
     folder = _folder(tmp_path, c_mutants.SOLUTION.read_text(), "upload")
     result = grade(str(folder), tasks=list(TASKS), echo=lambda *_: None, hidden=True, hidden_seed=11)
@@ -372,8 +373,10 @@ def test_a_part_a_task_added_after_the_c_track_says_there_is_no_c_version(tmp_pa
     """A new Part A task whose check calls a memory_manager.py function the C API lacks (here
     take_block, as a toy task's check would): on a C-only submission the grader says "no C
     version of this task", never "your code raised" (the student's C code is not at fault)."""
-    from pagedlab.checks import framework, judge
-    from pagedlab.checks.framework import expect_equal
+    from pagedlab.drivers import record
+    from pagedlab.drivers.record import expect_equal
+    from pagedlab.grader import judge
+    from pagedlab.spec import catalog
 
     rule = "notebook 02, the toy Part A task: take_block is first-fit"
 
@@ -383,11 +386,11 @@ def test_a_part_a_task_added_after_the_c_track_says_there_is_no_c_version(tmp_pa
         engine = mm.llm_init(pool.addr, pool.size)
         expect_equal(mm.take_block(engine), 0, "take_block on a fresh engine", rule=rule)
 
-    toy = framework.Check("task99", "take_block takes the lowest free block", driver, rule, "", False, None, __name__)
+    toy = catalog.Check("task99", "take_block takes the lowest free block", driver, rule, "", False, None, __name__)
     folder = _folder(tmp_path, c_mutants.SOLUTION.read_text())
-    trusted = framework.drive(toy, "solutions")
+    trusted = record.drive(toy, "solutions")
     assert trusted.status == "completed"
-    verdict = judge.judge(trusted, framework.drive(toy, str(folder)))
+    verdict = judge.judge(trusted, record.drive(toy, str(folder)))
     assert not verdict.passed
     assert verdict.message.startswith("no C version of this task: llm_memory.c stands in for "
                                       "memory_manager.py only for llm_init()"), verdict.message
@@ -407,7 +410,7 @@ def test_a_compile_error_is_shown_once_per_grade(tmp_path):
     """Measured before: the compiler's output under each of Task 1's 5 checks, with 'your code
     raised CCompileError', a rule and a 'during' of a step that never ran, and again under every
     check of Task 2. Now: once, under the first check; the rest refer to it."""
-    from pagedlab.grading.cli import grade
+    from pagedlab.grader.cli import grade
 
     folder = _folder(tmp_path, c_mutants.SOLUTION.read_text().replace("seq->kv_count++;", "seq->kv_count++"))
     said = []
@@ -422,7 +425,7 @@ def test_a_compile_error_is_shown_once_per_grade(tmp_path):
         len(checks.checks_of("task2")), task2
     assert all(t["score"] == 0 for t in result["tests"])
     # The class report counts it as one file that does not compile, with the compiler's first error.
-    from pagedlab.grading import class_report
+    from pagedlab.grader import class_report
 
     found = [(file, why) for output in (task1, task2) for _, why, file in class_report._failed_checks(output)]
     assert {file for file, _ in found} == {"llm_memory.c"}, found
@@ -434,7 +437,7 @@ def test_a_c_append_without_copy_on_write_names_cow_and_the_rest_follows(tmp_pat
     """Measured before: 3 checks failed; the third, 'appended records read back', blamed
     'translation logical = kv_count // 16'. Now the CoW check says the block was written in place
     and the other two follow from it."""
-    from pagedlab.checks.memory_manager import COW_IN_PLACE_HINT, T4_COW
+    from pagedlab.drivers.memory_manager import COW_IN_PLACE_HINT, T4_COW
 
     text = c_mutants.SOLUTION.read_text()
     bug = "    int copy_on_write = !new_page && engine->ref_count[block] > 1;\n"

@@ -3,8 +3,10 @@ student can act on (rule, expected, yours), and no value the child sends can mak
 
 import sys
 
-from pagedlab.checks import framework, judge
-from pagedlab.checks.framework import Check, Stream
+from pagedlab.drivers import record
+from pagedlab.drivers.record import Stream
+from pagedlab.grader import judge
+from pagedlab.spec.catalog import Check
 
 
 def _check(fn):
@@ -12,26 +14,26 @@ def _check(fn):
 
 
 def _record(fn):
-    return framework.drive(_check(fn))
+    return record.drive(_check(fn))
 
 
 def test_the_judge_explains_the_first_difference_with_the_trusted_label_and_rule():
-    trusted = _record(lambda run: framework.expect_equal([0, 1], [0, 1], "first-fit picks the lowest blocks",
+    trusted = _record(lambda run: record.expect_equal([0, 1], [0, 1], "first-fit picks the lowest blocks",
                                                          rule="notebook 05, First-fit after holes"))
-    mine = _record(lambda run: framework.expect_equal([2, 1], [0, 1], "FORGED LABEL", rule="forged rule"))
+    mine = _record(lambda run: record.expect_equal([2, 1], [0, 1], "FORGED LABEL", rule="forged rule"))
     verdict = judge.judge(trusted, mine)
     assert not verdict.passed
     lines = verdict.message.splitlines()
     assert lines[0] == "your code's results sent the check down another path than the reference's"
     assert "  the reference's next step: first-fit picks the lowest blocks" in lines, lines
-    mine = _record(lambda run: framework.expect_equal([2, 1], [0, 1], "first-fit picks the lowest blocks"))
+    mine = _record(lambda run: record.expect_equal([2, 1], [0, 1], "first-fit picks the lowest blocks"))
     lines = judge.judge(trusted, mine).message.splitlines()
     assert lines == ["first-fit picks the lowest blocks", "  rule:     notebook 05, First-fit after holes",
                      "  expected: [0, 1]", "  yours:    [2, 1]"]
 
 
 def test_a_stub_a_crash_and_sys_exit_become_explained_failures(tmp_path):
-    trusted = _record(lambda run: framework.see("value", 1))
+    trusted = _record(lambda run: record.see("value", 1))
     stub = _record(lambda run: (_ for _ in ()).throw(NotImplementedError("Task 1: llm_init")))
     assert judge.judge(trusted, stub).message == "not implemented yet: Task 1: llm_init"
     student = tmp_path / "memory_manager.py"
@@ -45,22 +47,22 @@ def test_a_stub_a_crash_and_sys_exit_become_explained_failures(tmp_path):
 
 
 def test_uninitialised_freed_and_never_written_patterns_are_decoded():
-    trusted = _record(lambda run: framework.see("L2 entry", -1))
+    trusted = _record(lambda run: record.see("L2 entry", -1))
     for value, words in ((-842150451, "uninitialised memory from malloc"), (0xDDDDDDDD, "freed memory"),
                          (0x5A000123, "never-written pattern")):
-        mine = _record(lambda run, v=value: framework.see("L2 entry", v))
+        mine = _record(lambda run, v=value: record.see("L2 entry", v))
         assert words in judge.judge(trusted, mine).message
 
 
 def test_records_that_claim_success_without_the_values_fail():
-    trusted = _record(lambda run: framework.see("ref counts", [1, 0, 2]))
+    trusted = _record(lambda run: record.see("ref counts", [1, 0, 2]))
     assert not judge.judge(trusted, Stream([], "completed")).passed
     assert not judge.judge(trusted, Stream([{"w": "ref counts", "v": True, "k": "eq"}], "completed")).passed
     assert judge.judge(trusted, Stream([{"w": "ref counts", "v": [1, 0, 2], "k": "eq"}], "completed")).passed
 
 
 def test_a_broken_reference_is_the_graders_problem():
-    trusted = _record(lambda run: framework.expect(False, "reference fails"))
+    trusted = _record(lambda run: record.expect(False, "reference fails"))
     verdict = judge.judge(trusted, trusted)
     assert not verdict.passed and verdict.grader_problem
 

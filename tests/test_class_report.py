@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pagedlab.grading import class_queue, class_report
+from pagedlab.grader import class_queue, class_report
 
 ROOT = Path(__file__).resolve().parent.parent
 BUG = ("buddy = offset ^ (1 << order)", "buddy = offset + (1 << order)")
@@ -91,7 +91,7 @@ def test_a_file_that_does_not_load_is_one_cause_every_failure_is_listed_and_empt
     """One syntax error fails every check of Tasks 1 and 2 (the real grader's messages): one row,
     the file's. Eighteen real failures: the terminal shows 15 and says how many more, the page all.
     An empty folder and a missing results.json each get their own status."""
-    from pagedlab.grading.cli import grade
+    from pagedlab.grader.cli import grade
 
     broken = tmp_path / "broken"
     broken.mkdir()
@@ -141,7 +141,7 @@ def test_a_file_that_does_not_load_is_one_cause_every_failure_is_listed_and_empt
 
 
 def test_grade_class_does_not_grade_an_empty_folder_and_reports_it_empty(tmp_path):
-    from pagedlab.grading import classroom
+    from pagedlab.grader import classroom
 
     (tmp_path / "in" / "ann").mkdir(parents=True)
     (tmp_path / "in" / "ann" / "notes.txt").write_text("no code yet")

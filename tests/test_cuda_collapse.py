@@ -270,7 +270,7 @@ def test_the_v2_kernels_run_collapsed_and_bit_identical(monkeypatch):
     """paged_attention_v2.cu: barriers inside __device__ helpers (inlined), a block that leaves
     early (every thread of it: a uniform return), the reduce kernel."""
     from pagedlab.cuda import executor
-    from pagedlab.kernel_batch import make_kernel_batch
+    from pagedlab.drivers.kernel_batch import make_kernel_batch
     from pagedlab.kernels import decode_on_executor
 
     code = (ROOT / "solutions" / "paged_attention_v2.cu").read_text()
@@ -288,7 +288,7 @@ def test_the_v2_kernels_run_collapsed_and_bit_identical(monkeypatch):
                                        partition_size=512))
     assert modes == [True, True, False, False]
     assert outs[0].tobytes() == outs[1].tobytes()
-    from pagedlab.trusted.attention import kernel_expected
+    from pagedlab.grader.trusted.attention import kernel_expected
 
     np.testing.assert_allclose(outs[0], kernel_expected(batch), rtol=1e-4, atol=1e-5)
 
@@ -298,9 +298,10 @@ def test_graded_kernel_checks_run_on_fibers_even_where_round_robin_is_unchecked(
     collapsing pass. Today round_robin comes first and is checked (so on fibers anyway); here the
     order is turned round, round_robin unchecked second, where it would collapse without the guard."""
     from pagedlab import kernels
-    from pagedlab.checks import framework, paged_attention_cu, paged_attention_v2_cu
     from pagedlab.cuda import executor
-    from pagedlab.kernel_batch import make_kernel_batch
+    from pagedlab.drivers import paged_attention_cu, paged_attention_v2_cu, record
+    from pagedlab.drivers.kernel_batch import make_kernel_batch
+    from pagedlab.grader import registry
 
     modes = []
     real = executor.use_collapsed
@@ -314,6 +315,6 @@ def test_graded_kernel_checks_run_on_fibers_even_where_round_robin_is_unchecked(
     assert modes == [True], modes
     modes.clear()
     for task in ("task10", "task14"):
-        check = framework.checks_of(task)[0]
-        framework.drive(check, "solutions", 0)
+        check = registry.checks_of(task)[0]
+        record.drive(check, "solutions", 0)
     assert modes and not any(modes), f"{modes.count(True)} of {len(modes)} graded launches ran collapsed"

@@ -4,7 +4,7 @@ code it runs, and a stopped demo stops its followers with the same one line.
 Which task a call reaches is read from the sources, never listed by hand: a student function or
 class belongs to the tasks of the solution fences in its body and in every function of its file
 it refers to (`append_kv` runs Task 2's `take_block`, so it needs Task 2 too); a kernel file to the
-tasks fenced in it (`pagedlab/tasks.toml` says which file each task is in). A cell runs student
+tasks fenced in it (`pagedlab/spec/tasks.toml` says which file each task is in). A cell runs student
 code when it calls a function of a module `pagedlab.load` gave it, a method of an object made
 from one of its classes, a kernel built from `kernel_source`, one of the `kernels` entry points
 that launch the student's kernels, or a function defined in the notebook that does one of these.
@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from pagedlab import manifest
+from pagedlab.spec import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
@@ -261,7 +261,7 @@ def fresh_verdicts(monkeypatch):
 def test_a_require_after_a_failed_graded_cell_does_not_run_the_checks_again(fresh_verdicts):
     """After a graded cell found a hang, each demo's require would wait for the hang again."""
     from pagedlab import graded
-    from pagedlab.checks import CheckFailure
+    from pagedlab.spec.catalog import CheckFailure
 
     with pytest.raises(CheckFailure):
         graded.run("task1", impl="exercises", quiet=True)

@@ -32,8 +32,8 @@ def test_the_docs_task_tables_are_what_the_manifest_gives():
 
 
 # The recipe's hand-edited files (tests/new_task_recipe.py, for the toy task) as the docs name them.
-GENERIC = {"pagedlab/tasks.toml": "pagedlab/tasks.toml", "solutions/toy.py": "solutions/<file>",
-           "pagedlab/checks/toy.py": "pagedlab/checks/<checks>.py",
+GENERIC = {"pagedlab/spec/tasks.toml": "pagedlab/spec/tasks.toml", "solutions/toy.py": "solutions/<file>",
+           "pagedlab/drivers/toy.py": "pagedlab/drivers/<checks>.py",
            "grading/hidden/toy.py": "grading/hidden/<checks>.py",
            "notebooks/09_prefix_caching_and_utilization.py": "notebooks/NN_name.py",
            "notebooks/00_welcome.py": "notebooks/00_welcome.py", "README.md": "README.md"}
@@ -43,7 +43,7 @@ def test_the_manifests_header_and_the_readme_name_every_file_the_recipe_edits():
     sys.path.insert(0, str(ROOT / "tests"))
     from new_task_recipe import BY_HAND
 
-    header = "".join(line for line in (ROOT / "pagedlab" / "tasks.toml").read_text().splitlines(True)
+    header = "".join(line for line in (ROOT / "pagedlab" / "spec" / "tasks.toml").read_text().splitlines(True)
                      if line.startswith("#"))
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     recipe = readme[readme.index("**Adding Task N**"):readme.index("**Rehearsing the recipe**")]
@@ -72,7 +72,7 @@ def test_the_readmes_suite_time_is_the_last_measured_one():
 def test_no_doc_types_a_total_the_manifest_gives():
     """Totals are generated blocks (pagedlab/doctables.py): outside them no doc states the total
     points, the number of tasks or the worst-case grading time."""
-    from pagedlab import manifest
+    from pagedlab.spec import manifest
 
     worst = doctables.worst_case_seconds() / 60
     typed = [rf"\b{manifest.MAX_SCORE:g} points\b", rf"must score {manifest.MAX_SCORE:g}\b",

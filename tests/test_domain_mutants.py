@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab.checks import framework, judge
-from pagedlab.trusted.expectations import expected_stream
+from pagedlab.drivers import record
+from pagedlab.grader import judge, registry
+from pagedlab.grader.trusted.expectations import expected_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 HIDDEN = ROOT / "grading" / "hidden"
@@ -192,19 +193,19 @@ IDS = [f"{m.task}: {m.domain_class}" for m in MUTANTS]
 
 @cache
 def _trusted(key: str, task: str, seed: int):
-    c = framework.find(task, key)
-    return expected_stream(c, seed) if c.expected else framework.drive(c, "solutions", seed)
+    c = registry.find(task, key)
+    return expected_stream(c, seed) if c.expected else record.drive(c, "solutions", seed)
 
 
 def _fails(c, impl: str, task: str, seed: int) -> bool:
-    return not judge.judge(_trusted(c.key, task, seed), framework.drive(c, impl, seed)).passed
+    return not judge.judge(_trusted(c.key, task, seed), record.drive(c, impl, seed)).passed
 
 
 def kept(impl: str, task: str, seeds) -> list[int]:
     """The hidden seeds under which `impl` keeps `task` (passes every check). A grading runs the
     public checks with seed 0 and the hidden ones with its own seed: a public check lost is lost
     in every grading, so the public checks run once, and only if some seed survived the hidden."""
-    checks = framework.checks_of(task, hidden=None, hidden_from=HIDDEN)
+    checks = registry.checks_of(task, hidden=None, hidden_from=HIDDEN)
     hidden = [c for c in checks if c.hidden]
     assert hidden, f"{task} has no hidden check"
     survivors = [s for s in seeds if not any(_fails(c, impl, task, s) for c in hidden)]
@@ -215,7 +216,7 @@ def kept(impl: str, task: str, seeds) -> list[int]:
 
 def lost(impl: str, task: str, seed: int) -> list[str]:
     """Every check of `task` (public and hidden, hidden seed `seed`) that `impl` fails."""
-    return [c.name for c in framework.checks_of(task, hidden=None, hidden_from=HIDDEN)
+    return [c.name for c in registry.checks_of(task, hidden=None, hidden_from=HIDDEN)
             if _fails(c, impl, task, seed if c.hidden else 0)]
 
 
@@ -248,8 +249,8 @@ def test_a_partly_right_submission_passes_the_public_checks(tmp_path):
     """What makes the regrade test below meaningful: only hidden classes expose these bugs."""
     sub = _submission(tmp_path, *PARTIAL)
     for task in ("task6", "task8"):
-        public = [c for c in framework.checks_of(task) if not c.hidden]
-        assert all(judge.judge(_trusted(c.key, task, 0), framework.drive(c, sub, 0)).passed for c in public)
+        public = [c for c in registry.checks_of(task) if not c.hidden]
+        assert all(judge.judge(_trusted(c.key, task, 0), record.drive(c, sub, 0)).passed for c in public)
 
 
 def test_a_partly_right_submission_loses_the_same_tasks_under_ten_seeds(tmp_path):
@@ -264,7 +265,7 @@ def test_graded_by_the_autograder_it_loses_the_task(tmp_path):
     Task 8, whose 64-block class five gradings in six missed before. One grading: the test above
     covers ten seeds and both tasks in-process, the same drivers and judge (each grading here
     starts torch twice, in the student's child and the reference's)."""
-    from pagedlab.grading.cli import grade
+    from pagedlab.grader.cli import grade
 
     sub = _submission(tmp_path, *PARTIAL)
     graded = grade(sub, tasks=["task8"], hidden_seed=1000, echo=lambda *a: None)
@@ -289,7 +290,7 @@ def test_task14_checks_run_the_sanitizer(bug, tmp_path):
     text = apply((ROOT / "solutions" / V2_FILE).read_text(), old, new, bug)
     (tmp_path / V2_FILE).write_text(text)
     # The first public check that fails, judged in this process (a grade would run all of Task 14).
-    verdicts = (judge.judge(_trusted(c.key, "task14", 0), framework.drive(c, str(tmp_path)))
-                for c in framework.checks_of("task14"))
+    verdicts = (judge.judge(_trusted(c.key, "task14", 0), record.drive(c, str(tmp_path)))
+                for c in registry.checks_of("task14"))
     message = next((v.message for v in verdicts if not v.passed), None)
     assert message and report in message and f"{V2_FILE}:" in message, message

@@ -34,8 +34,9 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab import manifest
-from pagedlab.checks import framework, judge
+from pagedlab.drivers import record
+from pagedlab.grader import judge, registry
+from pagedlab.spec import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 HIDDEN = ROOT / "grading" / "hidden"
@@ -131,17 +132,17 @@ IDS = [f"{m.task}: {m.domain_class}" for m in MUTANTS]
 
 @cache
 def _trusted(key: str, task: str, seed: int):
-    return trusted_record(framework.find(task, key), seed)
+    return trusted_record(registry.find(task, key), seed)
 
 
 def _fails(c, impl: str, task: str, seed: int) -> bool:
-    return not judge.judge(_trusted(c.key, task, seed), framework.drive(c, impl, seed)).passed
+    return not judge.judge(_trusted(c.key, task, seed), record.drive(c, impl, seed)).passed
 
 
 def _scored(task: str, hidden: bool) -> list:
     """The checks of `task` that earn points (a feedback check costs nothing when it fails)."""
     row = manifest.task(task)
-    return [c for c in framework.checks_of(task, hidden=None, hidden_from=HIDDEN)
+    return [c for c in registry.checks_of(task, hidden=None, hidden_from=HIDDEN)
             if c.hidden == hidden and not row.is_feedback(c.name)]
 
 
@@ -195,9 +196,9 @@ def test_each_mutant_names_its_class_once():
 # --- each mutant is wrong on its class (so a check that draws the class can catch it) ----------
 
 def _mm_hole_engine(mm, task: str):
-    from pagedlab.checks import scenes
+    from pagedlab.drivers import scenes
+    from pagedlab.engine.pool import Pool
     from pagedlab.harness import hw3
-    from pagedlab.pool import Pool
 
     if task == "task4":  # one full L2 table, the next append needs a new one; one block free
         pool = Pool(17 * 64)
@@ -239,7 +240,7 @@ def _kernel(impl: str, m: Mutant):
     import numpy as np
 
     from pagedlab import cuda
-    from pagedlab.kernel_batch import make_kernel_batch
+    from pagedlab.drivers.kernel_batch import make_kernel_batch
     from pagedlab.kernels import decode_on_executor
 
     kwargs, q_scale, checks = KERNEL_CASES[m.domain_class]
@@ -254,13 +255,13 @@ def _kernel(impl: str, m: Mutant):
         return "no report"
     if not np.isfinite(out).all():
         return "not finite"
-    from pagedlab.trusted.attention import kernel_expected
+    from pagedlab.grader.trusted.attention import kernel_expected
 
     return "right" if np.allclose(out, kernel_expected(batch), rtol=1e-4, atol=1e-5) else "wrong"
 
 
 def _swap(sw, m: Mutant):
-    from pagedlab.checks.swap import Rig
+    from pagedlab.drivers.swap import Rig
 
     if m.domain_class.startswith("block ids"):
         with Rig(32, 1, seed=5) as rig:

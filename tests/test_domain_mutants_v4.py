@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab import manifest
+from pagedlab.spec import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))

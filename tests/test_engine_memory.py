@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from pagedlab import block_tables, cmem
+from pagedlab.engine.pool import GUARD_BYTES, Pool, magic_word
 from pagedlab.harness import hw3
 from pagedlab.loader import load
-from pagedlab.pool import GUARD_BYTES, Pool, magic_word
 
 
 # -- §4.1 layouts ------------------------------------------------------------------------------

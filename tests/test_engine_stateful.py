@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from pagedlab import block_tables, cmem
+from pagedlab.engine.pool import Pool
 from pagedlab.harness import hw3
 from pagedlab.loader import load
-from pagedlab.pool import Pool
 
 NUM_BLOCKS = 10          # small, so OOM and CoW happen often
 IDS = st.integers(0, 6)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab import checks, manifest
+from pagedlab import checks
+from pagedlab.spec import manifest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import engine_mutants  # noqa: E402

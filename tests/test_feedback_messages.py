@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab import manifest
-from pagedlab.grading import runner
+from pagedlab.grader import pipeline as runner
+from pagedlab.spec import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "submissions"))
@@ -74,10 +74,11 @@ def test_a_read_past_seq_len_says_no_thread_wrote_the_element_and_shows_the_inde
 # ---------------------------------------------------------------- what differed, which rule
 
 def _verdict(task, name, impl):
-    from pagedlab.checks import framework, judge
+    from pagedlab.drivers import record as check_record
+    from pagedlab.grader import judge, registry
 
-    c = next(c for c in framework.checks_of(task) if c.name == name)
-    return judge.judge(framework.drive(c, "solutions"), framework.drive(c, str(impl))).message
+    c = next(c for c in registry.checks_of(task) if c.name == name)
+    return judge.judge(check_record.drive(c, "solutions"), check_record.drive(c, str(impl))).message
 
 
 def _planted(tmp_path, filename, old, new):
@@ -106,9 +107,9 @@ def test_buddy_splits_that_keep_the_upper_half_cite_the_split_rule(tmp_path):
     """Measured before: four checks cited "lowest address first" for offsets no tie decides."""
     sub = _planted(tmp_path, "buddy.py", "            self.free_lists[k].add(offset + (1 << k))\n",
                    "            self.free_lists[k].add(offset)\n            offset += 1 << k\n")
-    from pagedlab.checks import framework
+    from pagedlab.grader import registry
 
-    for c in framework.checks_of("task12"):
+    for c in registry.checks_of("task12"):
         if c.name.startswith(("freeing everything", "random traces of alloc and free")):
             continue  # merging, and random traces judged call by call against the reference record
         message = _verdict("task12", c.name, sub)
@@ -126,13 +127,13 @@ def test_tensors_that_print_the_same_say_what_differed(tmp_path):
 
 
 def _stream(*obs, status="completed"):
-    from pagedlab.checks.framework import Stream
+    from pagedlab.drivers.record import Stream
 
     return Stream(list(obs), status)
 
 
 def test_a_false_condition_is_a_sentence_not_true_and_false():
-    from pagedlab.checks.judge import judge
+    from pagedlab.grader.judge import judge
 
     want = {"w": "the list is circular", "v": True, "k": "cond", "r": "notebook 03"}
     message = judge(_stream(want), _stream({**want, "v": False}, status="stopped")).message
@@ -141,7 +142,7 @@ def test_a_false_condition_is_a_sentence_not_true_and_false():
 
 
 def test_a_differing_table_names_the_first_differing_entry():
-    from pagedlab.checks.judge import judge
+    from pagedlab.grader.judge import judge
 
     table = {str(i): 10 + i for i in range(12)}
     want = {"w": "block table", "v": table, "k": "eq"}
@@ -153,8 +154,8 @@ def test_a_differing_table_names_the_first_differing_entry():
 
 def test_one_kernel_error_is_shown_once_and_referred_to_after():
     """Measured before: the same sanitizer report, in full, under all five Task 10 checks."""
-    from pagedlab.checks.judge import refer_to_first_report
-    from pagedlab.grading.runner import CheckOutcome
+    from pagedlab.grader.judge import refer_to_first_report
+    from pagedlab.verdicts import CheckOutcome
 
     report = ("  yours:    the kernel failed to run: RaceError: shared-memory race in block (0, 0, 0) "
               "on `partial` ... at paged_attention.cu:{line}, with no barrier")
@@ -223,12 +224,12 @@ def test_every_pagedlab_path_named_in_a_rule_hint_or_message_exists():
     """Measured before: Task 11's replay hint named pagedlab.checks.prefix.random_ops."""
     import json
 
-    sources = sorted((ROOT / "pagedlab" / "checks").glob("*.py")) + sorted((ROOT / "grading" / "hidden").glob("*.py"))
+    sources = sorted((ROOT / "pagedlab" / "drivers").rglob("*.py")) + sorted((ROOT / "grading" / "hidden").glob("*.py"))
     texts = [s for path in sources for s in _strings_in(path)]
-    for record in json.loads((ROOT / "pagedlab" / "checks" / "expected.json").read_text())["records"].values():
+    for record in json.loads((ROOT / "pagedlab" / "grader" / "expected.json").read_text())["records"].values():
         texts += [str(o.get(key, "")) for o in record["obs"] for key in ("r", "h", "w", "x")]
     named = {m.group(0).rstrip(".") for text in texts for m in _DOTTED.finditer(text)}
-    assert "pagedlab.checks.prefix_cache.random_ops" in named  # the scan sees the hints
+    assert "pagedlab.drivers.prefix_cache.random_ops" in named  # the scan sees the hints
     missing = sorted(path for path in named if not _resolves(path))
     assert not missing, f"texts name paths that do not exist: {missing}"
 
@@ -265,9 +266,9 @@ def test_pool_legends_side_by_side_stay_clear_of_the_next_panel():
     import matplotlib.pyplot as plt
 
     from pagedlab import cmem, viz
-    from pagedlab.checks import scenes
+    from pagedlab.drivers import scenes
+    from pagedlab.engine.pool import Pool
     from pagedlab.harness import hw3
-    from pagedlab.pool import Pool
 
     pools = Pool(32 * hw3.BLOCK_SIZE), Pool(24 * hw3.BLOCK_SIZE)
     heap = cmem.snapshot()
@@ -297,7 +298,7 @@ def test_require_asks_once_per_version_of_the_files(monkeypatch):
     """A demo's require after a passing graded cell, or a second require on the same unfinished
     files, does not run the checks again; it says the same one line."""
     from pagedlab import graded
-    from pagedlab.checks import CheckFailure
+    from pagedlab.spec.catalog import CheckFailure
 
     graded.run("task1", impl="solutions", quiet=True)
     calls = []

@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pagedlab import manifest
-from pagedlab.checks import framework, judge
+from pagedlab.drivers import record
+from pagedlab.grader import judge, registry
+from pagedlab.spec import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -31,8 +32,8 @@ def _planted(tmp_path, filename, *edits, once=True):
 
 def _message(task, name, impl, seed=0):
     """The judge's explanation of check `name` (a prefix) of `task` for the folder `impl`."""
-    c = next(c for c in framework.checks_of(task) if c.name.startswith(name))
-    verdict = judge.judge(trusted_record(c, seed), framework.drive(c, str(impl), seed), rule=c.rule)
+    c = next(c for c in registry.checks_of(task) if c.name.startswith(name))
+    verdict = judge.judge(trusted_record(c, seed), record.drive(c, str(impl), seed), rule=c.rule)
     assert not verdict.passed, f"{task}: the planted bug passed {c.name!r}"
     return verdict.message
 
@@ -91,7 +92,7 @@ BUDDY_PLUS = ("            buddy = offset ^ (1 << order)\n", "            buddy 
 def test_buddy_hints_name_the_bug_the_free_list_shows(tmp_path):
     """Measured before: 'o + s finds the buddy of a lower half only' under code that already
     used XOR (its bug: a buddy that is not an allocated start taken as free)."""
-    from pagedlab.checks import buddy
+    from pagedlab.drivers import buddy
 
     xor = _message("task12", "the buddy is found by XOR", _planted(tmp_path / "xor", "buddy.py", BUDDY_NOT_ALLOCATED))
     assert buddy._NOT_ALLOCATED_HINT in xor and "o + s" not in xor, xor
@@ -114,7 +115,7 @@ WRONG_SCALE = ('        logits = torch.einsum("kgd,tkd->kgt", q_groups, k) * sca
 def test_task9_names_padding_for_a_zero_mask_and_says_nothing_for_a_wrong_scale(tmp_path):
     """Measured before: the one hint ('NaN means an unused cache slot was read; otherwise check
     the softmax scale…') never mentioned masking or padding when padding was masked with 0."""
-    from pagedlab.checks.paged_attention import PADDING_HINT
+    from pagedlab.drivers.paged_attention import PADDING_HINT
 
     padded = _message("task9", "grouped-query attention", _planted(tmp_path / "pad", "paged_attention.py",
                                                                     PAD_MASKED_WITH_ZERO))
@@ -133,7 +134,7 @@ V2_NO_RESCALE = ("    const float w = expf(m[p] - global_max);", "    const floa
 
 def test_task14_hints_tell_a_dropped_partition_from_a_missing_rescale(tmp_path):
     """Measured before: one hint described rescaling for code that dropped a partition."""
-    from pagedlab.checks.paged_attention_v2_cu import DROPPED_HINT, RESCALE_HINT
+    from pagedlab.drivers.paged_attention_v2_cu import DROPPED_HINT, RESCALE_HINT
 
     dropped = _message("task14", "partition edges", _planted(tmp_path / "drop", "paged_attention_v2.cu",
                                                              V2_DROPS_LAST_PARTITION))
@@ -154,7 +155,7 @@ def test_an_untouched_kernel_says_not_implemented_yet():
 
 def test_a_hanging_kernel_carries_no_nan_hint(tmp_path, monkeypatch):
     """Measured before: the generic NaN hint under a timeout."""
-    from pagedlab.checks.paged_attention_cu import TIMEOUT_ENV
+    from pagedlab.drivers.paged_attention_cu import TIMEOUT_ENV
 
     monkeypatch.setenv(TIMEOUT_ENV, "2")
     message = _message("task10", "MHA", broken.make("kernel-hang", tmp_path))
@@ -184,7 +185,8 @@ TASK1_OVERFIT = ("    engine.total_local_blocks = pool_size // BLOCK_SIZE\n",
 def test_a_hidden_only_failure_says_what_differed_and_the_rule_without_the_values(tmp_path):
     """Measured before: 'hidden checks: 0 of 1 passed' and nothing else; after publication the
     details had no rule."""
-    from pagedlab.grading import report, runner
+    from pagedlab.grader import pipeline as runner
+    from pagedlab.grader import report
 
     sub = _planted(tmp_path, "memory_manager.py", TASK1_OVERFIT)
     outcome = runner.run_task(manifest.task("task1"), str(sub), sub, hidden=True, hidden_seed=20261123,
@@ -248,12 +250,12 @@ SERIAL = [("for (int t = tid; t < seq_len; t += NUM_THREADS) {", "for (int t = (
 def test_a_kernel_one_thread_computes_serially_fails_the_feedback_only_spread_check(tmp_path):
     """Measured before: full marks, and nothing said. The check is feedback only (0 points), so
     it fails the serial kernel without costing it anything, and passes the reference."""
-    from pagedlab.checks.paged_attention_cu import SPREAD_CHECK
+    from pagedlab.drivers.paged_attention_cu import SPREAD_CHECK
 
     row = manifest.task("task10")
     assert row.is_feedback(SPREAD_CHECK)
-    c = next(c for c in framework.checks_of("task10") if c.name == SPREAD_CHECK)
-    assert judge.judge(trusted_record(c), framework.drive(c, "solutions")).passed
+    c = next(c for c in registry.checks_of("task10") if c.name == SPREAD_CHECK)
+    assert judge.judge(trusted_record(c), record.drive(c, "solutions")).passed
     sub = _planted(tmp_path, "paged_attention.cu", *SERIAL, once=False)
     message = _message("task10", SPREAD_CHECK, sub)
     assert "yours:    1.0 of 32" in message and "tid + NUM_THREADS" in message, message
@@ -264,14 +266,14 @@ def test_a_kernel_one_thread_computes_serially_fails_the_feedback_only_spread_ch
 def _task_messages(task, impl, shown=None) -> dict:
     """{check name: (passed, message)} of `task`'s public checks on `impl`, judged and then
     cross-referenced as the grader does (runner.run_task: `causes.refer_to_causes`), in-process."""
-    from pagedlab.checks.causes import refer_to_causes
-    from pagedlab.sandbox.runner import CheckOutcome
+    from pagedlab.grader.causes import refer_to_causes
+    from pagedlab.grader.pipeline import CheckOutcome
 
     found = []
-    for c in framework.checks_of(task):
-        verdict = judge.judge(trusted_record(c), framework.drive(c, str(impl)), rule=c.rule)
+    for c in registry.checks_of(task):
+        verdict = judge.judge(trusted_record(c), record.drive(c, str(impl)), rule=c.rule)
         found.append(CheckOutcome(c.name, verdict.passed, verdict.message, cause=verdict.cause))
-    refer_to_causes(found, {c.name: c.follows for c in framework.checks_of(task)}, shown=shown,
+    refer_to_causes(found, {c.name: c.follows for c in registry.checks_of(task)}, shown=shown,
                     label=manifest.task(task).label)
     return {o.name: (o.passed, o.message) for o in found}
 
@@ -301,7 +303,7 @@ def test_append_without_copy_on_write_names_cow_first_and_the_rest_follows(tmp_p
     """Measured before (a C append_kv without CoW, 3 checks failed): the CoW check cited first-fit
     with no word on the shared block, 'OOM for copy-on-write' said 'expected -1, yours 0', and the
     read-back check blamed 'translation logical = kv_count // 16'. The Python track, the same bug."""
-    from pagedlab.checks.memory_manager import COW_IN_PLACE_HINT, T4_COW
+    from pagedlab.drivers.memory_manager import COW_IN_PLACE_HINT, T4_COW
 
     text = (ROOT / "solutions" / "memory_manager.py").read_text()
     assert NO_COW[0] in text, "the planted bug no longer applies to solutions/memory_manager.py"
@@ -337,8 +339,8 @@ def test_gather_with_the_wrong_block_size_is_explained_as_task_8(tmp_path):
             "k_cache.shape[1] = 8") in wrong, wrong
     right = _planted(tmp_path / "right", "paged_attention.py", ("    block_size = k_cache.shape[1]\n",
                                                                 "    block_size = k_cache.size(1)\n"))
-    c = next(c for c in framework.checks_of("task8") if c.name.startswith("gather follows shared blocks"))
-    assert judge.judge(trusted_record(c), framework.drive(c, str(right)), rule=c.rule).passed  # a note never fails
+    c = next(c for c in registry.checks_of("task8") if c.name.startswith("gather follows shared blocks"))
+    assert judge.judge(trusted_record(c), record.drive(c, str(right)), rule=c.rule).passed  # a note never fails
 
 
 BUDDY_LOOP_STOPS_EARLY = ("        while order < self.max_order:\n", "        while order < self.max_order - 1:\n")
@@ -377,7 +379,7 @@ V2_SHORT = {
 def test_task14_a_partition_end_one_token_short_says_a_token_is_missing(tmp_path, bug):
     """Measured before (a planted bug rated 3 of 5): the relative error and no hint at all; with
     the end one short of every partition, 'NaN computed: something never written was read'."""
-    from pagedlab.checks.paged_attention_v2_cu import (
+    from pagedlab.drivers.paged_attention_v2_cu import (
         DROPPED_HINT,
         LAST_TOKEN_HINT,
         RESCALE_HINT,
@@ -393,13 +395,13 @@ def test_task14_a_partition_end_one_token_short_says_a_token_is_missing(tmp_path
 
 def test_task14_hidden_reason_carries_the_missing_token_hint(tmp_path):
     """A hidden check's reason before publication: the hint, as written (no value of the scenario)."""
-    from pagedlab.checks.paged_attention_v2_cu import SHORT_HINT
-    from pagedlab.grading.report import hidden_reasons
-    from pagedlab.sandbox.runner import CheckOutcome
+    from pagedlab.drivers.paged_attention_v2_cu import SHORT_HINT
+    from pagedlab.grader.pipeline import CheckOutcome
+    from pagedlab.grader.report import hidden_reasons
 
     sub = _planted(tmp_path, "paged_attention_v2.cu", V2_SHORT["full partitions one short"])
-    c = framework.checks_of("task14", hidden=True, hidden_from=ROOT / "grading" / "hidden")[0]
-    verdict = judge.judge(trusted_record(c, 7), framework.drive(c, str(sub), 7), rule=c.rule)
+    c = registry.checks_of("task14", hidden=True, hidden_from=ROOT / "grading" / "hidden")[0]
+    verdict = judge.judge(trusted_record(c, 7), record.drive(c, str(sub), 7), rule=c.rule)
     assert not verdict.passed and verdict.hint == SHORT_HINT, verdict
     lines = hidden_reasons([CheckOutcome(c.name, False, verdict.message, hidden=True, rule=verdict.rule,
                                          gist=verdict.gist, hint=verdict.hint)])
@@ -415,9 +417,9 @@ def test_task1_hidden_reason_names_the_pool_class_and_the_field(tmp_path):
     differs from the reference solution's' for a pool capped at 256 blocks; published, [297, 297,
     True] against [256, 256, True]. Every seed draws a pool of more than 256 blocks."""
     sub = _planted(tmp_path, "memory_manager.py", TASK1_CAPPED)
-    c = framework.checks_of("task1", hidden=True, hidden_from=ROOT / "grading" / "hidden")[0]
+    c = registry.checks_of("task1", hidden=True, hidden_from=ROOT / "grading" / "hidden")[0]
     for seed in (1, 2, 3):
-        verdict = judge.judge(trusted_record(c, seed), framework.drive(c, str(sub), seed), rule=c.rule)
+        verdict = judge.judge(trusted_record(c, seed), record.drive(c, str(sub), seed), rule=c.rule)
         assert verdict.gist == ("llm_init(… bytes: more blocks than MAX_LOGICAL_BLOCKS, the most one sequence can "
                                 "map): total_local_blocks: yours is smaller than the reference solution's"), verdict.gist
         assert "otherwise total = free = pool_size // BLOCK_SIZE" in verdict.rule

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab.grading import class_queue, class_report, classroom, intake, points, submission
+from pagedlab.grader import class_queue, class_report, classroom, intake, submission
+from pagedlab.spec import points
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "submissions"))

@@ -62,13 +62,13 @@ def test_grading_an_hw3_task_and_the_kernel_task_never_imports_torch(tmp_path):
 
 
 LIST_EVERY_TASK = '''
-from pagedlab import manifest
-from pagedlab.checks import framework
-from pagedlab.sandbox.runner import plan_for
+from pagedlab.grader import registry
+from pagedlab.grader.pipeline import plan_for
+from pagedlab.spec import manifest
 
 for row in manifest.TABLE:
     if row.id != "task9":  # Task 9's expectations are torch's SDPA, computed by the grader
-        checks, _ = plan_for(row, hidden=True, hidden_seed=1, hidden_from=framework.hidden_dir())
+        checks, _ = plan_for(row, hidden=True, hidden_seed=1, hidden_from=registry.hidden_dir())
         assert checks, row.id
 print("listed")
 '''

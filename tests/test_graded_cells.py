@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab import manifest
-from pagedlab.sandbox.process import WALL_FACTOR
+from pagedlab.sandbox.policy import WALL_FACTOR
+from pagedlab.spec import manifest
 
 jupyter_client = pytest.importorskip("jupyter_client")
 

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 from trusted_records import trusted_record
 
-from pagedlab import manifest, track
-from pagedlab.checks import framework, golden, judge
+from pagedlab import track
+from pagedlab.drivers import record
+from pagedlab.grader import golden, judge, registry
+from pagedlab.spec import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 HIDDEN = ROOT / "grading" / "hidden"
@@ -22,7 +24,7 @@ def _all_checks():
     params = []
     for task in manifest.TASKS:
         try:
-            found = framework.checks_of(task, hidden=None, hidden_from=HIDDEN)
+            found = registry.checks_of(task, hidden=None, hidden_from=HIDDEN)
         except ImportError:
             params.append(pytest.param(task, None, id=f"{task}-unloadable"))
             continue
@@ -34,14 +36,14 @@ def _all_checks():
 @pytest.mark.parametrize("task, key", _all_checks())
 def test_check_passes_on_solutions_and_fails_on_exercises(task, key):
     assert key is not None, f"{task}'s check module does not import"
-    c = framework.find(task, key)
+    c = registry.find(task, key)
     seeds = (0,) if not c.hidden else (1234567, 42)
     for seed in seeds:
         trusted = trusted_record(c, seed)
         assert trusted is not None, f"{key} has no committed record: run `pagedlab assign`"
-        ok = judge.judge(trusted, framework.drive(c, "solutions", seed))
+        ok = judge.judge(trusted, record.drive(c, "solutions", seed))
         assert ok.passed, f"fails on solutions/ (seed {seed}): {ok.message}"
-        stub = judge.judge(trusted, framework.drive(c, "exercises", seed))
+        stub = judge.judge(trusted, record.drive(c, "exercises", seed))
         assert not stub.passed, f"passes on the untouched exercises/ (seed {seed}): it grades nothing"
 
 
@@ -62,9 +64,9 @@ def test_check_fails_on_the_untouched_c_stub_as_not_implemented(task, key, c_stu
     """The C track's stubs grade like the Python ones: every Part A check, public and hidden,
     fails, saying "not implemented yet" (they once returned NULL / -1, which passed 5 checks that
     only test rejections, and said "expected: an LLMEngine view / yours: None")."""
-    c = framework.find(task, key)
+    c = registry.find(task, key)
     seed = 0 if not c.hidden else 42
-    verdict = judge.judge(trusted_record(c, seed), framework.drive(c, str(c_stub), seed))
+    verdict = judge.judge(trusted_record(c, seed), record.drive(c, str(c_stub), seed))
     assert not verdict.passed, "passes on the untouched llm_memory.c: it grades nothing"
     assert verdict.message.startswith("not implemented yet: Task"), verdict.message
 
@@ -72,8 +74,8 @@ def test_check_fails_on_the_untouched_c_stub_as_not_implemented(task, key, c_stu
 @pytest.mark.task_wide
 def test_every_task_has_public_and_hidden_checks():
     for task in manifest.TASKS:
-        assert framework.checks_of(task, hidden=False), f"{task} has no public checks"
-        assert framework.checks_of(task, hidden=True, hidden_from=HIDDEN), f"{task} has no hidden checks"
+        assert registry.checks_of(task, hidden=False), f"{task} has no public checks"
+        assert registry.checks_of(task, hidden=True, hidden_from=HIDDEN), f"{task} has no hidden checks"
 
 
 @pytest.mark.task_wide

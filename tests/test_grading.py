@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from pagedlab import cli
-from pagedlab.grading import grade, points
-from pagedlab.grading.notebooks import NotebookOutcome, notebook_paths, run_notebook
-from pagedlab.sandbox.process import WALL_FACTOR
-from pagedlab.sandbox.runner import CheckOutcome, TaskOutcome
+from pagedlab.grader.cli import grade
+from pagedlab.grader.notebooks import NotebookOutcome, notebook_paths, run_notebook
+from pagedlab.grader.pipeline import CheckOutcome, TaskOutcome
+from pagedlab.sandbox.policy import WALL_FACTOR
+from pagedlab.spec import points
 
 FAKE_CHECKS = Path(__file__).parent / "submissions" / "fake_checks.py"
 SCALE = 0.1  # task1/task2 limits of 30 s become 3 s
@@ -39,9 +40,9 @@ def fake_checks(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(FAKE_CHECKS))
     monkeypatch.setenv("PAGEDLAB_GRADE_TIME_SCALE", str(SCALE))
     monkeypatch.setenv("PAGEDLAB_REFERENCE", str(submission(tmp_path_factory.mktemp("reference"))))
-    monkeypatch.setattr("pagedlab.checks.framework._checks_of_override", None)
-    monkeypatch.setattr("pagedlab.checks.framework._loaded", set())
-    monkeypatch.setattr("pagedlab.checks.framework._REGISTRY", {})
+    monkeypatch.setattr("pagedlab.grader.registry._checks_of_override", None)
+    monkeypatch.setattr("pagedlab.grader.registry._loaded", set())
+    monkeypatch.setattr("pagedlab.spec.catalog._REGISTRY", {})
 
 
 def submission(folder: Path, **bodies) -> Path:
@@ -198,10 +199,11 @@ def _register_in_the_grader_only(name: str):
     does not register it (as Task 10's GPU check exists only where the grader sees a GPU)."""
     import sys
 
-    from pagedlab.checks import framework
+    from pagedlab.grader import registry
+    from pagedlab.spec import catalog
 
-    framework.load_plugin()
-    framework.check("task2", name)(sys.modules["pagedlab_grading_plugin"].t2_twice)
+    registry.load_plugin()
+    catalog.check("task2", name)(sys.modules["pagedlab_grading_plugin"].t2_twice)
 
 
 def test_the_child_runs_the_graders_plan_even_where_its_own_registry_differs(tmp_path):
@@ -215,12 +217,12 @@ def test_the_child_runs_the_graders_plan_even_where_its_own_registry_differs(tmp
 
 
 def test_a_plan_the_child_cannot_load_is_the_graders_problem_and_a_lost_record_the_students(tmp_path):
-    from pagedlab.sandbox import runner
+    from pagedlab.grader import pipeline as runner
 
     impl = str(submission(tmp_path / "impl"))
     plan = [{"key": "task2/ghost", "function": "pagedlab_grading_plugin:no_such_driver", "engines": {}}]
     records, problems, grader_problem, _ = runner._run_children("task2", impl, plan, limit=20, env=None,
-                                                                sandbox=None)
+                                                                policy=runner.child_policy())
     assert "ended before its checks started" in grader_problem and "without the submission too" in grader_problem
     assert not records and not problems  # nothing counted against the student
     # A submission that wipes its record and exits looks the same from outside: the probe starts
@@ -274,7 +276,7 @@ def test_gradescope_mode_without_a_submission_still_writes_results_json(tmp_path
 
 @pytest.mark.task_wide  # its unknown id must stay unknown when a task is added
 def test_unknown_tasks_are_refused(capsys):
-    from pagedlab import manifest
+    from pagedlab.spec import manifest
 
     unknown = f"task{max(row.number for row in manifest.TABLE) + 1}"  # not a new task's id (a toy Task 99)
     assert cli.main(["grade", "--tasks", unknown]) == 2
@@ -283,10 +285,10 @@ def test_unknown_tasks_are_refused(capsys):
 
 @pytest.mark.task_wide
 def test_points_table_covers_every_task_once():
-    from pagedlab.checks import TASKS
+    from pagedlab.spec.manifest import TASKS
 
     assert [row.task for row in points.TABLE] == list(TASKS)
-    from pagedlab import manifest
+    from pagedlab.spec import manifest
 
     # The total is the manifest file's, read here without the manifest module's parsing.
     with open(os.environ.get(manifest.MANIFEST_ENV) or manifest.PATH, "rb") as f:
@@ -368,7 +370,7 @@ def test_the_c_tracks_notebook_runs_only_for_a_submission_with_a_c_file(tmp_path
 def test_notebook_entries_in_results_json(tmp_path, monkeypatch):
     """Each notebook gets an entry worth no points, passed or failed. Its outcome is faked here:
     that run_notebook really runs nbval is the test above (a Jupyter kernel costs seconds)."""
-    from pagedlab.grading import cli as grade_cli
+    from pagedlab.grader import cli as grade_cli
 
     folder = tmp_path / "notebooks"
     folder.mkdir()
@@ -397,7 +399,7 @@ def _graded_notebook_run(tmp_path, monkeypatch, *sources: str, **bodies) -> tupl
     """`grade --tasks 1 --notebooks` (fake checks) of a submission with `bodies`, on a notebook of
     Task 1 (02_block_table.ipynb) made of `sources`; (results, the verdicts root wrote)."""
     from pagedlab import verdicts
-    from pagedlab.grading import cli as grade_cli
+    from pagedlab.grader import cli as grade_cli
 
     folder = tmp_path / "notebooks"
     folder.mkdir()
@@ -456,7 +458,7 @@ def test_a_graded_cell_skipped_in_the_kernel_still_fails_its_notebook(tmp_path, 
 
 
 def test_feedback_only_checks_are_shown_but_earn_and_cost_nothing(tmp_path, monkeypatch):
-    from pagedlab import manifest
+    from pagedlab.spec import manifest
 
     monkeypatch.setitem(manifest.BY_ID, "task1", replace(manifest.BY_ID["task1"], feedback=("t1_b",)))
     results = quiet_grade(submission(tmp_path, t1_b="return 0"), tasks=["1"])
@@ -549,13 +551,13 @@ def test_an_unknown_grading_user_is_a_clear_grader_error(tmp_path, monkeypatch):
 def test_the_autograder_zip_has_gradescopes_entry_points_at_its_root(tmp_path):
     import zipfile
 
-    from pagedlab.grading import package
+    from pagedlab.grader import package
 
     path = package.build(tmp_path / "autograder.zip")
     with zipfile.ZipFile(path) as zf:
         names = set(zf.namelist())
         modes = {info.filename: info.external_attr >> 16 for info in zf.infolist()}
-    assert {"setup.sh", "run_autograder", "pyproject.toml", "constraints.txt", "pagedlab/grading/cli.py",
+    assert {"setup.sh", "run_autograder", "pyproject.toml", "constraints.txt", "pagedlab/grader/cli.py",
             "requirements.lock", "tools/bootstrap.py", "pagedlab/lab/overrides.json",
             "solutions/memory_manager.py"} <= names
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111

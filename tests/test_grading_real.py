@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 
 from pagedlab import cli
-from pagedlab.grading import grade, points
+from pagedlab.grader.cli import grade
+from pagedlab.grader.pipeline import GRACE
 from pagedlab.loader import ROOT
-from pagedlab.sandbox.process import WALL_FACTOR
-from pagedlab.sandbox.runner import GRACE
+from pagedlab.sandbox.policy import WALL_FACTOR
+from pagedlab.spec import points
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "submissions"))
@@ -293,7 +294,7 @@ def test_feedback_only_entries_name_registered_checks():
 def test_the_gpu_check_joins_task10_when_asked_and_fails_without_a_gpu(monkeypatch):
     """On a GPU machine Task 10 also runs the kernel through CuPy. Forcing that check here, with
     no GPU, proves the wiring: it is listed, fails saying why, and costs Task 10 its points."""
-    from pagedlab.checks import gpu
+    from pagedlab.drivers import gpu
 
     if gpu.gpu_usable():
         pytest.skip("a GPU is present: the GPU check runs for real in every Task 10 grade")

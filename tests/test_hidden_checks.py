@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 from trusted_records import trusted_record
 
-from pagedlab import manifest
-from pagedlab.checks import framework
-from pagedlab.checks.judge import judge
-from pagedlab.grading.cli import grade
-from pagedlab.sandbox.runner import plan_for
-from pagedlab.trusted.expectations import expected_stream
+from pagedlab.drivers import record
+from pagedlab.grader import registry
+from pagedlab.grader.cli import grade
+from pagedlab.grader.judge import judge
+from pagedlab.grader.pipeline import plan_for
+from pagedlab.grader.trusted.expectations import expected_stream
+from pagedlab.spec import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "submissions"))
@@ -66,7 +67,7 @@ def _verdicts(task: str, sub: Path) -> list[tuple[object, bool]]:
     checks, plan = plan_for(manifest.task(task), hidden=True, hidden_seed=HIDDEN_SEED, hidden_from=HIDDEN)
     found = []
     for c, (_, seed) in zip(checks, plan, strict=True):
-        found.append((c, judge(trusted_record(c, seed), framework.drive(c, str(sub), seed)).passed))
+        found.append((c, judge(trusted_record(c, seed), record.drive(c, str(sub), seed)).passed))
     return found
 
 
@@ -103,11 +104,12 @@ def test_the_reference_passes_the_hidden_checks_for_many_seeds(task):
     """Hidden scenarios are drawn freely: the reference must pass whatever the seed. Three seeds
     here and the graded-checks test's two others make five draws per check. (Kernels, Parts C
     and E, are covered by the graded-checks test at its two seeds.)"""
-    from pagedlab.checks import framework, judge
+    from pagedlab.drivers import record
+    from pagedlab.grader import judge
 
     hidden = ROOT / "grading" / "hidden"
-    for c in framework.checks_of(task, hidden=True, hidden_from=hidden):
+    for c in registry.checks_of(task, hidden=True, hidden_from=hidden):
         for seed in range(3):
-            trusted = expected_stream(c, seed) if c.expected else framework.drive(c, "solutions", seed)
+            trusted = expected_stream(c, seed) if c.expected else record.drive(c, "solutions", seed)
             assert trusted.status == "completed", (c.key, seed, trusted.error)
-            assert judge.judge(trusted, framework.drive(c, "solutions", seed)).passed, (c.key, seed)
+            assert judge.judge(trusted, record.drive(c, "solutions", seed)).passed, (c.key, seed)

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab import manifest
-from pagedlab.checks import framework
-from pagedlab.spec import domains
+from pagedlab.drivers import record
+from pagedlab.grader import registry
+from pagedlab.spec import catalog, domains, manifest
 from pagedlab.spec.domains import HARD_CODED, INT_MAX, INT_MIN
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -460,8 +460,8 @@ def _overflows(batch: dict, scale) -> bool:
     """Whether some logit of the case, as the kernel computes it, overflows a float32 exp."""
     import numpy as np
 
-    from pagedlab.kernel_batch import make_kernel_batch
-    from pagedlab.trusted.attention import _sequence_tokens
+    from pagedlab.drivers.kernel_batch import make_kernel_batch
+    from pagedlab.grader.trusted.attention import _sequence_tokens
 
     kb = make_kernel_batch(**batch)
     group = batch["num_heads"] // batch["num_kv_heads"]
@@ -695,7 +695,7 @@ def _domain(c) -> str:
 
 def _hidden_checks():
     return [pytest.param(c, id=c.key) for task in manifest.TASKS
-            for c in framework.checks_of(task, hidden=True, hidden_from=HIDDEN)]
+            for c in registry.checks_of(task, hidden=True, hidden_from=HIDDEN)]
 
 
 @pytest.mark.task_wide
@@ -712,13 +712,13 @@ def test_every_grading_draws_every_class_of_the_domain(c):
     for seed in SEEDS:
         # Task 10's exp overflow is computed from the batch: 20 seeds of it (the q scale is drawn).
         logits = {"logits": seed < 20} if classify is task10 else {}
-        got = classify(framework.scenario_data(c, seed), **logits)
+        got = classify(catalog.scenario_data(c, seed), **logits)
         lacking = wanted - got
         if lacking:
             missed[seed] = sorted(lacking)
     assert not missed, (f"{c.key}: seeds whose grading misses a class (the planner does not draw it, or the "
                         f"classifier cannot see it): {dict(list(missed.items())[:5])}")
-    assert overflow not in wanted or classify is not task10 or overflow in classify(framework.scenario_data(c, 0))
+    assert overflow not in wanted or classify is not task10 or overflow in classify(catalog.scenario_data(c, 0))
 
 
 @pytest.mark.task_wide
@@ -726,21 +726,21 @@ def test_every_hidden_check_of_the_domain_table_has_its_classifier():
     """Tasks 1-14: every hidden check has a domain in the table and a classifier here, and every
     domain of the table a check."""
     drawn = {_domain(c) for task in manifest.TASKS if int(task.removeprefix("task")) <= 14
-             for c in framework.checks_of(task, hidden=True, hidden_from=HIDDEN)}
+             for c in registry.checks_of(task, hidden=True, hidden_from=HIDDEN)}
     assert drawn == set(DOMAINS) == {d.check for d in domains.DOMAINS}
 
 
 def test_the_classifiers_see_a_missing_class():
     """The property above can fail: a planner that stops drawing a class is caught."""
-    c = next(c for c in framework.checks_of("task2", hidden=True, hidden_from=HIDDEN))
-    sc = framework.scenario_data(c, 3)
+    c = next(c for c in registry.checks_of("task2", hidden=True, hidden_from=HIDDEN))
+    sc = catalog.scenario_data(c, 3)
     for s in sc["scenes"][0]["built"]:
         s["layout"] = [[i, b] for i, (_, b) in enumerate(s["layout"])]  # L2 tables filled from entry 0
     assert "the sequence freed: holey L2 tables" not in task2(sc)
     sc["scenes"][1]["steps"] = []  # no create takes the blocks past 64, 256, ...
     assert "first-fit block: 1024" not in task2(sc)
-    kernel = next(c for c in framework.checks_of("task10", hidden=True, hidden_from=HIDDEN))
-    sc = framework.scenario_data(kernel, 3)
+    kernel = next(c for c in registry.checks_of("task10", hidden=True, hidden_from=HIDDEN))
+    sc = catalog.scenario_data(kernel, 3)
     sc["cases"] = [case for case in sc["cases"] if case["batch"]["head_size"] != 16]
     assert "head_size: 16 (under a warp)" not in task10(sc, logits=False)
     for case in sc["cases"]:
@@ -749,7 +749,7 @@ def test_the_classifiers_see_a_missing_class():
 
 
 def test_the_child_is_sent_scenarios_as_data_never_a_seed():
-    from pagedlab.sandbox.runner import plan_for, requests_for
+    from pagedlab.grader.pipeline import plan_for, requests_for
 
     for task in ("task1", "task2", "task10", "task13"):
         checks, plan = plan_for(manifest.task(task), hidden=True, hidden_seed=1234567, hidden_from=HIDDEN)
@@ -761,10 +761,10 @@ def test_the_child_is_sent_scenarios_as_data_never_a_seed():
             assert bool(request.pop("engines")) == (task in ("task2", "task13"))
             if c.hidden:
                 assert set(request) == {"key", "driver", "scenario"}
-                assert framework.find_scenario_driver(request["driver"]).__module__.startswith("pagedlab.checks.")
+                assert record.find_scenario_driver(request["driver"]).__module__.startswith("pagedlab.drivers.")
             else:  # a finished plan: the driver by name and its case data, no registry needed
                 assert set(request) <= {"key", "function", "cases"} and request["key"] == c.key
-                assert framework.find_public_driver(request["function"]) is c.driver
+                assert record.find_public_driver(request["function"]) is c.driver
                 assert request.get("cases") == (json.loads(json.dumps(c.cases)) if c.cases is not None else None)
         assert "1234567" not in json.dumps(requests)
 
@@ -772,14 +772,14 @@ def test_the_child_is_sent_scenarios_as_data_never_a_seed():
 def test_the_child_grades_hidden_checks_without_importing_a_hidden_module(tmp_path):
     """The grader plans from grading/hidden/; the child, pointed at a folder of hidden modules that
     raise when imported, still runs every hidden check: it never imports one."""
+    from pagedlab.grader.pipeline import run_task
     from pagedlab.loader import impl_dir
-    from pagedlab.sandbox.runner import run_task
 
     trap = tmp_path / "hidden"
     trap.mkdir()
     for path in HIDDEN.glob("*.py"):
         (trap / path.name).write_text('raise RuntimeError("a hidden check module was imported in the child")\n')
-    env = {**__import__("os").environ, framework.HIDDEN_DIR_ENV: str(trap)}
+    env = {**__import__("os").environ, registry.HIDDEN_DIR_ENV: str(trap)}
     outcome = run_task(manifest.task("task2"), "solutions", impl_dir("solutions"), env=env, hidden=True,
                        hidden_seed=99, hidden_from=HIDDEN)
     assert not outcome.problem, outcome.problem
@@ -791,9 +791,9 @@ def test_the_child_grades_hidden_checks_without_importing_a_hidden_module(tmp_pa
 def test_a_scenario_is_data_of_a_capped_size():
     """What the grader sends is JSON through a round trip, and a planner that draws more than the
     cap is the grader's error, not a child's problem."""
-    c = framework.Check("task1", "oversized", framework.find_scenario_driver("drawn.memory_manager.init"),
-                        hidden=True, scenario=lambda seed: {"sizes": [64] * (framework.MAX_SCENARIO_BYTES // 3)})
+    c = catalog.Check("task1", "oversized", record.find_scenario_driver("drawn.memory_manager.init"),
+                        hidden=True, scenario=lambda seed: {"sizes": [64] * (catalog.MAX_SCENARIO_BYTES // 3)})
     with pytest.raises(ValueError, match="at most"):
-        framework.scenario_data(c, 0)
+        catalog.scenario_data(c, 0)
     c.scenario = lambda seed: {"sizes": (64, seed)}
-    assert framework.scenario_data(c, 5) == {"sizes": [64, 5]}
+    assert catalog.scenario_data(c, 5) == {"sizes": [64, 5]}

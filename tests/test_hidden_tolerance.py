@@ -20,11 +20,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pagedlab.checks import framework, judge
-from pagedlab.checks.paged_attention_cu import TOL, kernel_label
-from pagedlab.kernel_batch import make_kernel_batch
+from pagedlab.drivers import record
+from pagedlab.drivers.kernel_batch import make_kernel_batch
+from pagedlab.drivers.paged_attention_cu import TOL, kernel_label
+from pagedlab.grader import judge, registry
+from pagedlab.grader.trusted.expectations import expected_stream
 from pagedlab.kernels import decode_on_executor
-from pagedlab.trusted.expectations import expected_stream
+from pagedlab.spec import catalog
 
 HIDDEN = Path(__file__).resolve().parent.parent / "grading" / "hidden"
 # The class, and a grading's seed whose case of it the reference gets furthest (of seeds 0-99).
@@ -40,18 +42,18 @@ def _class_of(batch: dict) -> str:
 @pytest.mark.parametrize("klass", sorted(HARD_SEEDS))
 def test_the_reference_kernel_keeps_the_hidden_check_where_large_logits_round_most(klass):
     seed = HARD_SEEDS[klass]
-    c = next(c for c in framework.checks_of("task10", hidden=True, hidden_from=HIDDEN))
-    case = next(case for case in framework.scenario_data(c, seed)["cases"] if _class_of(case["batch"]) == klass)
+    c = next(c for c in registry.checks_of("task10", hidden=True, hidden_from=HIDDEN))
+    case = next(case for case in catalog.scenario_data(c, seed)["cases"] if _class_of(case["batch"]) == klass)
     schedule = "round_robin"
     expected = expected_stream(c, seed)
     want = next(o for o in expected.obs if o["w"] == kernel_label(case["context"], schedule))
     out = decode_on_executor(*make_kernel_batch(**case["batch"]).numpy(), scale=case["scale"], impl="solutions",
                              schedule=schedule)
-    mine = framework.encode_array(out)
+    mine = record.encode_array(out)
     # The case is a hard one: the unscaled tolerance would fail the reference here...
     assert not judge._compare_arrays(want["v"], mine, TOL)[0]
     # ...and the tolerance the judge was given keeps it, with room to spare.
     passed, lines = judge._compare_arrays(want["v"], mine, want["tol"])
     assert passed, lines
-    error = np.abs(out.astype(np.float64) - framework.decode_array(want["v"])).max()
-    assert error / np.abs(framework.decode_array(want["v"])).max() < want["tol"] / 5
+    error = np.abs(out.astype(np.float64) - record.decode_array(want["v"])).max()
+    assert error / np.abs(record.decode_array(want["v"])).max() < want["tol"] / 5

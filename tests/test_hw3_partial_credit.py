@@ -14,12 +14,12 @@ import re
 import pytest
 from trusted_records import trusted_record
 
-from pagedlab import manifest
 from pagedlab.assign import make_exercise
-from pagedlab.checks import framework
-from pagedlab.checks.judge import judge
+from pagedlab.drivers import record
+from pagedlab.grader.judge import judge
+from pagedlab.grader.pipeline import plan_for
 from pagedlab.loader import ROOT
-from pagedlab.sandbox.runner import plan_for
+from pagedlab.spec import manifest
 
 SOLUTION = ROOT / "solutions" / "memory_manager.py"
 _BEGIN = re.compile(r"^\s*### BEGIN SOLUTION Task (\d+)")
@@ -47,7 +47,7 @@ def results(task: str, folder) -> dict[str, tuple[bool, str]]:
     checks, _ = plan_for(manifest.task(task), hidden=False)
     found = {}
     for c in checks:
-        verdict = judge(trusted_record(c), framework.drive(c, str(folder)))
+        verdict = judge(trusted_record(c), record.drive(c, str(folder)))
         found[c.name] = (verdict.passed, verdict.message)
     return found
 

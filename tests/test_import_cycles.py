@@ -130,7 +130,7 @@ def test_pagedlab_has_no_import_cycle():
 def test_a_notebook_from_before_the_move_still_grades_through_checks():
     # the registry and the child's runner load without the graded module; reading the old name
     # `pagedlab.checks.run` (a student's old graded cell) then gives the graded module's own
-    code = ("import sys, pagedlab.sandbox.runner, pagedlab.checks as checks\n"
+    code = ("import sys, pagedlab.grader.pipeline, pagedlab.checks as checks\n"
             "assert 'pagedlab.graded' not in sys.modules, 'importing the registry loaded the entry point'\n"
             "old = (checks.run, checks.require, checks.results, checks.Result)\n"
             "graded = sys.modules['pagedlab.graded']\n"

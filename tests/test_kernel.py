@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from pagedlab import checks, cuda, kernels
-from pagedlab.checks.paged_attention_cu import check_schedules
+from pagedlab.drivers.paged_attention_cu import check_schedules
+from pagedlab.grader.trusted.expectations import expected_stream
 from pagedlab.kernels import decode_on_executor, paged_attention_decode
 from pagedlab.loader import ROOT, kernel_source
 from pagedlab.reference import make_paged_batch, max_relative_error
-from pagedlab.trusted.expectations import expected_stream
 
 TOL = 2e-5
 
@@ -232,10 +232,11 @@ KERNEL_MUTANTS = {
 
 
 def first_failing_check(impl):
-    from pagedlab.checks import framework, judge
+    from pagedlab.drivers import record
+    from pagedlab.grader import judge
 
     for c in checks.checks_of("task10"):
-        verdict = judge.judge(expected_stream(c), framework.drive(c, str(impl)))
+        verdict = judge.judge(expected_stream(c), record.drive(c, str(impl)))
         if not verdict.passed:
             return c.name, verdict.message
     return None
@@ -273,7 +274,7 @@ def test_kernel_checks_use_more_than_one_schedule():
 def test_a_hanging_kernel_fails_fast_with_a_timeout(tmp_path, monkeypatch):
     import time
 
-    from pagedlab.checks import paged_attention_cu as kernel_checks
+    from pagedlab.drivers import paged_attention_cu as kernel_checks
 
     monkeypatch.setenv(kernel_checks.TIMEOUT_ENV, "2.0")  # the checks run in a child process
     text = (ROOT / "solutions" / "paged_attention.cu").read_text()

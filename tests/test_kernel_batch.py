@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pagedlab.kernel_batch import make_kernel_batch
+from pagedlab.drivers.kernel_batch import make_kernel_batch
+from pagedlab.grader.trusted.attention import kernel_expected
 from pagedlab.reference import dense_attention
-from pagedlab.trusted.attention import kernel_expected
 
 
 def _tokens(batch, s):

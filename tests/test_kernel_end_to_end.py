@@ -16,9 +16,9 @@ import torch
 
 from pagedlab import block_tables as bridge
 from pagedlab import hw3
+from pagedlab.engine.pool import Pool
 from pagedlab.kernels import paged_attention_decode
 from pagedlab.loader import load
-from pagedlab.pool import Pool
 from pagedlab.reference import dense_attention, max_relative_error
 
 NUM_HEADS, NUM_KV_HEADS, HEAD_SIZE = 8, 2, 64

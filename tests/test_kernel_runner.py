@@ -161,7 +161,7 @@ def test_the_checks_child_counts_as_grading(probe, monkeypatch):
     monkeypatch.delenv("PAGEDLAB_GRADING", raising=False)
     monkeypatch.setattr(executor, "_not_dumpable", lambda: None)  # keep pytest debuggable
     monkeypatch.setattr(sys.modules["__main__"], "__spec__",
-                        SimpleNamespace(name="pagedlab.checks.child"), raising=False)
+                        SimpleNamespace(name="pagedlab.drivers.child"), raising=False)
     assert _probe(probe)[:2] == [0, -1]
 
 

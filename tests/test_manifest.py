@@ -1,4 +1,4 @@
-"""One task manifest (pagedlab/tasks.toml): the registry, the points, the README's course map,
+"""One task manifest (pagedlab/spec/tasks.toml): the registry, the points, the README's course map,
 notebook 00's table and the graded cells all agree with it, and adding a task through it works
 end to end (the recipe in the README's instructor section, followed in a temporary copy)."""
 
@@ -15,8 +15,8 @@ import new_task_recipe as recipe
 import pytest
 from record_collection import RECORD_ENV
 
-from pagedlab import manifest
-from pagedlab.checks import framework
+from pagedlab.grader import registry
+from pagedlab.spec import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,11 +40,11 @@ def _numbers(text: str) -> list[int]:
 @pytest.mark.task_wide
 def test_every_task_has_its_checks_module_notebook_and_files():
     for row in manifest.TABLE:
-        assert (ROOT / "pagedlab" / "checks" / f"{row.checks}.py").is_file(), row.id
+        assert (ROOT / "pagedlab" / "drivers" / f"{row.checks}.py").is_file(), row.id
         assert (ROOT / "notebooks" / f"{row.notebook}.py").is_file(), row.id
         for name in row.files:
             assert (ROOT / "solutions" / name).is_file() and (ROOT / "exercises" / name).is_file(), (row.id, name)
-        assert framework.checks_of(row.id), f"{row.id}: {row.checks}.py registers no checks"
+        assert registry.checks_of(row.id), f"{row.id}: {row.checks}.py registers no checks"
 
 
 @pytest.mark.task_wide

@@ -13,7 +13,8 @@ import jupytext
 import nbformat
 import pytest
 
-from pagedlab import manifest, notebooks
+from pagedlab import notebooks
+from pagedlab.spec import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = notebooks.notebook_paths()

@@ -3,7 +3,7 @@
 The kernel runs as the sandbox user, which may read no expected value; root judges the tasks
 first and the graded cells read its verdicts (`pagedlab.verdicts`), and the demos' judge-side
 answers (dense attention, "are these the sequence's tokens") come from root over a socket
-(`pagedlab.judge_link`, `pagedlab.grading.judge_service`). These tests drive both ends in one
+(`pagedlab.judge_link`, `pagedlab.grader.judge_service`). These tests drive both ends in one
 process; the whole path, sealed and as a sandbox user, is tests/test_autograder_package.py's.
 """
 
@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 import torch
 
-from pagedlab import graded, judge_link, manifest, verdicts
-from pagedlab.checks import CheckFailure
-from pagedlab.grading import judge_service, notebook_plan
-from pagedlab.sandbox.runner import CheckOutcome, TaskOutcome
+from pagedlab import graded, judge_link, verdicts
+from pagedlab.grader import judge_service, notebook_plan
+from pagedlab.grader.pipeline import CheckOutcome, TaskOutcome
+from pagedlab.spec import manifest
+from pagedlab.spec.catalog import CheckFailure
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -39,8 +40,8 @@ def grader_run(tmp_path, monkeypatch):
     def no_checks_here(*args, **kwargs):
         raise AssertionError("a grader's notebook kernel ran checks")
 
-    monkeypatch.setattr("pagedlab.sandbox.runner.run_task", no_checks_here)
-    monkeypatch.setattr("pagedlab.checks.expected.load", no_checks_here)  # expected.json: root's
+    monkeypatch.setattr("pagedlab.grader.pipeline.run_task", no_checks_here)
+    monkeypatch.setattr("pagedlab.drivers.given.load", no_checks_here)  # expected.json: root's
 
     def write(*checks: CheckOutcome) -> Path:
         row = manifest.task("task1")
@@ -108,7 +109,7 @@ def test_demos_get_the_judges_answers_from_root(judge, monkeypatch):
     q, k, v = rng.standard_normal((1, 4, 32)), rng.standard_normal((9, 2, 32)), rng.standard_normal((9, 2, 32))
     remote_dense = dense_attention(q, k, v, 0.25)
     remote_prefill = dense_attention(torch.from_numpy(k[:, :1].repeat(2, 1)), torch.from_numpy(k), torch.from_numpy(v))
-    from pagedlab.trusted.attention import _sequence_tokens
+    from pagedlab.grader.trusted.attention import _sequence_tokens
 
     k1, v1 = _sequence_tokens(batch, 1)
     holds = batch.holds(1, torch.from_numpy(k1), torch.from_numpy(v1)), batch.holds(1, torch.from_numpy(k1[::-1].copy()), v1)
@@ -123,13 +124,13 @@ def test_demos_get_the_judges_answers_from_root(judge, monkeypatch):
 
 def test_notebook_engines_come_from_roots_judge_in_a_grader_run(judge, monkeypatch):
     """Notebooks 03 and 10 draw harness-built engines: in a grader's notebook run the empty
-    engine's bytes come from root (the kernel cannot import `pagedlab.trusted`), the same bytes
+    engine's bytes come from root (the kernel cannot import `pagedlab.grader.trusted`), the same bytes
     the trusted code writes, and the engine built from them reads back as the layout it was given."""
     from pagedlab import reference
+    from pagedlab.engine.pool import Pool
+    from pagedlab.grader.trusted import engines
     from pagedlab.harness import hw3
-    from pagedlab.pool import Pool
     from pagedlab.reference import scenes  # as notebooks 03 and 10 import it
-    from pagedlab.trusted import engines
 
     monkeypatch.setattr(scenes, "LOCAL_IMAGES", reference.empty_engine)  # what that import plugs in
     asked = []

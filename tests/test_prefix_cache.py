@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import pagedlab.checks as checks
-from pagedlab.checks import prefix_cache as pc
+import pagedlab.graded as checks
+from pagedlab.drivers import prefix_cache as pc
 from pagedlab.loader import load
 
 m = load("prefix_cache", "solutions")
@@ -67,7 +67,7 @@ def test_random_streams_exercise_hits_evictions_and_refusals():
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), num_blocks=st.integers(4, 20), block_size=st.integers(1, 5))
 def test_solution_matches_reference_model(seed, num_blocks, block_size):
-    from pagedlab.harness.answers.prefix_cache import observations
+    from pagedlab.grader.answers.prefix_cache import observations
 
     got = list(pc.replay(m, seed, num_blocks, block_size))
     want = list(observations(seed, num_blocks, block_size))

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab import manifest
-from pagedlab.grading.cli import grade
+from pagedlab.grader.cli import grade
+from pagedlab.spec import manifest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sandbox_users import ensure_user, interpreter_reachable  # noqa: E402,F401 - the red teams' shared helpers
@@ -51,7 +51,7 @@ FORGE_RECORDS = textwrap.dedent('''
         fd = _o.environ.get("PAGEDLAB_RECORD_FD")
         if not fd:
             return
-        import pagedlab.checks.golden as g
+        import pagedlab.grader.golden as g
         records = g.load()["records"]
         req = {"checks": []}
         with _o.fdopen(int(fd), "a", closefd=False) as out:
@@ -69,7 +69,7 @@ FORGE_RECORDS = textwrap.dedent('''
 
 # Rewrites the judge and the registry inside the child: the verdict is not made there.
 PATCH_JUDGE = textwrap.dedent('''
-    import pagedlab.checks.judge as _jd, pagedlab.checks.framework as _fw
+    import pagedlab.grader.judge as _jd, pagedlab.drivers.record as _fw
     _jd.judge = lambda *a, **k: _jd.Verdict(True)
     _fw.drive = lambda c, impl=None, seed=0: _fw.Stream([], "completed")
 ''')
@@ -78,7 +78,7 @@ PATCH_JUDGE = textwrap.dedent('''
 GC_TAMPER = textwrap.dedent('''
     import gc as _gc
     def _tamper():
-        import pagedlab.checks.framework as fw, pagedlab.checks.golden as g
+        import pagedlab.drivers.record as fw, pagedlab.grader.golden as g
         for obj in _gc.get_objects():
             if isinstance(obj, fw.Run):
                 rec = next(iter(g.load()["records"].values()))
@@ -240,7 +240,7 @@ def sandbox_user():
 def sandbox(sandbox_user, monkeypatch):
     monkeypatch.setenv("PAGEDLAB_GRADE_USER", sandbox_user)
     # Private while a sandboxed test runs (chmod is cheap), the checkout as it was afterwards.
-    private = [ROOT / "solutions", ROOT / "pagedlab" / "checks" / "expected.json"]
+    private = [ROOT / "solutions", ROOT / "pagedlab" / "grader" / "expected.json"]
     modes = {p: p.stat().st_mode for p in private}
     for p in private:
         p.chmod(0o700 if p.is_dir() else 0o600)
@@ -258,7 +258,7 @@ def test_sandboxed_solutions_still_earn_full_marks(sandbox, tmp_path, monkeypatc
     check module and child, Task 14 Task 10's kernel runner; every task's full marks on the
     solutions, unsandboxed: tests/test_grading_real.py. The kernel is built in the job's private
     cache, pagedlab's own programs are not: they come from root's trusted builds."""
-    from pagedlab.grading import cli
+    from pagedlab.grader import cli
     from pagedlab.sandbox import trusted_builds
 
     private = {}
@@ -696,7 +696,7 @@ def test_grade_class_jobs_run_under_their_own_users_and_see_no_classmate(pool, t
 
 @pytest.mark.xdist_group("users")  # a created sandbox user (conftest.py)
 def test_grade_class_refuses_uploads_other_users_can_read(pool, tmp_path):
-    from pagedlab.grading import classroom
+    from pagedlab.grader import classroom
 
     subs = tmp_path / "uploads"
     subs.mkdir(mode=0o755)

@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).parent / "submissions"))
 import student_api_attacks as attacks  # noqa: E402  (the buddy model's adapter, shared)
 from test_redteam import sandbox_user  # noqa: F401 - the sandbox user, probed once per module
 
-from pagedlab import manifest
-from pagedlab.grading.cli import grade
+from pagedlab.grader.cli import grade
+from pagedlab.spec import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "exercises"
@@ -86,11 +86,11 @@ def llm_init(pool_addr, pool_size):
     class _Pool:
         addr, size = pool_addr, pool_size
     try:
-        return _il.import_module("pagedlab.checks.scenes").engine(_Pool())
+        return _il.import_module("pagedlab.drivers.scenes").engine(_Pool())
     except Exception as exc:
         tried.append(f"scenes: {type(exc).__name__}: {exc}")
     try:
-        return h.load(pool_addr, _il.import_module("pagedlab.trusted.engines").empty(n))
+        return h.load(pool_addr, _il.import_module("pagedlab.grader.trusted.engines").empty(n))
     except Exception as exc:
         tried.append(f"trusted: {type(exc).__name__}: {exc}")
     raise NotImplementedError("; ".join(tried))
@@ -100,18 +100,19 @@ def llm_init(pool_addr, pool_size):
 # expectation (`trusted.expectations.expected_stream`) for the case on the caller's stack, with the run's seed.
 EXPECTED_REPLAY = _MODULES + '''
 def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, scale=None):
-    fw = _mods["pagedlab.checks.framework"]
+    fw = _mods["pagedlab.drivers.record"]
     frame = _g(_mods["sy" + "s"], "_get" + "frame")(1)
     context = _g(frame, "f_lo" + "cals")["context"]
     label = f"paged_attention output ({context})"
     run = fw.current()
-    for c in _g(fw, "_REG" + "ISTRY")["task9"]:
+    for c in _g(_mods["pagedlab.spec.catalog"], "_REG" + "ISTRY")["task9"]:
         if c.expected is None:
             continue
-        judge_side = _g(_mods["importlib"], "import_module")("pagedlab.trusted.expectations")
+        judge_side = _g(_mods["importlib"], "import_module")("pagedlab.grader.trusted.expectations")
         for obs in judge_side.expected_stream(c, run.seed).obs:
             if obs["w"] == label:
-                return torch.from_numpy(fw.decode_array(obs["v"]).copy()).to(q.dtype)
+                decode = fw.decode_array
+                return torch.from_numpy(decode(obs["v"]).copy()).to(q.dtype)
     raise NotImplementedError("no expectation to replay")
 '''
 
@@ -177,15 +178,15 @@ def _forged_import(module: str, names: str) -> str:
     return _MODULES + f'''
 _b = _mods["buil" + "tins"]
 _pkg = _mods["pagedlab"]
-_file = _g(_pkg, "__fi" + "le__").replace("__init__.py", "checks/framework.py")
+_file = _g(_pkg, "__fi" + "le__").replace("__init__.py", "drivers/record.py")
 _ns = {{}}
 _g(_b, "ex" + "ec")(_g(_b, "comp" + "ile")("from {module} import {names}", _file, "ex" + "ec"), _ns)
 '''
 
 
 # Task 12 from the instructor edition's buddy model, imported under a forged file name.
-FORGED_BUDDY = _forged_import("pagedlab.harness.answers.buddy", "Buddy") + attacks.MODEL_BUDDY.replace(
-    "from pagedlab.harness.answers.buddy import Buddy as _Buddy", '_Buddy = _ns["Buddy"]')
+FORGED_BUDDY = _forged_import("pagedlab.grader.answers.buddy", "Buddy") + attacks.MODEL_BUDDY.replace(
+    "from pagedlab.grader.answers.buddy import Buddy as _Buddy", '_Buddy = _ns["Buddy"]')
 assert "_Buddy = _ns[\"Buddy\"]" in FORGED_BUDDY  # the shared adapter still imports the model there
 
 
@@ -283,24 +284,24 @@ def test_tokens_taken_from_the_drivers_batch_earn_nothing_on_tasks_8_9(tmp_path,
 _GAPS = textwrap.dedent('''
     import json, sys
     from pathlib import Path
-    import pagedlab, pagedlab.harness.hw3, pagedlab.checks.framework, pagedlab.reference
+    import pagedlab, pagedlab.harness.hw3, pagedlab.drivers.record, pagedlab.reference
     from pagedlab.guard import StudentAPIError, audit
     folder = Path(sys.argv[1])
     (folder / "clean.py").write_text("x = 1\\n")
     audit.install(folder)
-    fake = str(Path(pagedlab.__file__).parent / "checks" / "framework.py")
+    fake = str(Path(pagedlab.__file__).parent / "drivers" / "record.py")
     probes = {
-        "compile under a pagedlab name": f"exec(compile('import pagedlab.harness.answers.buddy', {fake!r}, 'exec'))",
-        "code.replace under a pagedlab name": "def f(): import pagedlab.harness.answers.swap\\n"
+        "compile under a pagedlab name": f"exec(compile('import pagedlab.grader.answers.buddy', {fake!r}, 'exec'))",
+        "code.replace under a pagedlab name": "def f(): import pagedlab.grader.answers.swap\\n"
                                              f"type(f)(f.__code__.replace(co_filename={fake!r}), {{}})()",
         "importlib of the cached harness": "importlib.import_module('pagedlab.harness.hw3')",
-        "the guard's folder reset": "audit._student_dir = '/nowhere/'\\nimport pagedlab.checks.swap",
+        "the guard's folder reset": "audit._student_dir = '/nowhere/'\\nimport pagedlab.drivers.swap",
         "the judge's empty engine, through pagedlab": "ref.empty_engine(64)",
         "sys._getframe": "sys._getframe(0)",
     }
     # Modules the student reached some other way (the static reading would refuse the imports).
     import importlib
-    given = {"importlib": importlib, "audit": audit, "fw": pagedlab.checks.framework, "sys": sys,
+    given = {"importlib": importlib, "audit": audit, "fw": pagedlab.drivers.record, "sys": sys,
              "ref": pagedlab.reference}
     out = {}
     for name, source in probes.items():
@@ -341,17 +342,18 @@ def test_the_child_holds_no_answer_code():
     expectation, no reference attention, no answer model."""
     probe = textwrap.dedent('''
         import sys
-        from pagedlab import manifest
-        from pagedlab.checks import framework
+        from pagedlab.spec import catalog, manifest
+        from pagedlab.grader import registry
         for row in manifest.TABLE:
-            # the child looks up public checks only (a hidden one arrives as a driver name + data)
-            for c in framework.checks_of(row.id, hidden=False):
-                assert c.expected is None or isinstance(c.expected, framework.Expected), c.key
-        import pagedlab.checks.drawn.memory_manager, pagedlab.checks.drawn.paged_attention  # noqa
-        import pagedlab.checks.drawn.paged_attention_cu, pagedlab.checks.drawn.swap  # noqa
+            # every task's driver module (the child loads those its plan names; a hidden check's
+            # driver arrives by name, its scenario as data)
+            for c in registry.checks_of(row.id, hidden=False):
+                assert c.expected is None or isinstance(c.expected, catalog.Expected), c.key
+        import pagedlab.drivers.drawn.memory_manager, pagedlab.drivers.drawn.paged_attention  # noqa
+        import pagedlab.drivers.drawn.paged_attention_cu, pagedlab.drivers.drawn.swap  # noqa
         from pagedlab.harness import hw3
         print(sorted(m for m in sys.modules if m.startswith("pagedlab.") and
-                     m.split(".")[1] in ("reference", "trusted") or m.startswith("pagedlab.harness.answers")))
+                     m.split(".")[1] == "reference" or m.startswith(("pagedlab.grader.trusted", "pagedlab.grader.answers"))))
         print([name for name in ("new_engine", "build_sequence", "teardown", "engine_from", "release")
                if hasattr(hw3, name)])
     ''')
@@ -395,8 +397,8 @@ _PROBE = textwrap.dedent('''
             got[rel] = "read " + str(len(b"".join(p.read_bytes() for p in files))) + " bytes"
         except OSError as exc:
             got[rel] = type(exc).__name__
-    for module in ("pagedlab.trusted.reference", "pagedlab.trusted.expectations", "pagedlab.harness.answers.buddy",
-                   "pagedlab.harness.answers.swap", "pagedlab.harness.answers.prefix_cache"):
+    for module in ("pagedlab.grader.trusted.reference", "pagedlab.grader.trusted.expectations", "pagedlab.grader.answers.buddy",
+                   "pagedlab.grader.answers.swap", "pagedlab.grader.answers.prefix_cache"):
         try:
             importlib.import_module(module)
             got[module] = "imported"
@@ -439,8 +441,8 @@ def test_sandboxed_submissions_that_take_answers_from_the_child_earn_nothing(sea
     """Guard off: the harness steal (Task 1 from what builds the engines of Tasks 2-5 too), Task 5
     from the heap's ledger, the expectation replay and a plain import of the answer models, each
     graded as on Gradescope, hidden checks included."""
-    plain_buddy = FORGED_BUDDY.replace(_forged_import("pagedlab.harness.answers.buddy", "Buddy"),
-                                       "from pagedlab.harness.answers.buddy import Buddy\n_ns = {'Buddy': Buddy}\n")
+    plain_buddy = FORGED_BUDDY.replace(_forged_import("pagedlab.grader.answers.buddy", "Buddy"),
+                                       "from pagedlab.grader.answers.buddy import Buddy\n_ns = {'Buddy': Buddy}\n")
     for name, (filename, extra, tasks) in {
             "harness": ("memory_manager.py", HARNESS_STEAL, ["1", "3", "5"]),
             "harness init": ("memory_manager.py", HARNESS_INIT, ["1"]),
@@ -494,7 +496,7 @@ def _python_from_c(python_source: str) -> str:
 # Runs in the grader's check child when the library loads there: the C stubs' methods become a
 # Python memory manager's (the solution's text, carried in the C file), so the C file "passes".
 C_CTOR_PYTHON = '''
-import types, pagedlab.ctrack as _ct
+import types, pagedlab.engine.ctrack as _ct
 _m = types.ModuleType("carried_in_c")
 exec(compile(SOURCE, "carried_in_c", "exec"), _m.__dict__)
 for _n in _ct.C_API:

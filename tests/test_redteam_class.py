@@ -38,7 +38,7 @@ import pytest
 from spreadsheet import open_csv
 from test_redteam import ROOT, grade_as_pool, sandbox_user  # noqa: F401 - a fixture
 
-from pagedlab.grading import class_report, classroom, intake, submission
+from pagedlab.grader import class_report, classroom, intake, submission
 from pagedlab.untrusted import inert_cell
 
 SOLUTION = (ROOT / "solutions" / "buddy.py").read_text()
@@ -159,7 +159,7 @@ def test_every_csv_the_course_writes_neutralises_its_cells():
         if re.search(r"csv\.(writer|DictWriter)\(|\.to_csv\(", text):
             writers.append(path.relative_to(ROOT).as_posix())
             assert "inert_cell(" in text, f"{path}: a CSV writer whose cells skip untrusted.inert_cell"
-    assert writers == ["pagedlab/grading/class_report.py"], writers
+    assert writers == ["pagedlab/grader/class_report.py"], writers
 
 
 def _grades(tmp_path: Path, people: dict[str, tuple[str, str]], scores: dict[str, float]) -> Path:
@@ -230,7 +230,7 @@ BOMB_CHILD = textwrap.dedent('''
     import resource, sys, time
     from pathlib import Path
     resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
-    from pagedlab.grading import intake
+    from pagedlab.grader import intake
     began = time.process_time()
     try:
         intake.read_metadata(Path(sys.argv[1]))
@@ -374,7 +374,7 @@ POOL = ["pagedlab-sandbox-cl0", "pagedlab-sandbox-cl1"]
 def pool_users(sandbox_user):  # noqa: F811 - the probe that the sandbox users can run Python
     mp = pytest.MonkeyPatch()
     grade_as_pool(POOL, mp)
-    private = [ROOT / "solutions", ROOT / "pagedlab" / "checks" / "expected.json"]
+    private = [ROOT / "solutions", ROOT / "pagedlab" / "grader" / "expected.json"]
     modes = {p: p.stat().st_mode for p in private}
     for p in private:
         p.chmod(0o700 if p.is_dir() else 0o600)

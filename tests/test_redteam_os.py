@@ -3,7 +3,7 @@ Python and in native code, gains nothing from the processes and folders around i
 
 Each attack is a real submission graded as root with sandbox users (grading/setup.sh's set-up),
 the student API off (tests/test_redteam.py says why): the attack meets the OS-level defence it is
-written against (pagedlab.seal, enter.py, the CPU-time limit). Skipped when not root.
+written against (pagedlab.sandbox.seal, enter.py, the CPU-time limit). Skipped when not root.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from sandbox_users import ensure_user, interpreter_reachable
 
-from pagedlab.grading.cli import grade
+from pagedlab.grader.cli import grade
 
 INTEGRATION = [pytest.mark.integration, pytest.mark.xdist_group("users")]  # created sandbox users
 
@@ -57,7 +57,7 @@ def users():
 def sandbox(users, monkeypatch):
     monkeypatch.setenv("PAGEDLAB_GRADE_USER", USER)
     monkeypatch.setenv("PAGEDLAB_GRADING_PLUGIN", str(API_OFF))
-    private = [SOLUTIONS, ROOT / "pagedlab" / "checks" / "expected.json"]
+    private = [SOLUTIONS, ROOT / "pagedlab" / "grader" / "expected.json"]
     modes = {p: p.stat().st_mode for p in private}
     for p in private:
         p.chmod(0o700 if p.is_dir() else 0o600)
@@ -317,7 +317,7 @@ def test_an_honest_submission_keeps_full_marks_on_a_loaded_machine(sandbox, user
 # Without root: the seal and the CPU-time limit on their own.
 SEALED_PARENT = r"""
 import os, socket, sys
-from pagedlab import seal
+from pagedlab.sandbox import seal
 if os.geteuid() == 0:  # root may open any process's memory: be a user (nobody)
     os.setgroups([])
     os.setresgid(65534, 65534, 65534)
@@ -361,7 +361,7 @@ def test_a_sealed_process_has_no_network_and_its_memory_is_closed_to_its_own_chi
 # What a notebook's run may open: Jupyter's ZMQ over TCP, and the interface list libzmq reads.
 SOCKETS = r"""
 import errno, socket, sys
-from pagedlab import seal
+from pagedlab.sandbox import seal
 if sys.argv[1] != "unsealed":
     seal.seal(inet=sys.argv[1] == "inet")
 opened = []
@@ -422,12 +422,13 @@ def test_every_python_process_of_a_notebook_run_seals_itself(tmp_path):
 
 @pytest.mark.skipif(sys.platform != "linux", reason="CPU time is read from /proc")
 def test_the_time_limit_is_cpu_time_and_a_sleeper_is_told_it_slept():
+    from pagedlab.sandbox.policy import Policy
     from pagedlab.sandbox.process import run_limited
 
-    spin = run_limited([sys.executable, "-c", "while True: pass"], env={}, timeout=1, memory_bytes=2**32)
+    policy = Policy(timeout=1, memory_bytes=2**32)
+    spin = run_limited([sys.executable, "-c", "while True: pass"], policy, env={})
     assert spin.timed_out and not spin.wall_out and spin.cpu_seconds >= 1, spin
-    sleep = run_limited([sys.executable, "-c", "import time; time.sleep(60)"], env={}, timeout=1,
-                        memory_bytes=2**32)
+    sleep = run_limited([sys.executable, "-c", "import time; time.sleep(60)"], policy, env={})
     assert sleep.timed_out and sleep.wall_out and not sleep.starved and sleep.cpu_seconds < 1, sleep
 
 
@@ -486,7 +487,7 @@ def _host_addresses() -> list[str]:
 @pytest.fixture
 def notebook_folder(monkeypatch):
     """A course notebook copied to a folder the sandbox user may read, the only one graded."""
-    from pagedlab.grading import cli
+    from pagedlab.grader import cli
 
     folder = Path(tempfile.mkdtemp(prefix=".redteam-notebooks-", dir=ROOT))
     folder.chmod(0o755)
@@ -655,7 +656,7 @@ PLANT_RUNNER = '''
 import os
 from pathlib import Path
 if os.getuid() != 0 and os.environ.get("PAGEDLAB_CACHE"):
-    from pagedlab import ctrack
+    from pagedlab.engine import ctrack
     planted = Path(os.environ["PAGEDLAB_CACHE"]) / "c" / ctrack.runner_name()
     planted.parent.mkdir(parents=True, exist_ok=True)
     planted.write_text("#!/bin/sh\\nexec PYTHON -S -c 'import os, struct; os.write(5, (struct.pack(\\"<IiiiQQQ\\", 2, "
@@ -679,18 +680,18 @@ def test_a_runner_planted_in_the_jobs_cache_is_never_run(sandbox, users, tmp_pat
     assert _grade(honest, ["1"])["score"] == 8  # root's runner, the plant in the cache or not
 
 
-# Each seccomp filter on its own: the check child's (pagedlab.seal) and the runners'
+# Each seccomp filter on its own: the check child's (pagedlab.sandbox.seal) and the runners'
 # (pagedlab/cuda/pl_seal.h). A runner is started by a sealed child, whose filter it inherits, but
 # not only: a runner of the reference's run, a notebook's, or a grade without a sandbox user has
 # its own filter alone, and so would any runner started from a filter that missed a call. Every
 # call one filter refuses must be refused by the other (but for what a runner alone refuses: it
 # runs no program and starts no process); each probe below calls them all under one filter.
 def _refused_by_the_child_filter() -> dict:
-    from pagedlab import seal
+    from pagedlab.sandbox import seal
 
     code = textwrap.dedent(f"""
         import ctypes, json, os, platform
-        from pagedlab import seal
+        from pagedlab.sandbox import seal
         nr = seal._ARCH[platform.machine()][1]
         libc = ctypes.CDLL(None, use_errno=True)
         seal.seal()
@@ -708,7 +709,7 @@ def _refused_by_the_child_filter() -> dict:
 
 
 def _refused_by_the_runner_filter(tmp_path: Path) -> dict:
-    from pagedlab import seal
+    from pagedlab.sandbox import seal
 
     calls = []
     for name in sorted(seal.ALWAYS_DENIED):
@@ -729,7 +730,7 @@ def _refused_by_the_runner_filter(tmp_path: Path) -> dict:
 def test_each_filter_refuses_every_call_the_other_refuses(tmp_path):
     """add_key and request_key (a user's keyring outlives all its processes: bytes left there
     reach the pool user's next job) were refused by the child's filter only."""
-    from pagedlab import seal
+    from pagedlab.sandbox import seal
 
     expected = {name: 38 if name == "clone3" else 1 for name in seal.ALWAYS_DENIED}  # ENOSYS, EPERM
     assert _refused_by_the_child_filter() == expected
@@ -739,7 +740,7 @@ def test_each_filter_refuses_every_call_the_other_refuses(tmp_path):
 def test_the_two_filters_list_the_same_calls():
     """The runner's header and the child's filter name the same calls (the header's extras are
     the runner's own: no program, no process, no socket of any family)."""
-    from pagedlab import seal
+    from pagedlab.sandbox import seal
 
     header = (ROOT / "pagedlab" / "cuda" / "pl_seal.h").read_text()
     import re

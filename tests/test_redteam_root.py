@@ -24,14 +24,14 @@ from pathlib import Path
 import pytest
 from test_redteam import PY_FILES, ROOT, _submission, grade_as_pool, sandbox, sandbox_user  # noqa: F401
 
-from pagedlab.checks.framework import Stream
-from pagedlab.checks.judge import judge, refer_to_first_report
-from pagedlab.grading import class_report, classroom, intake, submission
-from pagedlab.grading.cli import grade
-from pagedlab.grading.report import GRADER_PROBLEM
-from pagedlab.sandbox import record
-from pagedlab.sandbox.process import WALL_FACTOR
-from pagedlab.sandbox.runner import GRACE, CheckOutcome
+from pagedlab.drivers.record import Stream
+from pagedlab.grader import class_report, classroom, intake, submission
+from pagedlab.grader import records as record
+from pagedlab.grader.cli import grade
+from pagedlab.grader.judge import judge, refer_to_first_report
+from pagedlab.grader.pipeline import GRACE, CheckOutcome
+from pagedlab.grader.report import GRADER_PROBLEM
+from pagedlab.sandbox.policy import WALL_FACTOR
 
 API_OFF = Path(__file__).parent / "submissions" / "student_api_off.py"
 # The bytes an attacker would like an instructor's terminal to obey: erase the line, go to its
@@ -57,7 +57,7 @@ def _forging(obs_code: str) -> str:
             fd = _o.environ.get("PAGEDLAB_RECORD_FD")
             if not fd:
                 return
-            from pagedlab.checks import framework as _fw, golden as _g
+            from pagedlab.grader import registry as _fw, golden as _g
             checks = _fw.checks_of("task1", hidden=False)
             with _o.fdopen(int(fd), "a", closefd=False) as out:
                 out.write(_j.dumps({"event": "start"}) + "\\n")
@@ -160,7 +160,7 @@ def test_a_record_over_the_byte_cap_is_refused_unread(loads_seen):
 
 
 def test_honest_records_pass_the_caps_unchanged():
-    from pagedlab.checks import golden
+    from pagedlab.grader import golden
 
     for key, rec in golden.load()["records"].items():
         assert record._scan(rec) == (True, False), key  # not too deep, no string to clip
@@ -239,7 +239,7 @@ def test_escape_sequences_from_a_real_submission_reach_no_output(tmp_path, capsy
     # The upload's file names are the student's too: a refused file is listed by its path.
     (sub / "x\x1b[2J\r").mkdir()
     (sub / "x\x1b[2J\r" / "buddy.py").symlink_to("/etc/passwd")
-    from pagedlab.grading import cli as grade_cli
+    from pagedlab.grader import cli as grade_cli
 
     out = tmp_path / "out" / "students" / "mallory"
     out.mkdir(parents=True)
@@ -253,7 +253,7 @@ def test_escape_sequences_from_a_real_submission_reach_no_output(tmp_path, capsy
     assert "\\x1b[2K\\r\\x1b[1A" in printed
     # The class report over it: the same text, no control character, and no grader problem.
     (out / "student.json").write_text(json.dumps({"name": "Mal\x1b[31mlory\u202e", "email": "m@x\r"}))
-    from pagedlab.grading import class_queue  # the queue and state grade-class would have written
+    from pagedlab.grader import class_queue  # the queue and state grade-class would have written
 
     class_queue.write(tmp_path / "out", ["mallory"], ["1"], False)
     (out / "state.json").write_text(json.dumps({"status": "graded", "key": "mallory", "grader": "v",
@@ -269,9 +269,9 @@ def test_escape_sequences_from_a_real_submission_reach_no_output(tmp_path, capsy
 
 def test_a_grader_problem_the_grader_raised_is_logged(tmp_path):
     """The flag is set where the grader decides it (here: a reference that cannot be trusted)."""
-    from pagedlab import manifest
-    from pagedlab.grading import report
-    from pagedlab.sandbox.runner import TaskOutcome
+    from pagedlab.grader import report
+    from pagedlab.grader.pipeline import TaskOutcome
+    from pagedlab.spec import manifest
 
     outcome = TaskOutcome(manifest.task("task1"), grader_error=True,
                           problem="autograder problem, not your code (tell your instructor): the reference is writable")
@@ -279,7 +279,7 @@ def test_a_grader_problem_the_grader_raised_is_logged(tmp_path):
     folder.mkdir(parents=True)
     results = report.results_json([outcome], [], execution_time=1, output="")
     (folder / "results.json").write_text(json.dumps(results))
-    from pagedlab.grading import class_queue  # the queue and state grade-class would have written
+    from pagedlab.grader import class_queue  # the queue and state grade-class would have written
 
     class_queue.write(tmp_path, ["ann"], ["1"], True)
     (folder / "state.json").write_text(json.dumps({"status": "graded", "key": "ann", "grader": "v",
@@ -400,7 +400,7 @@ def test_the_reference_is_not_found_from_the_working_directory(tmp_path, monkeyp
 @pytest.mark.skipif(os.geteuid() != 0, reason="the ownership rule applies to a grader running as root")
 def test_root_runs_a_course_folders_notebooks_only_when_root_alone_can_change_them(tmp_path, monkeypatch):
     from pagedlab import course
-    from pagedlab.grading.notebooks import notebook_dir
+    from pagedlab.grader.notebooks import notebook_dir
 
     home = tmp_path / "student"
     (home / "notebooks").mkdir(parents=True)
@@ -439,8 +439,8 @@ def test_root_refuses_a_reference_others_can_change(tmp_path, monkeypatch):
     with pytest.raises(course.UntrustedFolder):
         course.reference_dir(str(ref2))
     monkeypatch.setenv("PAGEDLAB_REFERENCE", str(ref2))
-    from pagedlab import manifest
-    from pagedlab.sandbox.runner import run_task
+    from pagedlab.grader.pipeline import run_task
+    from pagedlab.spec import manifest
 
     outcome = run_task(manifest.task("task1"), str(ROOT / "solutions"), ROOT / "solutions", hidden=True,
                        hidden_seed=1)

@@ -59,7 +59,7 @@ def test_edition_has_what_a_student_needs(edition):
     assert {p.name for p in (out / "notebooks").glob("*.ipynb")} == {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}
     assert (out / "notebooks" / "nbval.cfg").is_file()
     assert [p.name for p in (out / "tests").iterdir()] == ["test_student_setup.py"]
-    for module in ("cli.py", "loader.py", "graded.py", "checks/expected.json", "tasks.toml", "assign.py"):
+    for module in ("cli.py", "loader.py", "graded.py", "grader/expected.json", "spec/tasks.toml", "assign.py"):
         assert (out / "pagedlab" / module).is_file(), module
     # the kernel runner is built in the student's machine: every file it and the runtime need
     for path in {*compiler.RUNTIME_SOURCES, *kernel_runner.SOURCES}:
@@ -194,7 +194,7 @@ def test_no_line_of_a_solution_region_in_any_released_file(edition):
 
 def test_shared_idioms_are_really_in_the_shipped_harness():
     """Each allowed line must be a line some shipped harness or demo needs; stale ones go."""
-    answers = ROOT / "pagedlab" / "harness" / "answers"
+    answers = ROOT / "pagedlab" / "grader" / "answers"
     shipped = "\n".join(p.read_text() for d in ("pagedlab", "notebooks") for p in (ROOT / d).rglob("*")
                         if p.is_file() and p.suffix in (".py", ".ipynb") and answers not in p.parents)
     unused = [line for line in {**release.SHARED_IDIOMS, **release.SHARED_MODEL_LINES} if line not in shipped]
@@ -220,8 +220,8 @@ MODEL_NAMES = [r"\bexpected_move\b", r"\bReferenceCache\b", r"\bclass Buddy\b", 
 
 def test_edition_has_none_of_the_answer_models(edition):
     out, _ = edition
-    answers = ROOT / "pagedlab" / "harness" / "answers"
-    assert not [f for f in released_files(out) if f.startswith("pagedlab/harness/answers")]
+    answers = ROOT / "pagedlab" / "grader" / "answers"
+    assert not [f for f in released_files(out) if f.startswith("pagedlab/grader/answers")]
     texts = {rel: text_of(out / rel) for rel in released_files(out)}
     texts = {rel: text for rel, text in texts.items() if text is not None}
     for name, lines in MODEL_LINES.items():

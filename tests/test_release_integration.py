@@ -34,7 +34,8 @@ from pathlib import Path
 import pytest
 from course_lab import free_port
 
-from pagedlab import manifest, release
+from pagedlab import release
+from pagedlab.spec import manifest
 
 # One worker builds the clone and its .venv once for every test here (conftest.py).
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("release-clone")]
@@ -275,8 +276,8 @@ def test_the_notebooks_run_in_the_student_edition_on_correct_code(notebook_side,
 def test_every_tasks_checks_load_in_the_edition(ci_run, clone):
     """What the grader plans before any child starts: each task's public checks, from the
     edition's own files (a check module needing something the release left out fails here)."""
-    script = ("from pagedlab import manifest\nfrom pagedlab.checks import framework\n"
-              "for row in manifest.TABLE:\n    assert framework.checks_of(row.id), row.id\n"
+    script = ("from pagedlab.spec import manifest\nfrom pagedlab.grader import registry\n"
+              "for row in manifest.TABLE:\n    assert registry.checks_of(row.id), row.id\n"
               "print(len(manifest.TABLE))")
     proc = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", script], cwd=clone,
                           capture_output=True, text=True, env=_student_env(clone.parent), timeout=300)

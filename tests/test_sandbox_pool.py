@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from sandbox_users import ensure_user
 
-from pagedlab.sandbox import usable, users
+from pagedlab.grader import usable
+from pagedlab.sandbox import users
 
 ROOT = Path(__file__).resolve().parent.parent
 POOL = ["pagedlab-pooltest-0", "pagedlab-pooltest-1"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab.grading import similarity
+from pagedlab.grader import similarity
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "submissions"))
@@ -20,7 +20,7 @@ STUDENTS = ("alice_solution", "bob_stub", "nina_copy", "oscar_copy")
 SCORES = """
 import json, sys
 from pathlib import Path
-from pagedlab.grading import similarity
+from pagedlab.grader import similarity
 base = Path(sys.argv[1])
 fps = similarity.fingerprints({k: base / k for k in sys.argv[2:]}, Path(sys.argv[1]).parent / "skeleton")
 print(json.dumps([[p.a, p.b, p.sim_a, p.sim_b] for p in similarity.compare(fps)]))

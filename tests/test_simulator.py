@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pagedlab import simulator as S
-from pagedlab.harness.answers.buddy import Buddy
+from pagedlab.grader.answers.buddy import Buddy
 
 
 def _small(seed, n=40):
@@ -186,7 +186,7 @@ def test_without_the_model_buddy_names_task_12(monkeypatch):
     """The student edition has no built-in buddy allocator: asking for one says what to pass."""
     import sys
 
-    monkeypatch.setitem(sys.modules, "pagedlab.harness.answers.buddy", None)  # import fails as if absent
+    monkeypatch.setitem(sys.modules, "pagedlab.grader.answers.buddy", None)  # import fails as if absent
     p, o = _small(0)
     with pytest.raises(ValueError, match=r"Task 12.*BuddyAllocator"):
         S.simulate(p, o, "max", memory_tokens=1500, max_len=512, allocator="buddy")

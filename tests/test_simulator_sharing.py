@@ -8,9 +8,9 @@ import pytest
 
 from pagedlab import sharing as H
 from pagedlab import simulator as S
+from pagedlab.engine.pool import Pool
 from pagedlab.hw3 import BLOCK_SIZE, KV_PER_BLOCK
 from pagedlab.loader import load
-from pagedlab.pool import Pool
 
 
 def test_fork_shares_and_append_copies_on_write():

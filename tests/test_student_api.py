@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from pagedlab import student
-from pagedlab.grading import submission
-from pagedlab.grading.cli import grade
+from pagedlab.grader import submission
+from pagedlab.grader.cli import grade
 from pagedlab.guard import static
 
 sys.path.insert(0, str(Path(__file__).parent / "submissions"))
@@ -56,8 +56,8 @@ def test_intake_names_the_file_and_line_outside_the_api(tmp_path):
     folder = attacks.make("model_buddy", tmp_path / "sub")
     _, report = submission.prepare(folder, tmp_path / "work")
     line = next(n for n, text in enumerate((folder / "buddy.py").read_text().splitlines(), 1)
-                if "pagedlab.harness.answers" in text)
-    assert f"buddy.py:{line}: imports pagedlab.harness.answers.buddy.Buddy" in report, report
+                if "pagedlab.grader.answers" in text)
+    assert f"buddy.py:{line}: imports pagedlab.grader.answers.buddy.Buddy" in report, report
 
 
 # A student file run in a course tree, with no guard installed: which model imports succeed.
@@ -66,7 +66,7 @@ _MODEL_PROBE = textwrap.dedent('''
     from pathlib import Path
     tree, files = Path(sys.argv[1]), json.loads(sys.argv[2])
     sys.path.insert(0, str(tree))
-    import pagedlab.checks.prefix_cache, pagedlab.checks.swap, pagedlab.simulator  # they load there
+    import pagedlab.drivers.prefix_cache, pagedlab.drivers.swap, pagedlab.simulator  # they load there
     out = {"pagedlab": pagedlab.__file__}
     for name, path in files.items():
         try:
@@ -113,7 +113,7 @@ def test_the_student_edition_has_no_answer_model_to_import(tmp_path):
     ("from pagedlab.harness import hw3", "imports pagedlab.harness.hw3"),
     ("from pagedlab import load", "imports pagedlab.load"),
     ("import pagedlab.student.cmem", "binds the name pagedlab"),
-    ("from pagedlab.checks import swap", "imports pagedlab.checks.swap"),
+    ("from pagedlab.drivers import swap", "imports pagedlab.drivers.swap"),
     ("import os", "imports os"),
     ("import subprocess", "imports subprocess"),
     ("from ctypes import CDLL", "imports ctypes.CDLL"),
@@ -170,7 +170,7 @@ _RUNTIME = textwrap.dedent('''
     (folder / "clean.py").write_text("x = 1\\n")
     audit.install(folder)
     probes = {
-        "uncached harness import": "import pagedlab.checks.swap",
+        "uncached harness import": "import pagedlab.drivers.swap",
         "cached harness import": "import pagedlab.harness.hw3",
         "from pagedlab import a model": "from pagedlab import simulator",
         "pythonapi symbol": "import ctypes\\nctypes.pythonapi.PyImport_ImportModule",

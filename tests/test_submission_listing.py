@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pagedlab.grading import submission
-from pagedlab.grading.points import SUBMISSION_FILES
+from pagedlab.grader import submission
 from pagedlab.loader import ROOT
+from pagedlab.spec.points import SUBMISSION_FILES
 
 
 def _upload(tmp_path, names):

@@ -1,4 +1,4 @@
-"""The swap model (pagedlab/harness/answers/swap.py, instructor edition only) and the reference
+"""The swap model (pagedlab/grader/answers/swap.py, instructor edition only) and the reference
 solution are two independent readings of Task 13's rules: on drawn engines they move the same
 groups to the same blocks, and refuse the same swaps."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import random
 
-from pagedlab.checks.swap import Rig, summary
+from pagedlab.drivers.swap import Rig, summary
+from pagedlab.grader.answers.swap import expected_move
 from pagedlab.harness import hw3
-from pagedlab.harness.answers.swap import expected_move
 from pagedlab.loader import load
 
 

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab import cli, doctor, graded, manifest, track
-from pagedlab.checks import CheckFailure
-from pagedlab.grading import class_report, classroom, package
-from pagedlab.grading import cli as grade_cli
+from pagedlab import cli, doctor, graded, track
+from pagedlab.grader import class_report, classroom, package
+from pagedlab.grader import cli as grade_cli
+from pagedlab.spec import manifest
+from pagedlab.spec.catalog import CheckFailure
 
 ROOT = Path(__file__).resolve().parent.parent
 PY, C = track.PYTHON_FILE, track.C_FILE

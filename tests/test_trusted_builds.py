@@ -21,7 +21,7 @@ KERNEL = 'extern "C" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }
 
 
 def test_the_child_and_the_compilers_name_the_same_variable():
-    from pagedlab import ctrack
+    from pagedlab.engine import ctrack
 
     assert trusted_builds.CHILD_ENV == compiler.TRUSTED_ENV == ctrack.TRUSTED_ENV
 
@@ -73,7 +73,7 @@ def test_a_kernel_built_in_a_fresh_cache_runs_on_the_trusted_runtime(tmp_path, m
 def test_the_c_runner_comes_from_the_trusted_folder_whatever_the_cache_holds(tmp_path, monkeypatch):
     """A C-only submission's child runs root's build of pl_runner.c, never a file of the same name
     in its job's cache (the sandbox user's to write: tests/test_redteam_os.py plants one there)."""
-    from pagedlab import ctrack
+    from pagedlab.engine import ctrack
 
     trusted = tmp_path / "trusted"
     trusted.mkdir()
@@ -86,4 +86,4 @@ def test_the_c_runner_comes_from_the_trusted_folder_whatever_the_cache_holds(tmp
     assert ctrack.runner_program() == planted  # no trusted folder: the cache's, as before
     monkeypatch.setenv(trusted_builds.CHILD_ENV, str(trusted))
     assert ctrack.runner_program() == made[0]
-    assert trusted_builds.needed([__import__("pagedlab.manifest").manifest.task("task3")])
+    assert trusted_builds.needed([__import__("pagedlab.spec.manifest").manifest.task("task3")])

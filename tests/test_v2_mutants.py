@@ -14,7 +14,8 @@ import pytest
 from trusted_records import trusted_record
 
 from pagedlab import checks
-from pagedlab.checks import framework, judge
+from pagedlab.drivers import record
+from pagedlab.grader import judge, registry
 from pagedlab.loader import ROOT
 
 SOLUTION = (ROOT / "solutions" / "paged_attention_v2.cu").read_text()
@@ -55,8 +56,8 @@ MESSAGES = {
 
 def first_failure(folder):
     """(name, message) of the first Task 14 check that fails on `folder`, or None."""
-    for c in framework.checks_of("task14", hidden=False):
-        verdict = judge.judge(trusted_record(c), framework.drive(c, str(folder), 0))
+    for c in registry.checks_of("task14", hidden=False):
+        verdict = judge.judge(trusted_record(c), record.drive(c, str(folder), 0))
         if not verdict.passed:
             return c.name, verdict.message
     return None
@@ -103,7 +104,7 @@ def test_a_read_past_seq_len_is_shown_against_the_sequences_seq_len(loop, tmp_pa
     anchor, old, new, *said = PAST_SEQ_LEN[loop]
     assert SOLUTION.count(anchor) == 1, f"{loop!r} no longer applies to solutions/paged_attention_v2.cu"
     (tmp_path / "paged_attention_v2.cu").write_text(SOLUTION.replace(anchor, anchor.replace(old, new)))
-    edges = next(c for c in framework.checks_of("task14", hidden=False) if c.name.startswith("partition edges"))
-    message = judge.judge(trusted_record(edges), framework.drive(edges, str(tmp_path), 0)).message
+    edges = next(c for c in registry.checks_of("task14", hidden=False) if c.name.startswith("partition edges"))
+    message = judge.judge(trusted_record(edges), record.drive(edges, str(tmp_path), 0)).message
     assert "UninitializedReadError" in message and "no thread wrote this element" in message, message
     assert all(words in message for words in said), message

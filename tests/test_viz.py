@@ -9,9 +9,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from pagedlab import cmem, viz  # noqa: E402
-from pagedlab.checks import scenes  # noqa: E402
+from pagedlab.drivers import scenes  # noqa: E402
+from pagedlab.engine.pool import Pool  # noqa: E402
 from pagedlab.harness import hw3  # noqa: E402
-from pagedlab.pool import Pool  # noqa: E402
 
 
 @pytest.fixture

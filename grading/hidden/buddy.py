@@ -1,12 +1,12 @@
 """Hidden checks for Task 12 (instructor only): traces on memories of every size class; the child
-runs `pagedlab.checks.drawn.buddy.trace` on the traces as data."""
+runs `pagedlab.drivers.drawn.buddy.trace` on the traces as data."""
 
 from __future__ import annotations
 
 import random
 
-from pagedlab.checks.drawn import buddy as drawn
-from pagedlab.checks.framework import hidden_scenario
+from pagedlab.drivers.drawn import buddy as drawn
+from pagedlab.spec.catalog import hidden_scenario
 from pagedlab.spec.domains import domain
 
 RULE = ("notebook 09, the buddy allocator: alloc splits the smallest free block that fits (lowest address "

@@ -2,7 +2,7 @@
 
 Each planner below runs in the grader: it draws a scenario from the grading's seed and returns it
 as data (pool sizes, ids, layouts {logical: block} as pairs, op lists). The sandboxed child runs
-the public driver of the same name in `pagedlab.checks.drawn.memory_manager` on that data only,
+the public driver of the same name in `pagedlab.drivers.drawn.memory_manager` on that data only,
 and the judge compares the student's record with the reference solution's on the same data.
 
 What a grading covers is each task's domain (`pagedlab.spec.domains`): every planner walks the
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import random
 
-from pagedlab.checks.drawn import memory_manager as drawn
-from pagedlab.checks.framework import hidden_scenario
+from pagedlab.drivers.drawn import memory_manager as drawn
+from pagedlab.spec.catalog import hidden_scenario
 from pagedlab.spec.domains import HARD_CODED, INT_MAX, INT_MIN, domain
 
 RULE = "the same rules as the public checks, on scenarios drawn at grading time"

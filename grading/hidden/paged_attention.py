@@ -1,7 +1,7 @@
 """Hidden checks for Tasks 6-9 (instructor only).
 
 The planners run in the grader and return each scenario as data; the sandboxed child runs the
-public drivers of `pagedlab.checks.drawn.paged_attention` on it. Every grading covers every class
+public drivers of `pagedlab.drivers.drawn.paged_attention` on it. Every grading covers every class
 of each task's domain (`pagedlab.spec.domains`; pagedlab/checks/README.md, "Domains"), and the
 seed only draws the values inside each class (which block size of the non-powers of two, which
 lengths past 64 blocks, the data). Planning needs no torch.
@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import random
 
-from pagedlab.checks.drawn import paged_attention as drawn
-from pagedlab.checks.framework import hidden_scenario
-from pagedlab.checks.paged_attention import (
+from pagedlab.drivers.drawn import paged_attention as drawn
+from pagedlab.drivers.paged_attention import (
     ATTN_HINT,
     ATTN_WHEN,
     RULE_ATTN,
@@ -23,8 +22,9 @@ from pagedlab.checks.paged_attention import (
     _attention_label,
     attention_tol,
 )
+from pagedlab.grader.trusted.expectations import padding_hints
+from pagedlab.spec.catalog import hidden_scenario
 from pagedlab.spec.domains import domain, logits_context, logits_kwargs
-from pagedlab.trusted.expectations import padding_hints
 
 RULE = "the same rules as the public checks, on scenarios drawn at grading time"
 
@@ -179,7 +179,7 @@ def expected_attention(run):
     """The trusted side: float64 dense attention of every case, within q's dtype's tolerance,
     and the padding hint's trigger."""
     # torch: only Task 9's judging pays its import
-    from pagedlab.trusted.reference import paged_expected
+    from pagedlab.grader.trusted.reference import paged_expected
 
     found = []
     for c in run.scenario["cases"]:

@@ -1,15 +1,15 @@
 """Hidden checks for Task 10 (instructor only): kernel launches on batches the grader draws; the
-child runs `pagedlab.checks.drawn.paged_attention_cu.kernel` on the cases as data."""
+child runs `pagedlab.drivers.drawn.paged_attention_cu.kernel` on the cases as data."""
 
 from __future__ import annotations
 
 import random
 
-from pagedlab.checks.drawn import paged_attention_cu as drawn
-from pagedlab.checks.framework import hidden_scenario
-from pagedlab.checks.paged_attention_cu import HINT, RULE, WHEN, expected_outputs
+from pagedlab.drivers.drawn import paged_attention_cu as drawn
+from pagedlab.drivers.paged_attention_cu import HINT, RULE, WHEN, expected_outputs
+from pagedlab.grader.trusted.expectations import outputs
+from pagedlab.spec.catalog import hidden_scenario
 from pagedlab.spec.domains import domain, logits_context, logits_kwargs
-from pagedlab.trusted.expectations import outputs
 
 
 def kernel_cases(seed: int) -> dict:

@@ -1,16 +1,16 @@
 """Hidden checks for Task 14 (instructor only): v2 launches on batches the grader draws, lengths
 near partition edges, judged against float64 dense attention; the child runs
-`pagedlab.checks.drawn.paged_attention_v2_cu.v2` on the cases as data."""
+`pagedlab.drivers.drawn.paged_attention_v2_cu.v2` on the cases as data."""
 
 from __future__ import annotations
 
 import random
 
-from pagedlab.checks.drawn import paged_attention_v2_cu as drawn
-from pagedlab.checks.framework import hidden_scenario
-from pagedlab.checks.paged_attention_v2_cu import HINT, RULE, WHEN, expected_v2
+from pagedlab.drivers.drawn import paged_attention_v2_cu as drawn
+from pagedlab.drivers.paged_attention_v2_cu import HINT, RULE, WHEN, expected_v2
+from pagedlab.grader.trusted.expectations import outputs
+from pagedlab.spec.catalog import hidden_scenario
 from pagedlab.spec.domains import domain, logits_context, logits_kwargs
-from pagedlab.trusted.expectations import outputs
 
 
 def v2_cases(seed: int) -> dict:

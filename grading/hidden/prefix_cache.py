@@ -1,14 +1,14 @@
 """Hidden checks for Task 11 (instructor only): request streams the grader draws; the child runs
-`pagedlab.checks.drawn.prefix_cache.stream` on them as data."""
+`pagedlab.drivers.drawn.prefix_cache.stream` on them as data."""
 
 from __future__ import annotations
 
 import random
 
-from pagedlab.checks.drawn import prefix_cache as drawn
-from pagedlab.checks.framework import hidden_scenario
-from pagedlab.checks.prefix_cache import RULE as PUBLIC_RULE
-from pagedlab.checks.prefix_cache import random_ops
+from pagedlab.drivers.drawn import prefix_cache as drawn
+from pagedlab.drivers.prefix_cache import RULE as PUBLIC_RULE
+from pagedlab.drivers.prefix_cache import random_ops
+from pagedlab.spec.catalog import hidden_scenario
 from pagedlab.spec.domains import domain
 
 RULE = (f"{PUBLIC_RULE}: allocate returns the number of cached prompt tokens (None if it cannot fit); "

@@ -1,14 +1,14 @@
 """Hidden checks for Task 13 (instructor only): engines, forked groups, swap spaces and copy lists
-the grader draws; the child runs `pagedlab.checks.drawn.swap` on them as data, and the judge
+the grader draws; the child runs `pagedlab.drivers.drawn.swap` on them as data, and the judge
 compares with the reference solution run on the same data."""
 
 from __future__ import annotations
 
 import random
 
-from pagedlab.checks.drawn import swap as drawn
-from pagedlab.checks.framework import hidden_scenario
-from pagedlab.checks.swap import R_COPY, R_FAIL, R_MOVE
+from pagedlab.drivers.drawn import swap as drawn
+from pagedlab.drivers.swap import R_COPY, R_FAIL, R_MOVE
+from pagedlab.spec.catalog import hidden_scenario
 from pagedlab.spec.domains import domain
 
 RULE = f"{R_MOVE}; {R_FAIL.split(': ', 1)[1]}"

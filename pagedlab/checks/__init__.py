@@ -1,27 +1,29 @@
-"""Graded checks: one registry serves the notebooks, pytest and `pagedlab grade`.
+"""The package the checks lived in before the 2026-12 layout, kept for one release.
 
-A check is a *driver* ``fn(run)`` (see `framework`): it loads the student's module with
-``run.load(name)``, calls it and records what it saw with `expect` / `expect_equal` /
-``run.see``. Drivers run in a child process; the *judge* (`judge`) compares the record with the
-trusted one in the process that asked. The notebooks' graded cells run them through
-`pagedlab.graded`, which sits above this package and `pagedlab.sandbox` (the child process).
-Which checks exist, and what each task is worth, comes from the task manifest (`tasks.toml`).
+What a check is now lives in `pagedlab.spec` (the manifest and the catalog), its drivers in
+`pagedlab.drivers` (the check child's side) and the grader that plans, runs and judges them in
+`pagedlab.grader`. The names this package had forward there; a student's notebook from before
+the graded cells moved still calls `pagedlab.checks.run(...)`, which is `pagedlab.graded.run`.
 """
 
 from __future__ import annotations
 
-from ..manifest import TASKS
-from .framework import Check, CheckFailure, check, checks_of, drive, expect, expect_equal
+from .._moved import warn_moved
+from ..drivers.record import drive, expect, expect_equal
+from ..grader.registry import checks_of
+from ..spec.catalog import Check, CheckFailure, check
+from ..spec.manifest import TASKS
 
 __all__ = ["TASKS", "Check", "CheckFailure", "check", "checks_of", "drive", "expect", "expect_equal"]
+
+warn_moved(__name__, "pagedlab.spec, pagedlab.drivers and pagedlab.grader")
 
 # Moved to `pagedlab.graded`; a student's notebook from before the move still calls them here.
 _IN_GRADED = ("Result", "require", "results", "run")
 
 
 def __getattr__(name: str):
-    # Runs only when one of those names is read, after this package and its callers have loaded,
-    # so the graded module above stays above: importing `pagedlab.checks` never loads it.
+    # Runs only when one of those names is read, after this package and its callers have loaded.
     if name in _IN_GRADED:
         from .. import graded
 

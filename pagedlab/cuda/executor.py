@@ -96,7 +96,7 @@ ST_OK, ST_BARRIER, ST_WARP, ST_SMEM, ST_CRASH, ST_TRAP, ST_INTERNAL = range(7)
 # array (run on the instrumented build), so unsynchronised read-modify-writes lose updates.
 SCHEDULE_CODES = {"round_robin": 0, "warp0_first": 1, "reversed": 2, "random": 3, "interleaved": 0}
 
-CHECKS_CHILD = "pagedlab.checks.child"  # the module the grader runs student checks in
+CHECKS_CHILD = "pagedlab.drivers.child"  # the module the grader runs student checks in
 
 _LIBS: dict[str, ctypes.CDLL] = {}
 _LIB_LOCK = threading.Lock()

@@ -41,7 +41,7 @@
  * for a namespace is refused too). ptrace, process_vm_* and pidfd_getfd would reach the parent
  * (which is non-dumpable too, so /proc/<ppid>/mem is closed); sockets would reach out.
  *
- * Complete on its own: every call the check child's filter refuses (pagedlab/seal.py's
+ * Complete on its own: every call the check child's filter refuses (pagedlab/sandbox/seal.py's
  * ALWAYS_DENIED) is refused here as well, whether or not the parent was sealed (a runner of the
  * reference's run, or a notebook's, has this filter alone); tests/test_redteam_os.py compares the
  * two lists and calls each one under each filter. */

@@ -14,7 +14,7 @@ if it is the student's, these are refused with a StudentAPIError naming the rule
   function's code or defaults.
 
 Who asks is the student too in a thread with no pagedlab frame (a thread whose target is a
-library callable). Whoever asks, the child never imports the judge side (`pagedlab.trusted`, the
+library callable). Whoever asks, the child never imports the judge side (`pagedlab.grader.trusted`, the
 reference attention, the answer models): nothing it runs needs them. The decisions use what
 `install` bound, not module globals a student's code could set.
 
@@ -47,10 +47,9 @@ _REACH_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "gc.get_objec
                            "gc.get_referents", "object.__setattr__"})
 # The judge side: never imported in the child, whoever asks (the grading set-up makes it
 # root-only too: pagedlab.sandbox.private).
-JUDGE_SIDE = ("pagedlab.reference", "pagedlab.trusted", "pagedlab.harness.answers",
+JUDGE_SIDE = ("pagedlab.reference", "pagedlab.grader.trusted", "pagedlab.grader.answers",
               "pagedlab.judge_link")  # a grader's notebook run's link to root's judge
-JUDGE_FILES = tuple(str(Path(PACKAGE_DIR) / part) for part in ("reference.py", "trusted" + os.sep,
-                                                               "harness" + os.sep + "answers" + os.sep))
+JUDGE_FILES = tuple(str(Path(PACKAGE_DIR) / part) for part in ("reference.py", "grader" + os.sep))
 
 _student_dir: str | None = None
 # A grading plugin (grader-side configuration, never the student's) may turn the guard off to

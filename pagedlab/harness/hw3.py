@@ -1,7 +1,7 @@
 """Harness side of HW3: read-only walks of an engine, and engines built from bytes and data.
 
 Nothing here makes an engine from a block count: that is Task 1. Every engine a check starts from
-is bytes the grader wrote where no student code runs (`pagedlab.trusted.engines`), copied into
+is bytes the grader wrote where no student code runs (`pagedlab.grader.trusted.engines`), copied into
 heap blocks by `load`; every other engine of a scenario is `derive`d from one, its struct's bytes
 copied (the pool, the block count) and the rest written as data says (`EngineLayout`: the ref
 counts, the free count, which block each sequence maps at which L1 and L2 slot, the list order).
@@ -195,7 +195,7 @@ def _slot(blocks, block, offset) -> None:
 
 
 def load(pool_addr: int, image: dict):
-    """The engine in `image` (root's bytes: `pagedlab.trusted.engines`), copied into new heap
+    """The engine in `image` (root's bytes: `pagedlab.grader.trusted.engines`), copied into new heap
     blocks: block 0 is the engine; each "pointers" entry [block, offset, target, target offset]
     sets a pointer slot to another block's address plus an offset, each "pool" entry [block,
     offset] to `pool_addr`. A copy, nothing computed: what the bytes say is what it holds."""

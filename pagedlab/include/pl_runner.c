@@ -1,5 +1,5 @@
 /* pl_runner.c: the C track's runner, a process with no Python in it that runs a student's
- * llm_memory.c library for the graded check child (pagedlab.ctrack, runner mode).
+ * llm_memory.c library for the graded check child (pagedlab.engine.ctrack, runner mode).
  *
  * Why: a library loaded into the check child's Python process can look up the interpreter's C API
  * (PyRun_SimpleString) from a constructor and do anything there. Here it finds no interpreter,
@@ -32,7 +32,7 @@
 #endif
 
 enum { ARENA_FD = 3, REQ_FD = 4, REC_FD = 5 };
-/* Keep in sync with pagedlab/ctrack.py (REC_*, REQ_*, RECORD_BYTES, REQUEST_BYTES). */
+/* Keep in sync with pagedlab/engine/ctrack.py (REC_*, REQ_*, RECORD_BYTES, REQUEST_BYTES). */
 enum { REC_READY = 1, REC_ERROR = 2, REC_HEAP = 3, REC_OUT = 4, REC_DONE = 5 };
 enum { REQ_CALL = 1, REQ_HEAP_REPLY = 2 };
 #define PAYLOAD 1240

@@ -1,4 +1,4 @@
-/* pl_runtime.c: linked with a student's llm_memory.c by pagedlab.ctrack.
+/* pl_runtime.c: linked with a student's llm_memory.c by pagedlab.engine.ctrack.
  *
  * Two jobs:
  * - the heap hooks behind pl_heap.h's malloc/calloc/realloc/free macros: each call goes to a
@@ -9,7 +9,7 @@
  *   the faulting address, the PC, the registers and a backtrace; Python turns the PC into
  *   llm_memory.c:LINE with addr2line.
  * A block the call frees is made unreadable (mprotect) until the call returns: Python puts every
- * block the C code allocates on pages of its own (pagedlab.carena) and answers a free with how many
+ * block the C code allocates on pages of its own (pagedlab.engine.carena) and answers a free with how many
  * bytes those pages span, so the line that reads freed memory (a list walk that reads node->next
  * after freeing the node) faults right there, where a poisoned pointer would only fault later,
  * inside some other function.

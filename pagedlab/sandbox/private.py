@@ -3,10 +3,12 @@
 The check child runs the submission's code as the sandbox user, and that code can do anything
 the user can: read any file it may read, import any module it may import. So everything that
 encodes an answer is made unreadable to it (owned by root, mode 0700 / 0600, compiled bytecode
-included): the reference solutions, the answer models, the judge side (`pagedlab/trusted/`: the
-reference attention, the expectations and the empty engines' bytes, Task 1's answer) and the committed records. The child never imports any of them; the judge (root)
-does. `grading/setup.sh` seals them in the Gradescope image; `pagedlab grade` as root warns
-when one is readable by others.
+included). In the package that is one folder, the grader's (`pagedlab/grader/`: the judge side
+with the reference attention, the expectations and the empty engines' bytes, the answer models,
+the committed records, and the pipeline that uses them); no check child imports from it
+(tests/test_import_rules.py). Beside the package, the course's own answers: the reference
+solutions and the instructor's hidden planners. `grading/setup.sh` seals them in the Gradescope
+image; `pagedlab grade` as root warns when one is readable by others.
 
     python -m pagedlab.sandbox.private seal ROOT     # root-only, as the image needs
     python -m pagedlab.sandbox.private check ROOT    # list what others can still read
@@ -20,13 +22,12 @@ import sys
 from pathlib import Path
 
 # Relative to the course's top folder. Folders are sealed whole.
-ANSWERS = (
+GRADER = "pagedlab/grader"  # the package's one sealed folder
+COURSE_ANSWERS = (
     "solutions",
-    "pagedlab/harness/answers",
-    "pagedlab/trusted",
-    "pagedlab/checks/expected.json",
     "grading/hidden",  # planners: the child gets their scenarios as data, never the module
 )
+ANSWERS = (GRADER, *COURSE_ANSWERS)
 
 
 def _with_bytecode(path: Path) -> list[Path]:

@@ -23,11 +23,12 @@ from pathlib import Path
 
 from ..cputime import tree_cpu
 from . import cgroups, ipc
+from .policy import Policy
 from .trusted_builds import CHILD_ENV as TRUSTED_ENV
 from .users import Sandbox
 from .workspace import Workspace, read_back
 
-SEAL_ENV = "PAGEDLAB_SEAL"  # checks.child's: it seals itself before the submission's code runs
+SEAL_ENV = "PAGEDLAB_SEAL"  # drivers.child's: it seals itself before the submission's code runs
 # First on a notebook run's PYTHONPATH: its sitecustomize seals every Python process of the run.
 SEALED_SITE = str(Path(__file__).with_name("sealed_site"))
 
@@ -41,32 +42,8 @@ RECORD_FD_ENV = "PAGEDLAB_RECORD_FD"
 # disk); its address space is capped by the caller's memory limit.
 MAX_FILE_BYTES = 256 * 1024 * 1024
 TAIL_BYTES = 3000
-# Processes + threads the sandbox user may have at once. torch's pools, the kernel compiler and
-# the executor's workers need a few dozen; a fork bomb needs more. Only under a sandbox user:
-# RLIMIT_NPROC counts every process of the user, which on a laptop includes Jupyter itself.
-NPROC_ENV = "PAGEDLAB_GRADE_NPROC"
-NPROC = 128
-NO_NETWORK_ENV = "PAGEDLAB_GRADE_NO_NETWORK"
 # Root's variables the sandboxed child keeps: the compiler's, and the course's own.
 KEEP_ENV = ("PATH", "LANG", "CXX", "CC", "MPLBACKEND")
-
-
-def nproc_limit() -> int:
-    text = os.environ.get(NPROC_ENV, "").strip()
-    return int(text) if text.isdigit() and int(text) > 0 else NPROC
-
-
-def no_network() -> bool:
-    """PAGEDLAB_GRADE_NO_NETWORK=1: the sandboxed child must get a network namespace of its own as
-    well as the seccomp filter's refusal of sockets, on every machine (needs root and unshare from
-    util-linux; refused with a clear error when it is missing). Without it the child gets one
-    wherever the machine allows (`net_namespace`): it costs a few ms a child."""
-    if os.environ.get(NO_NETWORK_ENV, "").strip() not in ("1", "true", "yes"):
-        return False
-    missing = [tool for tool in ("unshare",) if shutil.which(tool) is None]
-    if missing:
-        raise ValueError(f"{NO_NETWORK_ENV}=1 needs {' and '.join(missing)} (util-linux) on PATH")
-    return True
 
 
 @lru_cache(maxsize=1)
@@ -146,12 +123,12 @@ ENTER = Path(__file__).with_name("enter.py")
 
 
 def _as_user(cmd: list[str], sandbox: Sandbox, home: Path, keep: list[str],
-             group: cgroups.Group | None, loopback: bool = False) -> tuple[list[str], dict]:
+             group: cgroups.Group | None, loopback: bool = False, own_network: bool = False) -> tuple[list[str], dict]:
     """The command and Popen arguments that run `cmd` as the sandbox user: in a PID and mount
     namespace of its own with private temporary folders (enter.py) where the machine allows.
     `loopback`: in a network namespace whose loopback enter.py brings up, where it allows one."""
     wrap = ["--pid", "--fork", "--kill-child", "--mount-proc"]
-    if no_network() or net_namespace():
+    if own_network or net_namespace():
         wrap.append("--net")
     if ipc_namespace():
         wrap.append("--ipc")
@@ -184,7 +161,7 @@ def net_namespace() -> bool:
 
 
 def notebook_isolation_note() -> str:
-    """What holds around a sandboxed notebook run (`run_limited(..., loopback=True)`)."""
+    """What holds around a sandboxed notebook run (`Policy(loopback=True)`)."""
     sealed = ("every Python process of it non-dumpable, under no-new-privs and a seccomp filter "
               "(Internet sockets allowed for Jupyter's ZMQ)")
     if net_namespace():
@@ -248,9 +225,6 @@ def _private_dirs_sweep(uid: int) -> None:
                 pass
 
 
-# The wall-clock limit is this many times the CPU limit: a loaded machine slows a task down, it
-# does not use up its CPU time.
-WALL_FACTOR = 4.0
 POLL = 0.25  # seconds between two looks at the task's CPU time
 
 
@@ -327,19 +301,22 @@ def _reap(pid: int) -> tuple[int, float]:
     return os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime
 
 
-def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
-                sandbox: Sandbox | None = None, cwd: Path | None = None, stdin: bytes | None = None,
-                record_cap: int = 0, wall_factor: float = WALL_FACTOR, loopback: bool = False) -> Finished:
-    """Run `cmd` in a new session with limits; once its process tree has used `timeout` CPU
-    seconds, or `wall_factor` times that on the clock, kill everything it started.
+def run_limited(cmd: list[str], policy: Policy, *, env: dict, cwd: Path | None = None,
+                stdin: bytes | None = None) -> Finished:
+    """Run `cmd` in a new session, confined as `policy` says; once its process tree has used
+    `policy.timeout` CPU seconds, or `policy.wall_factor` times that on the clock, kill
+    everything it started. `env` is its environment (a sandboxed child keeps only the course's
+    variables of it), `stdin` its input.
 
-    With a `sandbox` it runs as that user, with a scratch folder as HOME and (unless `cwd` says
-    otherwise) as its working folder. With `record_cap` it gets a record descriptor, read back
-    up to that many bytes. Raises users.KillFailed when the user's processes cannot be ended.
-    `loopback` (a Jupyter kernel's run): with a sandbox, every Python process of it seals itself
-    (sealed_site) with a filter that allows Internet sockets, in a network namespace where only
-    the loopback is up when the machine allows one.
+    With `policy.sandbox` it runs as that user, with a scratch folder as HOME and (unless `cwd`
+    says otherwise) as its working folder. With `policy.record_cap` it gets a record descriptor,
+    read back up to that many bytes. Raises users.KillFailed when the user's processes cannot be
+    ended. `policy.loopback` (a Jupyter kernel's run): with a sandbox, every Python process of it
+    seals itself (sealed_site) with a filter that allows Internet sockets, in a network namespace
+    where only the loopback is up when the machine allows one.
     """
+    timeout, memory_bytes, wall_factor = policy.timeout, policy.memory_bytes, policy.wall_factor
+    sandbox, record_cap, loopback = policy.sandbox, policy.record_cap, policy.loopback
     began = time.perf_counter()
     space = Workspace("pagedlab-run-", owner=sandbox)
     group = None
@@ -360,9 +337,9 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
                 env["PYTHONPATH"] = os.pathsep.join(filter(None, [SEALED_SITE, env.get("PYTHONPATH")]))
             if private_namespace():
                 group = cgroups.create(space.root.name, memory_bytes=memory_bytes,
-                                       pids=nproc_limit() + 16)
+                                       pids=policy.nproc + 16)
             cmd, as_user = _as_user(cmd, sandbox, space.home, _paths_to_keep(env, cwd, space), group,
-                                    loopback=loopback)
+                                    loopback=loopback, own_network=policy.own_network)
         if record_cap:
             env[RECORD_FD_ENV] = str(record_fd)
         timed_out = wall_out = starved = False
@@ -370,7 +347,7 @@ def run_limited(cmd: list[str], *, env: dict, timeout: float, memory_bytes: int,
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
                                 stdout=out_fd, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                 pass_fds=(record_fd,) if record_cap else (),
-                                preexec_fn=_limits(memory_bytes, nproc_limit() if sandbox else 0,
+                                preexec_fn=_limits(memory_bytes, policy.nproc if sandbox else 0,
                                                    timeout * wall_factor),
                                 cwd=cwd or space.home, **as_user)
         returncode = None

@@ -67,7 +67,7 @@ def _kernels(rows) -> bool:
 
 
 def _c_track(rows) -> bool:
-    from ..ctrack import ALTERNATE_FILES  # memory_manager.py: a C-only submission's runner
+    from ..engine.ctrack import ALTERNATE_FILES  # memory_manager.py: a C-only submission's runner
 
     return rows is None or any(name in ALTERNATE_FILES for row in rows for name in row.files)
 
@@ -124,7 +124,7 @@ def _fill(top: Path) -> list[Path]:
 
 def _fill_c(top: Path) -> list[Path]:
     """The C track's runner (pagedlab/include/pl_runner.c), copied from root's cache or built."""
-    from .. import ctrack
+    from ..engine import ctrack
 
     source = ctrack.cache_dir()
     try:

@@ -20,7 +20,7 @@ Python adds is a ledger, so a student gets the errors Valgrind would have printe
 
 What is *not* checked: raw `ctypes` access (`c_int32.from_address`, `ctypes.memmove`, plain
 `ctypes.POINTER` types) goes straight to memory, exactly like C. Writes into the pool are the
-pool's business (`pagedlab.pool` keeps guard zones around it). Once a freed block leaves the
+pool's business (`pagedlab.engine.pool` keeps guard zones around it). Once a freed block leaves the
 quarantine (see `QUARANTINE_BYTES`) it is really returned to libc, and a later double free of
 that address is reported as a free of an unknown address.
 """
@@ -133,7 +133,7 @@ def address(obj) -> int:
     raise TypeError(f"expected an address (int), a ctypes pointer or a struct view, not {type(obj).__name__}")
 
 
-# The C track's shared arena when its library runs in a runner process (pagedlab.carena): blocks
+# The C track's shared arena when its library runs in a runner process (pagedlab.engine.carena): blocks
 # then come from memory mapped at the same address there, so C pointers and views agree.
 _arena = None
 _arenas: list = []  # every arena ever used: its blocks go back to it, whatever is active now
@@ -160,11 +160,11 @@ def _raw_alloc(size: int, fill: int, own_pages: bool = False) -> int:
     return addr
 
 
-_c_arena_source = None  # set by pagedlab.ctrack: carena.for_c_blocks (this package imports no harness)
+_c_arena_source = None  # set by pagedlab.engine.ctrack: carena.for_c_blocks (this package imports no harness)
 
 
 def _c_arena():
-    """Where the C track's blocks come from (`pagedlab.carena.for_c_blocks`), known to `free`."""
+    """Where the C track's blocks come from (`pagedlab.engine.carena.for_c_blocks`), known to `free`."""
     arena = _c_arena_source() if _c_arena_source is not None else None
     if arena is not None and arena not in _arenas:
         _arenas.append(arena)
@@ -172,7 +172,7 @@ def _c_arena():
 
 
 def _c_alloc(size: int, *, zeroed: bool, where: str) -> int:
-    """A block for the C track's malloc/calloc (`pagedlab.ctrack`), on pages of its own: its
+    """A block for the C track's malloc/calloc (`pagedlab.engine.ctrack`), on pages of its own: its
     runtime can then make it unreadable once freed, for the rest of the call that freed it."""
     size = _check_size(size)
     return _record(_raw_alloc(size, 0 if zeroed else UNINIT_BYTE, own_pages=True), size, where)

@@ -1,7 +1,5 @@
-"""The judge side: code that computes what a correct implementation returns.
+"""Moved to `pagedlab.grader.trusted` (the 2026-12 layout); this path forwards there for one release."""
 
-Nothing here is imported by the check child (`pagedlab.checks.child`), and the grading set-up
-(`pagedlab.sandbox.private`) makes this folder root-only, so a submission's code, which runs as
-the sandbox user, can neither import nor read it. The judge (the grader, or the notebook's
-kernel in the student edition) imports it to compute the expected records of the numeric checks.
-"""
+from pagedlab._moved import warn_moved
+
+warn_moved(__name__, "pagedlab.grader.trusted")

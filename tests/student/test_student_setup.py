@@ -105,7 +105,7 @@ def test_the_course_has_its_notebooks_and_marker():
     assert len(NOTEBOOKS) >= 10
     marker = (ROOT / ".pagedlab-course").read_text()
     assert re.search(r'^edition\s*=\s*"(student|instructor)"', marker, re.M), marker
-    json.loads((ROOT / "pagedlab" / "checks" / "expected.json").read_text())
+    json.loads((ROOT / "pagedlab" / "grader" / "expected.json").read_text())
 
 
 @pytest.mark.task_wide
@@ -115,7 +115,7 @@ def test_each_task_keeps_its_graded_cell_in_its_notebook():
     moved says `pagedlab.checks.run("taskN")`, which still runs the same checks."""
     import nbformat
 
-    from pagedlab import manifest
+    from pagedlab.spec import manifest
 
     for row in manifest.TABLE:
         nb = nbformat.read(ROOT / "notebooks" / f"{row.notebook}.ipynb", as_version=4)

@@ -13,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from pagedlab.manifest import SUBMISSION_FILES
+from pagedlab.spec.manifest import SUBMISSION_FILES
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"

@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from pagedlab.manifest import SUBMISSION_FILES
+from pagedlab.spec.manifest import SUBMISSION_FILES
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

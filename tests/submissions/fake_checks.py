@@ -11,16 +11,17 @@ functions to pass, fail, crash or hang.
     task4: its check module is missing   task5: its check module fails to import
 """
 
-from pagedlab.checks import framework
-from pagedlab.checks.framework import check, expect_equal
+from pagedlab.drivers.record import expect_equal
+from pagedlab.grader import registry
 from pagedlab.guard import audit
+from pagedlab.spec.catalog import check
 
 # These submissions crash, hang and fork with os/subprocess/sys on purpose, to test the process
 # isolation beneath the student API; the API itself is tested in tests/test_student_api.py.
 audit.ENFORCED = False
 
 # Keep the real check modules out: these fakes own tasks 1-5.
-framework._loaded.add("memory_manager")
+registry._loaded.add("memory_manager")
 
 
 def _call(run, name):
@@ -47,11 +48,11 @@ def _checks_of(task, *, hidden=False, hidden_from=None):
         raise ImportError("no_such_check_module: pagedlab/checks/no_such_check_module.py is not installed")
     if task == "task5":
         raise ImportError("fake_broken_module: simulated syntax error in a check module")
-    found = framework._checks_of(task, hidden=False)
+    found = registry._checks_of(task, hidden=False)
     return [] if hidden is True else found
 
 
-framework._checks_of_override = _checks_of
+registry._checks_of_override = _checks_of
 
 
 def t2_twice(run):

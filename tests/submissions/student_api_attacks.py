@@ -51,7 +51,7 @@ PYTHONAPI_LLM_INIT = textwrap.dedent('''
 # Task 12 from the instructor edition's buddy allocator model, adapted to the exercise's interface
 # (the student edition does not have the model: see test_student_api's edition test).
 MODEL_BUDDY = textwrap.dedent('''
-    from pagedlab.harness.answers.buddy import Buddy as _Buddy
+    from pagedlab.grader.answers.buddy import Buddy as _Buddy
 
     class BuddyAllocator(BuddyAllocator):
         def __init__(self, total_slots):
@@ -90,13 +90,13 @@ ATTACKS = {
 
 # Each answer model, by its home in the instructor edition and by where it used to live.
 MODEL_IMPORTS = {
-    "buddy model": ("buddy.py", "from pagedlab.harness.answers.buddy import Buddy"),
+    "buddy model": ("buddy.py", "from pagedlab.grader.answers.buddy import Buddy"),
     "buddy model, old home": ("buddy.py", "from pagedlab.simulator import Buddy"),
-    "swap model": ("swap.py", "from pagedlab.harness.answers.swap import expected_move"),
-    "swap model, old home": ("swap.py", "from pagedlab.checks.swap import expected_move"),
-    "prefix-cache model": ("prefix_cache.py", "from pagedlab.harness.answers.prefix_cache import ReferenceCache"),
-    "prefix-cache model, old home": ("prefix_cache.py", "from pagedlab.checks.prefix_cache import ReferenceCache"),
-    "models by importlib": ("buddy.py", "import importlib\nimportlib.import_module('pagedlab.harness.answers')"),
+    "swap model": ("swap.py", "from pagedlab.grader.answers.swap import expected_move"),
+    "swap model, old home": ("swap.py", "from pagedlab.drivers.swap import expected_move"),
+    "prefix-cache model": ("prefix_cache.py", "from pagedlab.grader.answers.prefix_cache import ReferenceCache"),
+    "prefix-cache model, old home": ("prefix_cache.py", "from pagedlab.drivers.prefix_cache import ReferenceCache"),
+    "models by importlib": ("buddy.py", "import importlib\nimportlib.import_module('pagedlab.grader.answers')"),
 }
 
 

@@ -1,16 +1,5 @@
-"""Driver of the hidden check of Task 10 on a drawn scenario: each case is the `make_kernel_batch`
-arguments (its `seed` draws the tensor values only) and a scale; the schedules are named."""
+"""Moved to `pagedlab.drivers.drawn.paged_attention_cu` (the 2026-12 layout); this path forwards there for one release."""
 
-from __future__ import annotations
+from pagedlab._moved import forward
 
-from ..framework import scenario_driver
-from ..paged_attention_cu import drive_kernel
-
-
-def kernel_cases(scenario) -> list:
-    return [(c["context"], c["batch"], c["scale"]) for c in scenario["cases"]]
-
-
-@scenario_driver
-def kernel(run):
-    drive_kernel(run, kernel_cases(run.scenario), tuple(run.scenario["schedules"]))
+forward(__name__, "pagedlab.drivers.drawn.paged_attention_cu")
