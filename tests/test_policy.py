@@ -3,6 +3,7 @@ is confined; `run_limited` takes it whole."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 
 import pytest
@@ -16,13 +17,19 @@ def test_the_knobs_are_read_once_into_the_policy():
     assert Policy.from_env({NPROC_ENV: "64"}).nproc == 64
     for junk in ("", "0", "-3", "many"):  # not a count: the default, never no limit
         assert Policy.from_env({NPROC_ENV: junk}).nproc == NPROC
-    assert Policy.from_env({NO_NETWORK_ENV: "1"} if _has_unshare() else {}).own_network is _has_unshare()
+    if shutil.which("unshare"):  # the machine can give every child a network of its own
+        assert Policy.from_env({NO_NETWORK_ENV: "1"}).own_network
 
 
-def test_a_knob_the_machine_cannot_honour_stops_before_any_child(monkeypatch):
-    monkeypatch.setenv("PATH", "/nonexistent")  # no unshare
+def test_a_knob_the_machine_cannot_honour_stops_the_grade_before_any_child(monkeypatch, tmp_path):
+    from pagedlab.grader import cli
+
     with pytest.raises(ValueError, match=f"{NO_NETWORK_ENV}=1 needs unshare"):
-        Policy.from_env({NO_NETWORK_ENV: "1", "PATH": "/nonexistent"})
+        monkeypatch.setenv(NO_NETWORK_ENV, "1")
+        monkeypatch.setenv("PATH", str(tmp_path))  # no unshare on it
+        monkeypatch.setattr(cli, "run_task", lambda *a, **k: pytest.fail("a task ran under a weaker sandbox"))
+        cli.grade("solutions", tasks=["1"], json_path=str(tmp_path / "results.json"))
+    assert not (tmp_path / "results.json").exists()
 
 
 def test_but_fills_in_a_runs_limits_and_leaves_the_grading_policy_alone():
@@ -41,9 +48,3 @@ def test_run_limited_takes_its_limits_from_the_policy():
     record = run_limited([sys.executable, "-c", "import os; os.write(int(os.environ['PAGEDLAB_RECORD_FD']), b'r' * 50)"],
                          Policy(timeout=30, record_cap=10), env={})
     assert (record.record, record.record_size) == (b"r" * 10, 50)
-
-
-def _has_unshare() -> bool:
-    import shutil
-
-    return shutil.which("unshare") is not None
