@@ -35,7 +35,7 @@ _PERCENT_CELL = re.compile(r"^# %%")
 TOP_LEVEL = ("course", "environment.yml", "environment-gpu.yml", "pyproject.toml", "constraints.txt",
              "requirements.lock", ".gitignore")
 _COURSE_TOOL = re.compile(r"\btools/[\w./-]+\.py\b")  # set-up helpers the `course` script runs
-INSTRUCTOR_DOCS = ("README.md",)            # pagedlab/checks/README.md, notebooks/README.md
+INSTRUCTOR_DOCS = ("README.md",)            # pagedlab/drivers/README.md, notebooks/README.md
 # This module quotes solution lines (the lists below) and is useless without solutions/.
 INSTRUCTOR_MODULES = INSTRUCTOR_DOCS + ("release.py",)
 # Folders of pagedlab/ left out whole: the answer models (a buddy allocator, a swap model, a prefix

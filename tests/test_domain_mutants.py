@@ -1,4 +1,4 @@
-"""A mutation battery over the task domains (pagedlab/checks/README.md, "Domains").
+"""A mutation battery over the task domains (pagedlab/drivers/README.md, "Domains").
 
 Each mutant is a student-like bug that is wrong on one class of its task's domain only (a block
 size that is not a power of two, a sequence past 64 blocks, a padding slot other than -1, ...).

@@ -1,5 +1,5 @@
 """A third mutation battery: one student-like bug per domain class that no grading drew, or that
-only some gradings drew, until the hidden checks learnt it (pagedlab/checks/README.md, "Domains").
+only some gradings drew, until the hidden checks learnt it (pagedlab/drivers/README.md, "Domains").
 
 Each mutant below is right everywhere except on its class, and the class it needs a grading to
 draw is named with it:

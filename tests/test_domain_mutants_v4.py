@@ -1,6 +1,6 @@
 """A fourth mutation battery: the domain classes the spec names (C-int ids, owners, logit signs,
 sizes at and past the bounds), each graded by the hidden checks alone and by the whole grading
-(pagedlab/spec/domains.py; pagedlab/checks/README.md, "Domains").
+(pagedlab/spec/domains.py; pagedlab/drivers/README.md, "Domains").
 
 Every mutant below is a student-like bug, an overfit to the sizes the hidden checks used to draw,
 or a bug that only the public checks used to catch. Each is right everywhere but on its class,

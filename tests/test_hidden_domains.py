@@ -1,4 +1,4 @@
-"""Every class of every task's domain is drawn in every grading (pagedlab/checks/README.md,
+"""Every class of every task's domain is drawn in every grading (pagedlab/drivers/README.md,
 "Domains"), and the child grading a hidden check gets its scenario as data.
 
 A hidden check's planner (grading/hidden/) draws its scenario in the grader from the grading's

@@ -2,7 +2,7 @@
 
 solutions/paged_attention_v2.cu runs on the CPU executor and is compared with dense attention in
 float64 (max relative error <= 2e-5); out and the temporaries start as NaN, so anything unwritten
-shows. The graded checks (pagedlab/checks/paged_attention_v2.py) and their planted bugs
+shows. The graded checks (pagedlab/drivers/paged_attention_v2_cu.py) and their planted bugs
 (tests/test_v2_mutants.py) cover the kernel's numerics; this file covers the host side.
 """
 

@@ -2,7 +2,7 @@
 
 The planners run in the grader and return each scenario as data; the sandboxed child runs the
 public drivers of `pagedlab.drivers.drawn.paged_attention` on it. Every grading covers every class
-of each task's domain (`pagedlab.spec.domains`; pagedlab/checks/README.md, "Domains"), and the
+of each task's domain (`pagedlab.spec.domains`; pagedlab/drivers/README.md, "Domains"), and the
 seed only draws the values inside each class (which block size of the non-powers of two, which
 lengths past 64 blocks, the data). Planning needs no torch.
 """

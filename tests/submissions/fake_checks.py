@@ -45,7 +45,7 @@ def _t2(run):
 
 def _checks_of(task, *, hidden=False, hidden_from=None):
     if task == "task4":
-        raise ImportError("no_such_check_module: pagedlab/checks/no_such_check_module.py is not installed")
+        raise ImportError("no_such_check_module: pagedlab/drivers/no_such_check_module.py is not installed")
     if task == "task5":
         raise ImportError("fake_broken_module: simulated syntax error in a check module")
     found = registry._checks_of(task, hidden=False)
