@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pagedlab import checks
+from pagedlab import graded as checks
 
 
 def apply(text: str, old: str, new: str, name: str) -> str:

@@ -15,7 +15,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedlab import checks
+from pagedlab import graded as checks
 from pagedlab.loader import ROOT, load
 from pagedlab.reference import (
     causal_mask,

@@ -19,9 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import c_mutants  # noqa: E402
 from forked_checks import CheckServer  # noqa: E402
 
-from pagedlab import assign, checks, cmem, load
+from pagedlab import assign, cmem, load
+from pagedlab import graded as checks
 from pagedlab.engine import cnative, ctrack  # noqa: E402
 from pagedlab.engine.pool import Pool  # noqa: E402
+from pagedlab.grader import registry
 from pagedlab.harness import hw3  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not ctrack.available(), reason="no C compiler on this machine")
@@ -422,7 +424,7 @@ def test_a_compile_error_is_shown_once_per_grade(tmp_path):
     task1, task2 = (next(o for name, o in outputs.items() if name.startswith(f"Task {n} ")) for n in (1, 2))
     assert task1.count("llm_memory.c does not compile") == 5 and task1.count("the same error as under ✗") == 4
     assert task2.count("llm_memory.c does not compile: the same error as under Task 1 · ") == \
-        len(checks.checks_of("task2")), task2
+        len(registry.checks_of("task2")), task2
     assert all(t["score"] == 0 for t in result["tests"])
     # The class report counts it as one file that does not compile, with the compiler's first error.
     from pagedlab.grader import class_report

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import engine_mutants  # noqa: E402
 from forked_checks import CheckServer  # noqa: E402
 
-from pagedlab import checks
+from pagedlab import graded as checks
 from pagedlab.spec import manifest  # noqa: E402
 
 TASKS = ["task1", "task2", "task3", "task4", "task5"]

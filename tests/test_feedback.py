@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab import checks
+from pagedlab import graded as checks
 from pagedlab.spec import manifest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -108,6 +108,22 @@ def test_the_explanation_names_the_function_and_the_rule(task, tmp_path, server)
     assert function in message, f"{task}: the explanation does not name {function}:\n{message}"
     assert f"rule:     notebook {row.notebook_number}" in message, f"{task}: no notebook rule:\n{message}"
     assert "§" not in message, message
+
+
+def test_a_crash_inside_a_given_helper_is_told_at_the_students_call(tmp_path):
+    """`list_del` is given (no solution fence): a `list_del(None)` in free_sequence crashes inside
+    it, and the student's line that called it is the one named. The check child reads the given
+    functions from the grader's plan (it may not open expected.json); measured before: the
+    package move's first cut named list_del's own line."""
+    broken.copy_solutions(tmp_path)
+    path = tmp_path / "memory_manager.py"
+    call = "    destroy_sequence(engine, seq)\n    return 0\n"
+    text = path.read_text()
+    assert call in text
+    path.write_text(text.replace(call, "    list_del(None)\n" + call, 1))
+    failed = [r for r in checks.results("task2", tmp_path) if not r.passed]
+    message = next(r.message for r in failed if "AttributeError" in r.message)
+    assert "(free_sequence): list_del(None)" in message and "(list_del)" not in message, message
 
 
 def test_a_deliberate_raise_in_correct_code_points_at_the_caller(tmp_path):

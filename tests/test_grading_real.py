@@ -283,10 +283,10 @@ def test_attention_mutants_cost_their_own_task(tmp_path):
 
 @pytest.mark.task_wide
 def test_feedback_only_entries_name_registered_checks():
-    from pagedlab import checks
+    from pagedlab.grader import registry
 
     for row in points.TABLE:
-        names = [c.name for c in checks.checks_of(row.id)]
+        names = [c.name for c in registry.checks_of(row.id)]
         for prefix in row.feedback:
             assert any(n.startswith(prefix) for n in names), f"{row.id} has no check starting {prefix!r}: {names}"
 
@@ -303,7 +303,7 @@ def test_the_gpu_check_joins_task10_when_asked_and_fails_without_a_gpu(monkeypat
     assert out["status"] == "failed"
     assert "✗ the same kernel on the GPU (CuPy RawKernel)" in out["output"]
     assert "no usable GPU" in out["output"]
-    from pagedlab import checks
+    from pagedlab.grader import registry
 
     monkeypatch.delenv("PAGEDLAB_GRADE_GPU")
-    assert out["output"].count("✓") == len(checks.checks_of("task10"))  # the CPU-executor checks pass
+    assert out["output"].count("✓") == len(registry.checks_of("task10"))  # the CPU-executor checks pass

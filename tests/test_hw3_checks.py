@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab import checks, cmem, graded
+from pagedlab import cmem, graded
+from pagedlab.drivers import record
+from pagedlab.grader import registry
+from pagedlab.spec.catalog import CheckFailure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import engine_mutants  # noqa: E402
@@ -19,7 +22,7 @@ HW3_TASKS = ["task1", "task2", "task3", "task4", "task5"]
 @pytest.mark.parametrize("task", HW3_TASKS)
 def test_all_checks_pass_on_solutions(task, capsys):
     assert graded.run(task, "solutions") is None  # nothing for Jupyter to echo after the ✓ lines
-    assert f"All {len(checks.checks_of(task))} checks passed" in capsys.readouterr().out
+    assert f"All {len(registry.checks_of(task))} checks passed" in capsys.readouterr().out
     res = graded.results(task, "solutions")
     assert len(res) >= 3 and all(r.passed for r in res)
 
@@ -29,7 +32,7 @@ def test_every_check_fails_on_untouched_exercises(task):
     res = graded.results(task, "exercises")
     assert res and not any(r.passed for r in res)
     assert all("not implemented yet" in r.message for r in res)
-    with pytest.raises(checks.CheckFailure, match=f"{len(res)} of {len(res)} checks did not pass"):
+    with pytest.raises(CheckFailure, match=f"{len(res)} of {len(res)} checks did not pass"):
         graded.run(task, "exercises", quiet=True)
 
 
@@ -37,8 +40,8 @@ def test_solution_checks_leave_no_heap_behind():
     """The drivers clean up after themselves, so one child can run a whole task's checks."""
     snap = cmem.snapshot()
     for task in HW3_TASKS:
-        for c in checks.checks_of(task):
-            assert checks.drive(c, "solutions").status == "completed"
+        for c in registry.checks_of(task):
+            assert record.drive(c, "solutions").status == "completed"
     assert not cmem.changes_since(snap).allocated, cmem.leak_report(snap)
 
 

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from pagedlab import checks, cuda, kernels
+from pagedlab import cuda, kernels
+from pagedlab import graded as checks
 from pagedlab.drivers.paged_attention_cu import check_schedules
+from pagedlab.grader import registry
 from pagedlab.grader.trusted.expectations import expected_stream
 from pagedlab.kernels import decode_on_executor, paged_attention_decode
 from pagedlab.loader import ROOT, kernel_source
@@ -235,7 +237,7 @@ def first_failing_check(impl):
     from pagedlab.drivers import record
     from pagedlab.grader import judge
 
-    for c in checks.checks_of("task10"):
+    for c in registry.checks_of("task10"):
         verdict = judge.judge(expected_stream(c), record.drive(c, str(impl)))
         if not verdict.passed:
             return c.name, verdict.message

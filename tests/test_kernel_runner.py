@@ -210,7 +210,7 @@ extern "C" __global__ void paged_attention_v1(
 
 def test_a_task10_kernel_that_computes_through_python_scores_nothing(tmp_path):
     # Before the runner (a fork of Python) this submission scored Task 10 in full.
-    from pagedlab import checks
+    from pagedlab import graded as checks
 
     (tmp_path / "paged_attention.cu").write_text(STEAL_TASK10)
     results = checks.results("task10", tmp_path)

@@ -533,3 +533,21 @@ def test_a_c_library_constructor_finds_no_python_to_run(sealed, tmp_path):
     honest = _grade(tmp_path / "honest", tasks, hidden=False)
     assert honest["score"] == sum(r.points for r in manifest.TABLE if r.id.removeprefix("task") in tasks), \
         {t["number"]: (t["score"], t["output"][-300:]) for t in honest["tests"] if t["score"] != t["max_score"]}
+
+
+@pytest.mark.integration
+@pytest.mark.xdist_group("users")  # the sandbox user (conftest.py)
+def test_a_sealed_grade_tells_a_crash_in_a_given_helper_at_the_students_call(sealed, tmp_path):
+    """Which functions of a course file are given (the list helpers) is in expected.json, which the
+    sealed child cannot read, as it cannot read solutions/: the plan carries their names, so a
+    crash inside `list_del` is told at the student's line that called it, as on a laptop."""
+    sub = tmp_path / "sub"
+    shutil.copytree(ROOT / "solutions", sub)
+    text = (sub / "memory_manager.py").read_text()
+    call = "    destroy_sequence(engine, seq)\n    return 0\n"
+    assert call in text
+    (sub / "memory_manager.py").write_text(text.replace(call, "    list_del(None)\n" + call, 1))
+    results = _grade(sub, ["2"], hidden=False)
+    out = next(t["output"] for t in results["tests"] if t["number"] == "2")
+    assert results["score"] == 0 and "(free_sequence): list_del(None)" in out and "(list_del)" not in out, \
+        out[-2500:]

@@ -74,7 +74,7 @@ def test_mutant_is_caught(tmp_path, name):
 
 
 def test_every_check_fails_on_the_untouched_exercise():
-    from pagedlab import checks
+    from pagedlab import graded as checks
 
     results = checks.results("task13", "exercises")
     assert results and not any(r.passed for r in results), [r.name for r in results if r.passed]

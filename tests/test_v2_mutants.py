@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from trusted_records import trusted_record
 
-from pagedlab import checks
+from pagedlab import graded as checks
 from pagedlab.drivers import record
 from pagedlab.grader import judge, registry
 from pagedlab.loader import ROOT

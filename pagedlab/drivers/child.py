@@ -153,8 +153,10 @@ def main() -> int:
         _dump_stack_at(float(request["dump_after"]), real_exit, float(request.get("began") or time.time()))
     from ..guard import audit as student_api
     from ..loader import impl_dir
-    from . import record
+    from . import given, record
 
+    # Which functions of a course file are given, as the grader read them (its files, not ours).
+    given.use(request.get("given") if isinstance(request.get("given"), dict) else {})
     try:
         if request.get("plugin"):
             _load_plugin(request["plugin"])

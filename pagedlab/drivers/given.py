@@ -1,6 +1,10 @@
 """What `expected.json` says that the checks themselves need: which functions of a course file
 are given (not written by the student), read from the file or, without it, from solutions/.
 
+A check child reads neither: both are the grader's, root-only in the grading set-up, and the
+student API refuses to open the grader's folder. The grader sends the names with its plan
+(`pagedlab.grader.pipeline`), and the child hands them to `use` before any check runs.
+
 It sits below both the driver record (which names the student's frames in a traceback) and
 `golden` (which writes the file), so neither imports the other to reach it.
 """
@@ -57,7 +61,19 @@ def load(path: Path = PATH) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+_from_plan: dict[str, list[str]] | None = None
+
+
+def use(names: dict) -> None:
+    """In a check child: the given functions as the grader's plan sent them (file -> names)."""
+    global _from_plan
+    _from_plan = {str(file): [str(n) for n in found] for file, found in dict(names).items()
+                  if isinstance(found, list)}
+
+
 def given_functions() -> dict[str, list[str]]:
+    if _from_plan is not None:
+        return _from_plan
     data = load().get("given") or {}
     if data:
         return data

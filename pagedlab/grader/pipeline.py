@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from .. import track
+from ..drivers import given
 from ..drivers import record as check_record
 from ..sandbox.policy import WALL_FACTOR, Policy
 from ..sandbox.process import Finished, run_limited
@@ -182,6 +183,9 @@ def child_policy(base: Policy | None = None, sandbox: Sandbox | None = None) -> 
 
 def _check_child(impl: str, request: dict, policy: Policy, *, env: dict | None) -> Finished:
     """One `pagedlab.drivers.child` on `request`, confined by `policy`."""
+    # The given functions of the course files (the child cannot read expected.json), so a crash
+    # inside a given list helper is told at the student's call.
+    request = {**request, "given": given.given_functions()}
     if registry.plugin_path():  # tests' stand-in checks: the child loads what the plan names
         request = {**request, "plugin": registry.plugin_path()}
     return run_limited([sys.executable, "-s", "-m", "pagedlab.drivers.child"], policy, env=_child_env(impl, env),
