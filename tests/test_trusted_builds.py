@@ -86,4 +86,4 @@ def test_the_c_runner_comes_from_the_trusted_folder_whatever_the_cache_holds(tmp
     assert ctrack.runner_program() == planted  # no trusted folder: the cache's, as before
     monkeypatch.setenv(trusted_builds.CHILD_ENV, str(trusted))
     assert ctrack.runner_program() == made[0]
-    assert trusted_builds.needed([__import__("pagedlab.spec.manifest").manifest.task("task3")])
+    assert trusted_builds.needed([__import__("pagedlab.spec.manifest", fromlist=["task"]).task("task3")])
