@@ -91,17 +91,6 @@ def _dump_stack_at(seconds: float, real_exit, began: float) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _load_plugin(path) -> None:
-    """A test's stand-in module that the grader loaded too (`registry.load_plugin`): the plan names
-    it, so this process reads no setting of its own to find one."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("pagedlab_grading_plugin", str(path))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-
-
 def _wanted(task: str, item: dict):
     """(check, scenario data, engines) for one planned check, from the plan alone: a drawn
     scenario's driver is looked up by name in the public drivers, a public check's driver by the
@@ -158,8 +147,8 @@ def main() -> int:
     # Which functions of a course file are given, as the grader read them (its files, not ours).
     given.use(request.get("given") if isinstance(request.get("given"), dict) else {})
     try:
-        if request.get("plugin"):
-            _load_plugin(request["plugin"])
+        if request.get("plugin"):  # a test's stand-in checks, which the grader loaded too: the
+            record.load_file(record.PLUGIN_MODULE, request["plugin"])  # plan names the file
         wanted = [_wanted(request["task"], item) for item in request["checks"]]
         if request.get("probe"):
             # The grader asks whether its plan starts at all here, with no submission file

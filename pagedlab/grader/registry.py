@@ -10,6 +10,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from ..drivers.record import PLUGIN_MODULE, load_file
 from ..spec import catalog, manifest
 from ..spec.catalog import CHECKS_PACKAGE, Check
 
@@ -65,10 +66,7 @@ def _import_module(name: str) -> None:
         return
     if name.startswith("hidden:"):
         path = Path(name.removeprefix("hidden:"))
-        spec = importlib.util.spec_from_file_location(f"pagedlab_hidden_checks.{path.stem}", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
+        load_file(f"pagedlab_hidden_checks.{path.stem}", path)
     else:
         importlib.import_module(f"{CHECKS_PACKAGE}.{name}")
     _loaded.add(name)
@@ -90,10 +88,7 @@ def load_plugin() -> None:
     plugin = os.environ.get(PLUGIN_ENV)
     if plugin and f"plugin:{plugin}" not in _loaded:
         _loaded.add(f"plugin:{plugin}")
-        spec = importlib.util.spec_from_file_location("pagedlab_grading_plugin", plugin)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
+        load_file(PLUGIN_MODULE, plugin)
 
 
 def checks_of(task: str, *, hidden: bool | None = False, hidden_from: Path | None = None) -> list[Check]:
